@@ -1,0 +1,49 @@
+# Thin wrapper over CMake/Ninja. `make run` and `make test` do all set-up on a fresh
+# Debian 12 machine (scripts/deps.sh installs what is missing, idempotently).
+BUILD        ?= build
+BUILD_ASAN   ?= build-asan
+JOBS         ?= $(shell nproc)
+CMAKE_FLAGS  ?=
+TINY_MODEL   := models/flashkv-tiny.gguf
+FLASHKV      := $(BUILD)/flashkv
+
+.PHONY: all deps build run test test-asan bench format clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(TINY_MODEL): | build
+	$(FLASHKV) make-tiny $(TINY_MODEL)
+
+tiny: build
+	@test -f $(TINY_MODEL) || $(FLASHKV) make-tiny $(TINY_MODEL)
+
+run: build tiny
+	$(FLASHKV) run --model $(TINY_MODEL) -p "Hello! Who are you?" -n 32
+
+test: build tiny
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+$(BUILD_ASAN)/build.ninja:
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHKV_SANITIZE=ON -DFLASHKV_CUDA=OFF
+
+test-asan: deps $(BUILD_ASAN)/build.ninja
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+
+bench: build
+	$(BUILD)/bench/flashkv_bench_tensor
+
+format:
+	find src tests bench -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)
