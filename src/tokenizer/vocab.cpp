@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,12 @@ bool LooksLikeMarker(std::string_view text) {
   return (StartsWith(text, "<|") && EndsWith(text, "|>")) ||
          (StartsWith(text, "<｜") && EndsWith(text, "｜>"));
 }
+
+constexpr const char* kGgufTokens = "tokenizer.ggml.tokens";
+constexpr const char* kGgufTokenType = "tokenizer.ggml.token_type";
+constexpr const char* kGgufMerges = "tokenizer.ggml.merges";
+constexpr const char* kGgufBos = "tokenizer.ggml.bos_token_id";
+constexpr const char* kGgufEos = "tokenizer.ggml.eos_token_id";
 
 std::string PadText(size_t id) {
   return "[PAD" + std::to_string(id) + "]";
@@ -168,6 +175,58 @@ Status AddMissingChatMarkers(Vocab& vocab, size_t n_vocab) {
   if (vocab.bos_id < 0) vocab.bos_id = FindByText(vocab, kBosText);
   if (vocab.eos_id < 0) vocab.eos_id = FindByText(vocab, kEosText);
   return Status::Ok();
+}
+
+Expected<Vocab> LoadVocabFromGguf(const GgufFile& gguf) {
+  Vocab vocab;
+  FLASHKV_ASSIGN_OR_RETURN(vocab.tokens, gguf.GetStringArray(kGgufTokens));
+  if (gguf.Has(kGgufTokenType)) {
+    FLASHKV_ASSIGN_OR_RETURN(std::vector<int64_t> types, gguf.GetIntArray(kGgufTokenType));
+    if (types.size() != vocab.tokens.size()) {
+      return Corrupt("{} has {} entries but {} has {}", kGgufTokenType, types.size(), kGgufTokens,
+                     vocab.tokens.size());
+    }
+    vocab.token_types.reserve(types.size());
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] < static_cast<int64_t>(TokenType::kNormal) ||
+          types[i] > static_cast<int64_t>(TokenType::kByte)) {
+        return Corrupt("{}[{}] = {} is not a GGML token type", kGgufTokenType, i, types[i]);
+      }
+      vocab.token_types.push_back(static_cast<int32_t>(types[i]));
+    }
+  } else {
+    for (const std::string& t : vocab.tokens) {
+      bool marker = LooksLikeMarker(t) || t == "<think>" || t == "</think>" || t == "｜DSML｜";
+      vocab.token_types.push_back(
+          static_cast<int32_t>(marker ? TokenType::kControl : TokenType::kNormal));
+    }
+  }
+  if (gguf.Has(kGgufMerges)) {
+    FLASHKV_ASSIGN_OR_RETURN(vocab.merges, gguf.GetStringArray(kGgufMerges));
+  }
+  const auto n = static_cast<uint64_t>(vocab.tokens.size());
+  for (auto [key, out, text] : {std::tuple{kGgufBos, &vocab.bos_id, kBosText},
+                                std::tuple{kGgufEos, &vocab.eos_id, kEosText}}) {
+    if (gguf.Has(key)) {
+      FLASHKV_ASSIGN_OR_RETURN(uint64_t id, gguf.GetU64(key));
+      if (id >= n) return Corrupt("{} = {} is outside the vocabulary of {}", key, id, n);
+      *out = static_cast<int32_t>(id);
+    } else {
+      *out = FindByText(vocab, text);
+    }
+  }
+  FLASHKV_RETURN_IF_ERROR(ValidateVocab(vocab));
+  return vocab;
+}
+
+void WriteVocabToGguf(const Vocab& vocab, GgufWriter& writer) {
+  writer.SetString("tokenizer.ggml.model", "gpt2");
+  writer.SetString("tokenizer.ggml.pre", "joyai-llm");
+  writer.SetStringArray(kGgufTokens, vocab.tokens);
+  writer.SetI32Array(kGgufTokenType, vocab.token_types);
+  writer.SetStringArray(kGgufMerges, vocab.merges);
+  if (vocab.bos_id >= 0) writer.SetU32(kGgufBos, static_cast<uint32_t>(vocab.bos_id));
+  if (vocab.eos_id >= 0) writer.SetU32(kGgufEos, static_cast<uint32_t>(vocab.eos_id));
 }
 
 Status ValidateVocab(const Vocab& vocab) {

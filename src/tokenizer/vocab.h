@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
 #include "util/status.h"
 
 namespace flashkv {
@@ -58,6 +60,14 @@ Expected<Vocab> LoadVocabFromTokenizerJson(const std::string& path);
 // padding the vocabulary up to n_vocab with kUnused placeholders. Fails when the markers do
 // not fit below n_vocab. Sets bos_id/eos_id when they were unset.
 Status AddMissingChatMarkers(Vocab& vocab, size_t n_vocab);
+
+// Reads tokenizer.ggml.tokens, token_type (optional: derived from the marker shape when
+// absent), merges (optional), bos_token_id / eos_token_id (optional: found by text).
+Expected<Vocab> LoadVocabFromGguf(const GgufFile& gguf);
+
+// Writes tokenizer.ggml.model "gpt2", pre "joyai-llm", tokens, token_type (i32 array),
+// merges, bos_token_id / eos_token_id (u32, only when set) in that order, as DS4 GGUFs do.
+void WriteVocabToGguf(const Vocab& vocab, GgufWriter& writer);
 
 // Checks the parallel arrays agree and bos/eos are in range.
 Status ValidateVocab(const Vocab& vocab);

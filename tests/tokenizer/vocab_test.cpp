@@ -66,5 +66,47 @@ TEST(VocabTest, MissingFileIsAnError) {
   EXPECT_EQ(v.status().code(), StatusCode::kIoError);
 }
 
+TEST(VocabTest, LoadsDs4TinyGguf) {
+  Expected<GgufFile> gguf =
+      GgufFile::Open(std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf");
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  Expected<Vocab> v = LoadVocabFromGguf(*gguf);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->size(), 1024u);
+  EXPECT_EQ(v->merges.size(), 760u);
+  EXPECT_EQ(v->merges.back(), "> Ċ");
+  EXPECT_EQ(v->bos_id, 0);
+  EXPECT_EQ(v->eos_id, 1);
+  EXPECT_EQ(IdOf(*v, "<｜User｜>"), 1019);
+  EXPECT_EQ(IdOf(*v, "｜DSML｜"), 1023);
+  EXPECT_EQ(v->token_types[1023], static_cast<int32_t>(TokenType::kControl));
+  EXPECT_EQ(v->token_types[1018], static_cast<int32_t>(TokenType::kNormal));
+  // Already complete: nothing to add, nothing padded.
+  ASSERT_TRUE(AddMissingChatMarkers(*v, 1024).ok());
+  EXPECT_EQ(v->size(), 1024u);
+}
+
+TEST(VocabTest, GgufRoundTrip) {
+  Expected<Vocab> v = LoadVocabFromTokenizerJson(kTokenizerJson);
+  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(AddMissingChatMarkers(*v, 129280).ok());
+  GgufWriter writer;
+  WriteVocabToGguf(*v, writer);
+  Expected<std::vector<uint8_t>> bytes = writer.WriteToBytes();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  Expected<GgufFile> gguf = GgufFile::FromBytes(std::move(*bytes));
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  EXPECT_EQ(*gguf->GetString("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(*gguf->GetString("tokenizer.ggml.pre"), "joyai-llm");
+  EXPECT_EQ(*gguf->TypeOf("tokenizer.ggml.bos_token_id"), GgufType::kU32);
+  Expected<Vocab> back = LoadVocabFromGguf(*gguf);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->tokens, v->tokens);
+  EXPECT_EQ(back->token_types, v->token_types);
+  EXPECT_EQ(back->merges, v->merges);
+  EXPECT_EQ(back->bos_id, 0);
+  EXPECT_EQ(back->eos_id, 1);
+}
+
 }  // namespace
 }  // namespace flashkv

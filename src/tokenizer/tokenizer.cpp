@@ -1,0 +1,138 @@
+#include "tokenizer/tokenizer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "tokenizer/byte_level.h"
+
+namespace flashkv {
+namespace {
+
+// Texts longer than this get a per-call cache of piece → ids: natural text repeats its
+// words, and a hash lookup is cheaper than re-running the merges. Short texts (chat
+// turns) skip it because building the map costs more than it saves.
+constexpr size_t kCacheMinText = 8192;
+// Long pieces are rare and would bloat the cache.
+constexpr size_t kCacheMaxPiece = 32;
+
+bool IsAdded(int32_t type) {
+  return type == static_cast<int32_t>(TokenType::kControl) ||
+         type == static_cast<int32_t>(TokenType::kUserDefined);
+}
+
+}  // namespace
+
+Expected<Tokenizer> Tokenizer::FromVocab(const Vocab& vocab) {
+  FLASHKV_RETURN_IF_ERROR(ValidateVocab(vocab));
+  FLASHKV_ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::FromVocab(vocab));
+  FLASHKV_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::Create());
+  if (bpe.missing_bytes() > 0) {
+    spdlog::warn("tokenizer: {} of 256 bytes have no token; such bytes cannot be encoded",
+                 bpe.missing_bytes());
+  }
+  if (bpe.skipped_merges() > 0) {
+    spdlog::warn("tokenizer: {} merges name tokens absent from the vocabulary and are ignored",
+                 bpe.skipped_merges());
+  }
+  Tokenizer t(std::move(bpe), std::move(pre));
+  t.pieces_ = vocab.tokens;
+  t.types_ = vocab.token_types;
+  t.bos_id_ = vocab.bos_id;
+  t.eos_id_ = vocab.eos_id;
+  t.bytes_.resize(vocab.tokens.size());
+  t.id_of_piece_.reserve(vocab.tokens.size());
+  for (size_t i = 0; i < vocab.tokens.size(); ++i) {
+    const std::string& piece = t.pieces_[i];
+    auto id = static_cast<int32_t>(i);
+    t.id_of_piece_.emplace(piece, id);  // first id wins for a duplicated string
+    if (IsAdded(t.types_[i])) {
+      t.bytes_[i] = piece;  // added tokens are literal text, not byte-level
+      t.specials_.Add(piece, id);
+    } else if (t.types_[i] == static_cast<int32_t>(TokenType::kUnused)) {
+      t.bytes_[i] = piece;  // never produced by Encode; decodes to its placeholder text
+    } else {
+      byte_level::Decode(piece, &t.bytes_[i]);
+    }
+  }
+  return t;
+}
+
+void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<std::string_view> pieces;
+  pieces.reserve(text.size() / 4 + 1);
+  pre_.Split(text, &pieces);
+  if (text.size() < kCacheMinText) {
+    for (std::string_view p : pieces) bpe_.EncodePiece(p, out);
+    return;
+  }
+  // piece → [begin, end) of its ids inside *out (the first time it was encoded).
+  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+  cache.reserve(pieces.size() / 8 + 16);
+  for (std::string_view p : pieces) {
+    if (p.size() > kCacheMaxPiece) {
+      bpe_.EncodePiece(p, out);
+      continue;
+    }
+    auto [it, inserted] = cache.try_emplace(p, 0u, 0u);
+    if (!inserted) {
+      for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+        int32_t id = (*out)[k];  // copy first: push_back may reallocate
+        out->push_back(id);
+      }
+      continue;
+    }
+    auto begin = static_cast<uint32_t>(out->size());
+    bpe_.EncodePiece(p, out);
+    it->second = {begin, static_cast<uint32_t>(out->size())};
+  }
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool allow_specials) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (!allow_specials || specials_.empty()) {
+    EncodeOrdinary(text, &ids);
+    return ids;
+  }
+  size_t pos = 0;
+  while (pos < text.size()) {
+    SpecialMatcher::Match m = specials_.FindNext(text, pos);
+    if (m.pos > pos) EncodeOrdinary(text.substr(pos, m.pos - pos), &ids);
+    if (m.len == 0) break;
+    ids.push_back(m.id);
+    pos = m.pos + m.len;
+  }
+  return ids;
+}
+
+Expected<std::string> Tokenizer::Decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= bytes_.size()) {
+      return OutOfRange("token id {} at position {} is outside the vocabulary of {}", ids[i], i,
+                        bytes_.size());
+    }
+    out += bytes_[ids[i]];
+  }
+  return out;
+}
+
+std::string_view Tokenizer::TokenBytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) return {};
+  return bytes_[id];
+}
+
+std::string_view Tokenizer::TokenPiece(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= pieces_.size()) return {};
+  return pieces_[id];
+}
+
+int32_t Tokenizer::FindToken(std::string_view text) const {
+  auto it = id_of_piece_.find(text);
+  return it == id_of_piece_.end() ? -1 : it->second;
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < types_.size() && IsAdded(types_[id]);
+}
+
+}  // namespace flashkv
