@@ -78,6 +78,24 @@ size_t IncompleteTailLength(std::string_view s) {
   return 0;
 }
 
+std::string ReplaceInvalid(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t full = 0;
+    size_t matched = MatchedPrefix(s.substr(i), &full);
+    if (matched > 0 && matched == full) {
+      out.append(s.substr(i, matched));
+      i += matched;
+    } else {
+      out.append("\xEF\xBF\xBD");  // U+FFFD for the longest consistent prefix
+      i += matched > 0 ? matched : 1;
+    }
+  }
+  return out;
+}
+
 uint32_t DecodeAt(std::string_view s) {
   auto b0 = static_cast<uint8_t>(s[0]);
   if (b0 < 0x80) return b0;

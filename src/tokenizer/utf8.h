@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace flashkv::utf8 {
@@ -21,6 +22,10 @@ size_t ValidPrefixLength(std::string_view s);
 // that is merely incomplete (more bytes could complete it). 0 when s ends on a boundary or
 // its tail can never become valid.
 size_t IncompleteTailLength(std::string_view s);
+
+// s with every maximal invalid subpart (Unicode's "substitution of maximal subparts")
+// replaced by U+FFFD, for consumers that require valid UTF-8.
+std::string ReplaceInvalid(std::string_view s);
 
 // Decodes the valid sequence at s[0] (ValidSequenceLength(s) must be > 0).
 uint32_t DecodeAt(std::string_view s);
