@@ -1,8 +1,8 @@
 // Tensor element types with GGML's numeric ids and block geometry. The ids and names are
 // written into GGUF files, so they never change. Must not: know layer structure.
 //
-// Geometry only lives here; the block structs, (de)quantizers and dot kernels are in
-// quant_*.h. A type can be known (the GGUF reader accepts and sizes it) without flashkv
+// Geometry only lives here; the block structs are in quant_blocks.h, the (de)quantizers in
+// quant.h, the dot kernels in dot.h and the threaded matvec/matmul in matmul.h. A type can be known (the GGUF reader accepts and sizes it) without flashkv
 // being able to compute with it (`computable`).
 #pragma once
 
@@ -50,10 +50,10 @@ enum class DType : uint32_t {
 
 struct DTypeInfo {
   DType type;
-  std::string_view name;   // GGML's spelling: "f32", "q8_0", "iq2_xxs", ...
-  uint32_t block_size;     // values per block
-  uint32_t block_bytes;    // bytes per block
-  bool computable;         // flashkv can dequantize / dot it
+  std::string_view name;  // GGML's spelling: "f32", "q8_0", "iq2_xxs", ...
+  uint32_t block_size;    // values per block
+  uint32_t block_bytes;   // bytes per block
+  bool computable;        // flashkv can dequantize / dot it
 };
 
 // nullptr for an id GGML does not define.

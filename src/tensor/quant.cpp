@@ -1,0 +1,264 @@
+#include "tensor/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "tensor/iq2_tables.h"
+#include "tensor/quant_internal.h"
+#include "tensor/quant_k.h"
+
+namespace flashkv {
+namespace internal {
+
+void DequantBlockQ8_0(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2);
+  for (int i = 0; i < kQK8_0; ++i) out[i] = d * static_cast<float>(qs[i]);
+}
+
+void DequantBlockQ2_K(const uint8_t* block, float* out) {
+  const uint8_t* scales = block;
+  const uint8_t* qs = block + 16;
+  const float d = LoadHalf(block + 80);
+  const float dmin = LoadHalf(block + 82);
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 4; ++s) {
+      for (int part = 0; part < 2; ++part) {
+        const uint8_t sc = scales[8 * h + 2 * s + part];
+        const float dl = d * static_cast<float>(sc & 15);
+        const float ml = dmin * static_cast<float>(sc >> 4);
+        float* o = out + 128 * h + 32 * s + 16 * part;
+        const uint8_t* q = qs + 32 * h + 16 * part;
+        for (int l = 0; l < 16; ++l) o[l] = dl * static_cast<float>((q[l] >> (2 * s)) & 3) - ml;
+      }
+    }
+  }
+}
+
+void DequantBlockQ4_K(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const float dmin = LoadHalf(block + 2);
+  const uint8_t* scales = block + 4;
+  const uint8_t* qs = block + 16;
+  for (int p = 0; p < 4; ++p) {
+    int sc0, mn0, sc1, mn1;
+    Q4KScaleMin(scales, 2 * p, &sc0, &mn0);
+    Q4KScaleMin(scales, 2 * p + 1, &sc1, &mn1);
+    const float d0 = d * static_cast<float>(sc0), m0 = dmin * static_cast<float>(mn0);
+    const float d1 = d * static_cast<float>(sc1), m1 = dmin * static_cast<float>(mn1);
+    const uint8_t* q = qs + 32 * p;
+    for (int l = 0; l < 32; ++l) out[64 * p + l] = d0 * static_cast<float>(q[l] & 15) - m0;
+    for (int l = 0; l < 32; ++l) out[64 * p + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - m1;
+  }
+}
+
+void DequantBlockIQ2_XXS(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* qs = block + 2;
+  for (int g = 0; g < 8; ++g) {
+    uint32_t a, b;
+    std::memcpy(&a, qs + 8 * g, 4);
+    std::memcpy(&b, qs + 8 * g + 4, 4);
+    const float db = d * (0.5f + static_cast<float>(b >> 28)) * 0.25f;
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t grid = kIq2xxsGrid[(a >> (8 * k)) & 0xff];
+      const uint8_t signs = kIq2Signs[(b >> (7 * k)) & 127];
+      for (int j = 0; j < 8; ++j) {
+        const float mag = static_cast<float>((grid >> (8 * j)) & 0xff);
+        out[32 * g + 8 * k + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+      }
+    }
+  }
+}
+
+void DequantBlockQ8_K(const uint8_t* block, float* out) {
+  const float d = LoadFloat(block);
+  const int8_t* qs = reinterpret_cast<const int8_t*>(block + 4);
+  for (int i = 0; i < kQK_K; ++i) out[i] = d * static_cast<float>(qs[i]);
+}
+
+}  // namespace internal
+
+namespace {
+
+using BlockFn = void (*)(const uint8_t*, float*);
+
+BlockFn DequantFnFor(DType type) {
+  switch (type) {
+    case DType::kQ8_0:
+      return internal::DequantBlockQ8_0;
+    case DType::kQ2_K:
+      return internal::DequantBlockQ2_K;
+    case DType::kQ4_K:
+      return internal::DequantBlockQ4_K;
+    case DType::kIQ2_XXS:
+      return internal::DequantBlockIQ2_XXS;
+    case DType::kQ8_K:
+      return internal::DequantBlockQ8_K;
+    default:
+      return nullptr;
+  }
+}
+
+Status CheckRow(DType type, int64_t n, const char* what) {
+  const DTypeInfo* info = FindDTypeInfo(static_cast<uint32_t>(type));
+  if (!info)
+    return InvalidArgument("{}: unknown tensor type id {}", what, static_cast<uint32_t>(type));
+  if (!info->computable) return Unsupported("{}: type {} is not supported", what, info->name);
+  if (n < 0 || n % info->block_size != 0)
+    return InvalidArgument("{}: row of {} values is not a whole number of {} blocks ({} values)",
+                           what, n, info->name, info->block_size);
+  return Status::Ok();
+}
+
+// GGML's Q8_0 weight quantizer: scale amax/127 stored as f16, quants rounded half away from
+// zero against the unrounded fp32 scale.
+void QuantizeQ8_0(const float* x, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQK8_0, dst += sizeof(BlockQ8_0)) {
+    float amax = 0.0f;
+    for (int i = 0; i < kQK8_0; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = F32ToF16(d);
+    std::memcpy(dst, &dh, 2);
+    for (int i = 0; i < kQK8_0; ++i) {
+      const float v = std::clamp(std::round(x[i] * id), -128.0f, 127.0f);
+      dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(v));
+    }
+  }
+}
+
+}  // namespace
+
+Status DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
+  FLASHKV_RETURN_IF_ERROR(CheckRow(type, n, "dequantize"));
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return Status::Ok();
+    case DType::kF16:
+      F16ToF32Row(static_cast<const uint16_t*>(src), dst, n);
+      return Status::Ok();
+    case DType::kBF16:
+      BF16ToF32Row(static_cast<const uint16_t*>(src), dst, n);
+      return Status::Ok();
+    default:
+      break;
+  }
+  const BlockFn fn = DequantFnFor(type);
+  if (!fn) return Unsupported("dequantize: no kernel for type {}", GetDTypeInfo(type).name);
+  const DTypeInfo& info = GetDTypeInfo(type);
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / info.block_size; ++b)
+    fn(p + b * info.block_bytes, dst + b * info.block_size);
+  return Status::Ok();
+}
+
+bool CanQuantize(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ4_K:
+    case DType::kQ8_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
+  FLASHKV_RETURN_IF_ERROR(CheckRow(type, n, "quantize"));
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      break;
+    case DType::kF16:
+      F32ToF16Row(src, static_cast<uint16_t*>(dst), n);
+      break;
+    case DType::kBF16:
+      F32ToBF16Row(src, static_cast<uint16_t*>(dst), n);
+      break;
+    case DType::kQ8_0:
+      QuantizeQ8_0(src, out, n);
+      break;
+    case DType::kQ2_K:
+      for (int64_t b = 0; b < n / kQK_K; ++b)
+        internal::QuantizeBlockQ2_K(src + b * kQK_K, out + b * sizeof(BlockQ2_K));
+      break;
+    case DType::kQ4_K:
+      for (int64_t b = 0; b < n / kQK_K; ++b)
+        internal::QuantizeBlockQ4_K(src + b * kQK_K, out + b * sizeof(BlockQ4_K));
+      break;
+    case DType::kQ8_K: {
+      // BlockQ8_K has float alignment; quantize through an aligned temporary.
+      BlockQ8_K blk;
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        QuantizeActQ8_K(src + b * kQK_K, &blk, kQK_K);
+        std::memcpy(out + b * sizeof(BlockQ8_K), &blk, sizeof(blk));
+      }
+      break;
+    }
+    default:
+      return Unsupported("quantize: cannot quantize to {}", GetDTypeInfo(type).name);
+  }
+  return Status::Ok();
+}
+
+void QuantizeActQ8_0(const float* x, BlockQ8_0Act* out, int64_t n) {
+  const int64_t blocks = (n + kQK8_0 - 1) / kQK8_0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kQK8_0;
+    const int64_t bn = std::min<int64_t>(kQK8_0, n - i0);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < bn; ++i) {
+      const float ax = std::fabs(x[i0 + i]);
+      if (ax > amax) amax = ax;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    for (int64_t i = 0; i < bn; ++i) {
+      const long v = std::lrint(x[i0 + i] * id);
+      out[b].qs[i] = static_cast<int8_t>(std::clamp<long>(v, -128, 127));
+    }
+    for (int64_t i = bn; i < kQK8_0; ++i) out[b].qs[i] = 0;
+  }
+}
+
+void QuantizeActQ8_K(const float* x, BlockQ8_K* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    BlockQ8_K& y = out[b];
+    float max = 0.0f;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y, 0, sizeof(y));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQK_K; ++j) {
+      const long v = std::lrint(iscale * x[j]);
+      y.qs[j] = static_cast<int8_t>(std::clamp<long>(v, -128, 127));
+    }
+    for (int k = 0; k < kQK_K / 16; ++k) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += y.qs[16 * k + i];
+      y.bsums[k] = static_cast<int16_t>(sum);
+    }
+    y.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace flashkv

@@ -1,0 +1,44 @@
+// Per-block helpers shared by quant.cpp, dot_ref.cpp and dot.cpp. Internal to tensor/: not
+// part of the module's API. Must not: allocate or know about rows beyond one block.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "tensor/quant_blocks.h"
+
+namespace flashkv::internal {
+
+// Loads an f16 field through memcpy: blocks come from mmapped files at any even offset.
+inline float LoadHalf(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return F16ToF32(h);
+}
+
+inline float LoadFloat(const void* p) {
+  float f;
+  std::memcpy(&f, p, sizeof(f));
+  return f;
+}
+
+// Q4_K's 6-bit scale and min of group j (0..7) from the packed 12 bytes.
+inline void Q4KScaleMin(const uint8_t* s, int j, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// One block -> its values, f32, in GGML's dequantization arithmetic (see quant_blocks.h).
+void DequantBlockQ8_0(const uint8_t* block, float* out);     // [32]
+void DequantBlockQ2_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockQ4_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockIQ2_XXS(const uint8_t* block, float* out);  // [256]
+void DequantBlockQ8_K(const uint8_t* block, float* out);     // [256]
+
+}  // namespace flashkv::internal
