@@ -56,6 +56,11 @@ Expected<Tokenizer> Tokenizer::FromVocab(const Vocab& vocab) {
   return t;
 }
 
+Expected<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
+  FLASHKV_ASSIGN_OR_RETURN(Vocab vocab, LoadVocabFromGguf(gguf));
+  return FromVocab(vocab);
+}
+
 void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<std::string_view> pieces;
   pieces.reserve(text.size() / 4 + 1);

@@ -32,6 +32,8 @@ namespace flashkv {
 class Tokenizer {
  public:
   static Expected<Tokenizer> FromVocab(const Vocab& vocab);
+  // LoadVocabFromGguf + FromVocab.
+  static Expected<Tokenizer> FromGguf(const GgufFile& gguf);
 
   Tokenizer(Tokenizer&&) noexcept = default;
   Tokenizer& operator=(Tokenizer&&) noexcept = default;
