@@ -1,0 +1,253 @@
+// The Backend interface: device memory, host<->device Read/Write, weight placement, and
+// the op list of the DeepSeek V4 forward pass. The model (src/model/) is written once
+// against this; the CPU backend implements it in src/backend/cpu/, CUDA later.
+// Must not: own policy. Kernels never see layer indices, numerics modes or model names;
+// they get shapes, pointers and plain numeric parameters.
+//
+// Design rules that let a GPU backend run a whole decode step without host round trips
+// (and capture it in a graph):
+// - every shape, count and offset an op needs is computable on the host from positions
+//   (pos0, n_tokens) and the model shape;
+// - data-dependent choices (expert top-k, indexer top-k) are produced and consumed on the
+//   device side: RouterSelect/IndexerTopK write index buffers that MoeExperts/Attention read;
+// - ops return nothing; a device error is sticky and reported by the next Read/Synchronize.
+//
+// Batching contract (chunked prefill must equal token-by-token decode bit for bit): for
+// every op, the value computed for token i of a batch depends only on token i's inputs and
+// on state written before the batch, in the same float operation order as for a batch of
+// one. Tokens are independent rows; sequential dependencies (compressor frontier) are
+// walked in token order inside the op.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "backend/device_ptr.h"
+#include "tensor/dtype.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+// How matmul inputs are fed to quantized weights. kQ8 is ds4's CPU scheme: Q8_0 per 32
+// for Q8_0 weights, Q8_K per 256 for k-quant/IQ experts; F16/F32 weights always take fp32.
+enum class ActQuantMode { kOff, kQ8 };
+
+// A weight tensor placed on the device. GGML layout: ne[0] is the contiguous input
+// dimension, ne[1] rows (outputs), ne[2] experts (3-D expert stacks), unused dims = 1.
+struct Weight {
+  std::string name;
+  DType type = DType::kF32;
+  std::array<uint64_t, 3> ne = {1, 1, 1};
+  uint64_t row_bytes = 0;  // bytes of one ne[0]-row
+  DevPtr<const uint8_t> data;
+
+  bool present() const { return static_cast<bool>(data); }
+  uint64_t in_dim() const { return ne[0]; }
+  uint64_t out_dim() const { return ne[1]; }
+  // Bytes of one [ne[1], ne[0]] matrix (one expert of a 3-D stack).
+  uint64_t matrix_bytes() const { return row_bytes * ne[1]; }
+};
+
+// Where a weight's bytes come from on the host (the GGUF mapping).
+struct WeightSource {
+  std::string name;
+  DType type;
+  std::array<uint64_t, 3> ne;
+  const uint8_t* host_data;
+  uint64_t nbytes;
+};
+
+// Hyper-connection constants (spec §3).
+struct HcParams {
+  int n_hc;            // streams
+  int n_embd;          // width of one stream
+  int sinkhorn_iters;  // T
+  float norm_eps;      // eps of the unweighted RMSNorm over the flattened streams
+  float hc_eps;        // eps added to pre / comb and inside Sinkhorn
+};
+
+// Compressor frontier update (spec §4.4). Rows: state holds [c·ratio, c·d_c] in ds4's
+// layout; with overlap, rows 0..ratio-1 are the previous window, ratio..2·ratio-1 the open
+// one; without, rows 0..ratio-1 are the open window. Scores are stored with ape added.
+struct CompressorArgs {
+  DevPtr<const float> kv;     // [n_tokens, c·d_c] this chunk's kv projections
+  DevPtr<const float> score;  // [n_tokens, c·d_c] this chunk's gate projections (no ape)
+  const Weight* ape;          // [c·d_c, ratio] position bias (F16/F32)
+  DevPtr<float> state_kv;     // [c·ratio, c·d_c]
+  DevPtr<float> state_score;  // [c·ratio, c·d_c]
+  DevPtr<float> rows;         // [cap, d_c] compressed rows; row w = window w
+  int64_t pos0;               // absolute position of token 0 of the chunk
+  int n_tokens;
+  int ratio;
+  bool overlap;  // c = 2 (CSA) or 1 (HCA)
+  int d_c;
+};
+
+// Lightning indexer selection (spec §4.5).
+struct IndexerArgs {
+  DevPtr<const float> q;        // [n_tokens, n_heads, dim] rotated (and QAT'd) queries
+  DevPtr<const float> weights;  // [n_tokens, n_heads] head weight projections
+  float weight_scale;           // multiplies every head weight ((n_heads·dim)^-1/2)
+  DevPtr<const float> rows;     // [n_rows, dim] indexer compressed rows
+  DevPtr<int32_t> selected;     // [n_tokens, top_k] out: ascending row ids, -1 padded
+  int64_t pos0;
+  int n_tokens;
+  int n_heads;
+  int dim;
+  int ratio;
+  int top_k;
+};
+
+// Sink attention over the raw window, compressed rows and a sink logit (spec §4.3).
+struct AttentionArgs {
+  DevPtr<const float> q;           // [n_tokens, n_head, head_dim]
+  DevPtr<const float> kv_new;      // [n_tokens, head_dim] this chunk's raw rows
+  DevPtr<const float> ring;        // [n_swa, head_dim] raw rows of earlier positions;
+                                   //   position p lives in slot p % n_swa
+  DevPtr<const float> comp_rows;   // [*, head_dim] compressed rows (may be null if ratio 0)
+  DevPtr<const int32_t> selected;  // [n_tokens, top_k] indexer choice; null = all visible
+  const Weight* sinks;             // [n_head] F32
+  DevPtr<float> out;               // [n_tokens, n_head, head_dim]
+  int64_t pos0;
+  int n_tokens;
+  int n_head;
+  int head_dim;
+  int n_swa;
+  int ratio;    // 0: no compressed rows
+  int top_k;    // width of `selected`
+  float scale;  // 1/sqrt(head_dim)
+};
+
+// Expert routing (spec §5 steps 1-3).
+struct RouterArgs {
+  DevPtr<const float> logits;    // [n_tokens, n_expert] router projections
+  const Weight* bias;            // [n_expert] selection-only bias, or null
+  const Weight* tid2eid;         // [n_used, n_vocab] I32 hash table, or null (top-k)
+  DevPtr<const int32_t> tokens;  // [n_tokens] input ids (hash routing)
+  DevPtr<int32_t> selected;      // [n_tokens, n_used] out
+  DevPtr<float> weights;         // [n_tokens, n_used] out: normalised × scale
+  int n_tokens;
+  int n_expert;
+  int n_used;
+  float weight_scale;  // routed scaling factor ρ
+};
+
+// Routed experts (spec §5 step 4-5, without the shared expert).
+struct MoeArgs {
+  DevPtr<const float> x;           // [n_tokens, n_embd]
+  DevPtr<const int32_t> selected;  // [n_tokens, n_used]
+  DevPtr<const float> weights;     // [n_tokens, n_used]
+  const Weight* gate;              // [n_embd, n_ff, n_expert]
+  const Weight* up;                // [n_embd, n_ff, n_expert]
+  const Weight* down;              // [n_ff, n_embd, n_expert]
+  DevPtr<float> out;               // [n_tokens, n_embd]
+  int n_tokens;
+  int n_used;
+  float clamp;  // SwiGLU limit λ (<= 0: none)
+  ActQuantMode act_quant;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // ---- memory --------------------------------------------------------------------
+  // Zero-filled allocation.
+  virtual Expected<DeviceBuffer> Alloc(size_t bytes) = 0;
+  // Called by DeviceBuffer's destructor only.
+  virtual void FreeBuffer(void* data) = 0;
+  virtual Status Write(DevPtr<void> dst, const void* src, size_t bytes) = 0;
+  virtual Status Read(DevPtr<const void> src, void* dst, size_t bytes) = 0;
+  // Waits for queued ops; reports a sticky device error.
+  virtual Status Synchronize() = 0;
+  // Places a weight on the device. The CPU backend uses the host bytes in place (they
+  // must outlive the backend's use of the Weight).
+  virtual Expected<Weight> PlaceWeight(const WeightSource& src) = 0;
+
+  // ---- elementwise / small ---------------------------------------------------------
+  // dst[i] = value for i < n.
+  virtual void Fill(DevPtr<float> dst, float value, size_t n) = 0;
+  virtual void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) = 0;
+  // out[i] = a[i] + b[i]; out may alias a or b.
+  virtual void Add(DevPtr<const float> a, DevPtr<const float> b, DevPtr<float> out, size_t n) = 0;
+  // out[t, s, :] = dequant(table row tokens[t]) for s < n_copies. table: [n_embd, n_vocab].
+  // out: [n_tokens, n_copies, n_embd]. Token ids are checked by the caller.
+  virtual void EmbedRows(const Weight& table, DevPtr<const int32_t> tokens, int n_tokens,
+                         int n_copies, DevPtr<float> out) = 0;
+  // out = silu(min(gate, λ)) · clamp(up, −λ, λ), n values; λ <= 0 disables clamping.
+  virtual void SwiGlu(DevPtr<const float> gate, DevPtr<const float> up, DevPtr<float> out, size_t n,
+                      float clamp) = 0;
+
+  // ---- projections -----------------------------------------------------------------
+  // y[t, :] = W x[t, :]. x: [n_tokens, w.ne[0]], y: [n_tokens, w.ne[1]].
+  virtual void MatMul(const Weight& w, DevPtr<const float> x, int n_tokens, DevPtr<float> y,
+                      ActQuantMode aq) = 0;
+  // Block-diagonal grouped projection: W is [in_g, n_groups·r]; group j maps
+  // x[t, j·in_g : (j+1)·in_g] with rows j·r … (j+1)·r−1. x: [n_tokens, n_groups·in_g],
+  // y: [n_tokens, n_groups·r].
+  virtual void MatMulGrouped(const Weight& w, DevPtr<const float> x, int n_tokens, int n_groups,
+                             DevPtr<float> y, ActQuantMode aq) = 0;
+
+  // ---- norms, rope, numerics simulation --------------------------------------------
+  // out[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) (· weight if given, F32 [n]).
+  // The sum of squares is accumulated in double (ds4). out may alias x.
+  virtual void RmsNorm(DevPtr<const float> x, int n_rows, int n, const Weight* weight, float eps,
+                       DevPtr<float> out) = 0;
+  // Interleaved RoPE on the trailing n_rot channels of each [head_dim] head.
+  // x: [n_rows, n_heads, head_dim]; row r sits at position pos0 + r·pos_step.
+  // freqs: [n_rot/2] angular frequency per pair; inverse rotates by −angle.
+  virtual void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, int n_rot, int64_t pos0,
+                    int64_t pos_step, DevPtr<const float> freqs, bool inverse) = 0;
+  // FP8 E4M3 round trip of x[r, 0:n_prefix] in 64-wide blocks with a power-of-two scale
+  // (ds4 / official KV simulation). x: [n_rows, row_dim].
+  virtual void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) = 0;
+  // Walsh–Hadamard over each row (row_dim a power of two), scaled 1/sqrt(row_dim), then an
+  // FP4 e2m1 round trip in 32-blocks with a power-of-two scale (indexer QAT).
+  virtual void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) = 0;
+  // x[i] = f32(f16(x[i])) for i < n (round to nearest even).
+  virtual void F16Round(DevPtr<float> x, size_t n) = 0;
+
+  // ---- hyper-connections -----------------------------------------------------------
+  // HC_pre (spec §3): from x_hc [n_tokens, n_hc·n_embd] computes the sublayer input
+  // u [n_tokens, n_embd], post [n_tokens, n_hc] and comb [n_tokens, n_hc·n_hc] (row j =
+  // source stream, column k = destination). fn: [n_hc·n_embd, (2+n_hc)·n_hc]; scale [3];
+  // base [(2+n_hc)·n_hc].
+  virtual void HcPre(DevPtr<const float> x_hc, int n_tokens, const Weight& fn, const Weight& scale,
+                     const Weight& base, const HcParams& p, DevPtr<float> u, DevPtr<float> post,
+                     DevPtr<float> comb) = 0;
+  // HC_post: out[k] = post_k · f + Σ_j comb[j,k] · x_hc[j]. out must not alias x_hc.
+  virtual void HcPost(DevPtr<const float> x_hc, DevPtr<const float> f, DevPtr<const float> post,
+                      DevPtr<const float> comb, int n_tokens, const HcParams& p,
+                      DevPtr<float> out) = 0;
+  // HC_head: y = Σ_j (σ(scale·(fn·μ)_j + base_j) + hc_eps) · x_hc[j]. fn: [n_hc·n_embd,
+  // n_hc]; scale [1]; base [n_hc]. y: [n_tokens, n_embd].
+  virtual void HcHead(DevPtr<const float> x_hc, int n_tokens, const Weight& fn, const Weight& scale,
+                      const Weight& base, const HcParams& p, DevPtr<float> y) = 0;
+
+  // ---- attention pieces ------------------------------------------------------------
+  // Feeds a chunk's kv/score projections through the compressor frontier in token order
+  // and writes the pooled (un-normalised) row of every window the chunk closes to
+  // rows[w], w = window index. Normalisation, RoPE and rounding of those rows are
+  // separate ops run by the caller on the host-computable range of new rows.
+  virtual void CompressorUpdate(const CompressorArgs& a) = 0;
+  // Scores visible indexer rows for every token and writes its top-k row ids (lowest id
+  // wins ties), ascending; a token that sees <= top_k rows selects all of them.
+  virtual void IndexerTopK(const IndexerArgs& a) = 0;
+  // One softmax per (token, head) over the visible raw rows (oldest first), then the
+  // visible compressed rows (ascending), plus the sink logit in the denominator.
+  virtual void Attention(const AttentionArgs& a) = 0;
+  // Stores a chunk's raw rows into the window ring: row i (position pos0 + i) goes to
+  // slot (pos0 + i) % n_swa; only the last n_swa positions are written.
+  virtual void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
+                               int head_dim, DevPtr<float> ring) = 0;
+
+  // ---- mixture of experts ----------------------------------------------------------
+  virtual void RouterSelect(const RouterArgs& a) = 0;
+  virtual void MoeExperts(const MoeArgs& a) = 0;
+};
+
+}  // namespace flashkv

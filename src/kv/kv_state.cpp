@@ -1,0 +1,174 @@
+#include "kv/kv_state.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace flashkv {
+namespace {
+
+int Coff(const KvLayerShape& l) {
+  return l.overlap ? 2 : 1;
+}
+
+size_t FrontierFloats(const KvLayerShape& l, int dim) {
+  const size_t c = Coff(l);
+  return c * l.compress_ratio * c * dim;
+}
+
+size_t IndexerFrontierFloats(const KvLayerShape& l, int dim) {
+  return size_t(2) * l.compress_ratio * 2 * dim;
+}
+
+}  // namespace
+
+Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
+  if (shape.head_dim <= 0 || shape.n_swa <= 0 || shape.ctx_size <= 0) {
+    return InvalidArgument("kv state shape has a non-positive size");
+  }
+  KvState s;
+  s.backend_ = &backend;
+  s.shape_ = shape;
+  s.layers_.resize(shape.layers.size());
+  auto alloc = [&](size_t floats) -> Expected<DevPtr<float>> {
+    auto buf = backend.Alloc(std::max<size_t>(floats, 1) * sizeof(float));
+    if (!buf.ok()) return buf.status().WithContext("allocating kv state");
+    DevPtr<float> p = buf->as<float>();
+    s.buffers_.push_back(std::move(*buf));
+    return p;
+  };
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    const KvLayerShape& ls = shape.layers[l];
+    Layer& L = s.layers_[l];
+    FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(size_t(shape.n_swa) * shape.head_dim));
+    if (ls.compress_ratio == 0) continue;
+    L.comp_cap = shape.ctx_size / ls.compress_ratio + 2;
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_rows, alloc(size_t(L.comp_cap) * shape.head_dim));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_kv, alloc(FrontierFloats(ls, shape.head_dim)));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_score, alloc(FrontierFloats(ls, shape.head_dim)));
+    if (!ls.indexer) continue;
+    FLASHKV_ASSIGN_OR_RETURN(L.index_rows, alloc(size_t(L.comp_cap) * shape.indexer_dim));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_kv, alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_score,
+                             alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
+  }
+  FLASHKV_RETURN_IF_ERROR(s.ResetFrontiers());
+  return s;
+}
+
+Status KvState::ResetFrontiers() {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const KvLayerShape& ls = shape_.layers[l];
+    if (ls.compress_ratio == 0) continue;
+    const Layer& L = layers_[l];
+    const size_t n = FrontierFloats(ls, shape_.head_dim);
+    backend_->Fill(L.comp_state_kv, 0.0f, n);
+    backend_->Fill(L.comp_state_score, neg_inf, n);
+    if (!ls.indexer) continue;
+    const size_t ni = IndexerFrontierFloats(ls, shape_.indexer_dim);
+    backend_->Fill(L.index_state_kv, 0.0f, ni);
+    backend_->Fill(L.index_state_score, neg_inf, ni);
+  }
+  return backend_->Synchronize();
+}
+
+Status KvState::Clear() {
+  n_tokens_ = 0;
+  return ResetFrontiers();
+}
+
+Status KvState::SetTokenCount(int64_t n_tokens) {
+  if (n_tokens < 0 || n_tokens > shape_.ctx_size) {
+    return OutOfRange("token count {} is outside this state's context of {}", n_tokens,
+                      shape_.ctx_size);
+  }
+  n_tokens_ = n_tokens;
+  return Status::Ok();
+}
+
+size_t KvState::SectionFloats(int layer, KvSection section) const {
+  const KvLayerShape& ls = shape_.layers[layer];
+  const int m = ls.compress_ratio;
+  switch (section) {
+    case KvSection::kRaw:
+      return size_t(std::min<int64_t>(n_tokens_, shape_.n_swa)) * shape_.head_dim;
+    case KvSection::kCompressed:
+      return m == 0 ? 0 : size_t(n_tokens_ / m) * shape_.head_dim;
+    case KvSection::kCompressorKv:
+    case KvSection::kCompressorScore:
+      return m == 0 ? 0 : FrontierFloats(ls, shape_.head_dim);
+    case KvSection::kIndexerRows:
+      return ls.indexer ? size_t(n_tokens_ / m) * shape_.indexer_dim : 0;
+    case KvSection::kIndexerKv:
+    case KvSection::kIndexerScore:
+      return ls.indexer ? IndexerFrontierFloats(ls, shape_.indexer_dim) : 0;
+  }
+  return 0;
+}
+
+DevPtr<float> KvState::SectionPtr(int layer, KvSection section) const {
+  const Layer& L = layers_[layer];
+  switch (section) {
+    case KvSection::kRaw:
+      return L.ring;
+    case KvSection::kCompressed:
+      return L.comp_rows;
+    case KvSection::kCompressorKv:
+      return L.comp_state_kv;
+    case KvSection::kCompressorScore:
+      return L.comp_state_score;
+    case KvSection::kIndexerRows:
+      return L.index_rows;
+    case KvSection::kIndexerKv:
+      return L.index_state_kv;
+    case KvSection::kIndexerScore:
+      return L.index_state_score;
+  }
+  return {};
+}
+
+// The raw ring in logical order is at most two contiguous slot ranges: the oldest live
+// position's slot to the end, then the start of the ring.
+Status KvState::ReadSection(int layer, KvSection section, float* dst) const {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
+  }
+  const size_t n = SectionFloats(layer, section);
+  if (n == 0) return Status::Ok();
+  if (section != KvSection::kRaw) return backend_->Read(SectionPtr(layer, section), dst, n * 4);
+  const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
+  const int64_t first = n_tokens_ - live;
+  const int64_t slot0 = first % shape_.n_swa;
+  const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
+  const size_t row = shape_.head_dim;
+  FLASHKV_RETURN_IF_ERROR(
+      backend_->Read(layers_[layer].ring + slot0 * row, dst, head * row * sizeof(float)));
+  if (live > head) {
+    FLASHKV_RETURN_IF_ERROR(
+        backend_->Read(layers_[layer].ring, dst + head * row, (live - head) * row * sizeof(float)));
+  }
+  return Status::Ok();
+}
+
+Status KvState::WriteSection(int layer, KvSection section, const float* src) {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
+  }
+  const size_t n = SectionFloats(layer, section);
+  if (n == 0) return Status::Ok();
+  if (section != KvSection::kRaw) return backend_->Write(SectionPtr(layer, section), src, n * 4);
+  const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
+  const int64_t first = n_tokens_ - live;
+  const int64_t slot0 = first % shape_.n_swa;
+  const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
+  const size_t row = shape_.head_dim;
+  FLASHKV_RETURN_IF_ERROR(
+      backend_->Write(layers_[layer].ring + slot0 * row, src, head * row * sizeof(float)));
+  if (live > head) {
+    FLASHKV_RETURN_IF_ERROR(backend_->Write(layers_[layer].ring, src + head * row,
+                                            (live - head) * row * sizeof(float)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashkv

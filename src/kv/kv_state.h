@@ -1,0 +1,106 @@
+// KvState: the complete incremental state of one sequence (spec §7), held in backend
+// buffers: per layer the raw sliding-window ring, the compressed rows, the compressor
+// frontier, and for ratio-4 layers the indexer rows and indexer frontier; plus the token
+// count. Every count is derived from the token count, so the state is fully described by
+// it and the buffers. Must not: run the model (the forward pass in model/ fills it).
+//
+// Layouts (all f32, values already rounded to the model's stored precision):
+// - raw ring [n_swa, head_dim]: position p lives in slot p % n_swa. This mapping is the
+//   only ring convention; readers that want logical order use ReadSection(kRaw).
+// - compressed rows [cap, head_dim]: row w pools window w (tokens w·m … w·m+m−1).
+// - compressor frontier kv/score [c·m, c·head_dim] in ds4's layout (c = 2 when the layer
+//   overlaps windows): with overlap, rows 0..m−1 hold the last closed window and
+//   m..2m−1 the open one; without, rows 0..m−1 are the open window. Scores include the
+//   position bias; unused slots hold kv 0 / score −inf.
+// - indexer rows [cap, indexer_dim] and indexer frontier [2m, 2·indexer_dim] likewise.
+// The snapshot codec (a later issue) moves these sections through ReadSection /
+// WriteSection without knowing physical placement.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+// What a KvState must hold, from the model shape; built by the model (kv/ does not
+// depend on model/).
+struct KvLayerShape {
+  int compress_ratio = 0;  // 0: sliding only
+  bool overlap = false;    // c = 2
+  bool indexer = false;
+};
+
+struct KvShape {
+  int head_dim = 0;
+  int n_swa = 0;
+  int indexer_dim = 0;
+  int ctx_size = 0;  // most tokens the state can hold
+  std::vector<KvLayerShape> layers;
+};
+
+enum class KvSection {
+  kRaw,              // [min(T, n_swa), head_dim], logical (oldest first) order
+  kCompressed,       // [T / m, head_dim]
+  kCompressorKv,     // [c·m, c·head_dim]
+  kCompressorScore,  // [c·m, c·head_dim]
+  kIndexerRows,      // [T / m, indexer_dim]
+  kIndexerKv,        // [2m, 2·indexer_dim]
+  kIndexerScore,     // [2m, 2·indexer_dim]
+};
+
+class KvState {
+ public:
+  // Device views of one layer's buffers, for the forward pass.
+  struct Layer {
+    DevPtr<float> ring;               // [n_swa, head_dim]
+    DevPtr<float> comp_rows;          // [comp_cap, head_dim]
+    DevPtr<float> comp_state_kv;      // [c·m, c·head_dim]
+    DevPtr<float> comp_state_score;   // [c·m, c·head_dim]
+    DevPtr<float> index_rows;         // [comp_cap, indexer_dim]
+    DevPtr<float> index_state_kv;     // [2m, 2·indexer_dim]
+    DevPtr<float> index_state_score;  // [2m, 2·indexer_dim]
+    int comp_cap = 0;
+  };
+
+  // Allocates every buffer on `backend` and clears it. The backend must outlive this.
+  static Expected<KvState> Create(Backend& backend, const KvShape& shape);
+
+  KvState(KvState&&) noexcept = default;
+  KvState& operator=(KvState&&) noexcept = default;
+  KvState(const KvState&) = delete;
+  KvState& operator=(const KvState&) = delete;
+
+  const KvShape& shape() const { return shape_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int ctx_size() const { return shape_.ctx_size; }
+  const Layer& layer(int l) const { return layers_[l]; }
+
+  // Called by the forward pass after a chunk has been written.
+  void Advance(int n) { n_tokens_ += n; }
+  // Forgets everything: token count 0, frontiers reset.
+  Status Clear();
+
+  // Snapshot support. Floats in a section for the current token count (0 when the layer
+  // lacks it). SetTokenCount is for restoring: set it first, then write every section.
+  size_t SectionFloats(int layer, KvSection section) const;
+  Status ReadSection(int layer, KvSection section, float* dst) const;
+  Status WriteSection(int layer, KvSection section, const float* src);
+  Status SetTokenCount(int64_t n_tokens);
+
+ private:
+  KvState() = default;
+  Status ResetFrontiers();
+  // Device pointer and float count of a non-raw section.
+  DevPtr<float> SectionPtr(int layer, KvSection section) const;
+
+  Backend* backend_ = nullptr;
+  KvShape shape_;
+  int64_t n_tokens_ = 0;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,144 @@
+// Model loading and the top-level forward pass (spec §2), read top to bottom:
+// embed → for each layer: attention sublayer, FFN sublayer → HC head, norm, lm head.
+#include "model/model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "model/chunk_context.h"
+#include "model/rope_table.h"
+
+namespace flashkv {
+
+Model::Model(GgufFile file, ModelConfig config, ModelOptions options, Backend& backend)
+    : file_(std::move(file)), config_(std::move(config)), options_(options), backend_(backend) {}
+
+Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& backend,
+                                             const ModelOptions* options) {
+  auto file = GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  auto config = ModelConfig::FromGguf(*file);
+  if (!config.ok()) return config.status().WithContext(path);
+  const ModelOptions opts = options ? *options : DefaultModelOptions(*config);
+  if (opts.numerics == NumericsMode::kOfficial) {
+    Status s = CheckOfficialNumericsSupported(*config);
+    if (!s.ok()) return s.WithContext(path);
+  }
+  std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*config), opts, backend));
+  auto weights = BindModelWeights(m->file_, m->config_, backend);
+  if (!weights.ok()) return weights.status().WithContext(path);
+  m->weights_ = std::move(*weights);
+
+  // RoPE tables live on the device for the Rope op.
+  const std::vector<float> main = MainRopeFrequencies(m->config_);
+  const std::vector<float> comp = CompressRopeFrequencies(m->config_);
+  FLASHKV_ASSIGN_OR_RETURN(m->rope_tables_, backend.Alloc(sizeof(float) * main.size() * 2));
+  FLASHKV_RETURN_IF_ERROR(
+      backend.Write(m->rope_tables_.as<float>(), main.data(), sizeof(float) * main.size()));
+  FLASHKV_RETURN_IF_ERROR(backend.Write(m->rope_tables_.as<float>() + main.size(), comp.data(),
+                                        sizeof(float) * comp.size()));
+  spdlog::info("model {}: {} layers, n_embd {}, vocab {}, numerics {}, act-quant {}",
+               m->config_.name.empty() ? path : m->config_.name, m->config_.n_layer,
+               m->config_.n_embd, m->config_.n_vocab, NumericsModeName(opts.numerics),
+               ActQuantModeName(opts.act_quant));
+  return m;
+}
+
+KvShape Model::StateShape(int ctx_size) const {
+  KvShape s;
+  s.head_dim = config_.head_dim;
+  s.n_swa = config_.n_swa;
+  s.indexer_dim = config_.indexer_head_dim;
+  s.ctx_size = ctx_size;
+  for (int l = 0; l < config_.n_layer; ++l) {
+    s.layers.push_back(
+        KvLayerShape{config_.compress_ratio(l), config_.is_overlapping(l), config_.has_indexer(l)});
+  }
+  return s;
+}
+
+Expected<KvState> Model::NewState(int ctx_size) const {
+  if (ctx_size <= 0) return InvalidArgument("context size must be positive, got {}", ctx_size);
+  return KvState::Create(backend_, StateShape(ctx_size));
+}
+
+Status Model::EnsureActivations(int capacity) {
+  if (act_.capacity >= capacity) return Status::Ok();
+  act_ = Activations();  // free the smaller set first
+  FLASHKV_ASSIGN_OR_RETURN(act_, Activations::Allocate(backend_, config_, capacity));
+  return Status::Ok();
+}
+
+Status Model::Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
+                      float* logits, int max_chunk) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
+      return InvalidArgument("token id {} at index {} is outside the vocabulary (0..{})", tokens[i],
+                             i, config_.n_vocab - 1);
+    }
+  }
+  if (state.n_tokens() + int64_t(tokens.size()) > state.ctx_size()) {
+    return ResourceExhausted("{} tokens after {} exceed the context size {}", tokens.size(),
+                             state.n_tokens(), state.ctx_size());
+  }
+  const size_t chunk = max_chunk <= 0 ? tokens.size() : std::min(tokens.size(), size_t(max_chunk));
+  for (size_t done = 0; done < tokens.size(); done += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - done);
+    const bool last_chunk = done + n == tokens.size();
+    LogitsFor part = which;
+    float* out = logits;
+    if (which == LogitsFor::kAll) {
+      out = logits + done * size_t(config_.n_vocab);
+    } else if (which == LogitsFor::kLast && !last_chunk) {
+      part = LogitsFor::kNone;
+    }
+    FLASHKV_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(done, n), state, part, out));
+  }
+  return Status::Ok();
+}
+
+Status Model::ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
+                           float* logits) {
+  const int T = static_cast<int>(tokens.size());
+  if (T == 0) return Status::Ok();
+  FLASHKV_RETURN_IF_ERROR(EnsureActivations(T));
+  ChunkContext c{backend_,
+                 config_,
+                 options_,
+                 weights_,
+                 act_,
+                 state,
+                 rope_tables_.as<float>(),
+                 rope_tables_.as<float>() + size_t(config_.n_rot / 2),
+                 MakeHcParams(config_),
+                 state.n_tokens(),
+                 T};
+
+  // X = embedding broadcast to n_hc streams
+  FLASHKV_RETURN_IF_ERROR(backend_.Write(act_.tokens, tokens.data(), sizeof(int32_t) * T));
+  EmbedChunk(c);
+
+  for (int l = 0; l < config_.n_layer; ++l) {
+    AttentionSublayer(c, l);
+    std::swap(act_.x_hc, act_.x_hc_next);
+    FfnSublayer(c, l);
+    std::swap(act_.x_hc, act_.x_hc_next);
+    if (observer_) {
+      observer_buf_.resize(size_t(T) * config_.hc_dim());
+      FLASHKV_RETURN_IF_ERROR(
+          backend_.Read(act_.x_hc, observer_buf_.data(), observer_buf_.size() * sizeof(float)));
+      observer_(l, c.pos0, T, observer_buf_.data());
+    }
+  }
+  state.Advance(T);
+
+  if (which == LogitsFor::kNone) return backend_.Synchronize();
+  const int first = which == LogitsFor::kAll ? 0 : T - 1;
+  const int n = T - first;
+  OutputHead(c, first, n);
+  return backend_.Read(act_.logits, logits, sizeof(float) * size_t(n) * config_.n_vocab);
+}
+
+}  // namespace flashkv

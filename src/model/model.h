@@ -1,0 +1,79 @@
+// Model: a loaded DeepSeek V4 GGUF (config + bound weights) and its forward pass, written
+// once against Backend. Forward() appends tokens to a KvState and produces logits; a
+// prompt may be fed in chunks of any size, token by token or at once, with bit-identical
+// logits and state (each op computes a token's values in the same float order whatever
+// the chunk). Must not: do HTTP, tokenization or sampling.
+//
+// Threading: one Forward at a time per Model (activations are shared scratch).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_state.h"
+#include "model/activations.h"
+#include "model/model_config.h"
+#include "model/model_options.h"
+#include "model/model_weights.h"
+
+namespace flashkv {
+
+// Which positions of a Forward call get logits.
+enum class LogitsFor {
+  kNone,  // state only
+  kLast,  // [1, n_vocab] for the last token
+  kAll,   // [n_tokens, n_vocab], one row per token
+};
+
+class Model {
+ public:
+  // Opens and validates `path`, binds every tensor on `backend` (which must outlive the
+  // model). `options` null: DefaultModelOptions for the file. Errors name the key or
+  // tensor at fault.
+  static Expected<std::unique_ptr<Model>> Load(const std::string& path, Backend& backend,
+                                               const ModelOptions* options = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  Backend& backend() const { return backend_; }
+
+  // The KvState shape for a context of ctx_size tokens.
+  KvShape StateShape(int ctx_size) const;
+  Expected<KvState> NewState(int ctx_size) const;
+
+  // Runs `tokens` at positions state.n_tokens() … and appends them to `state`, in chunks
+  // of at most `max_chunk` tokens (<= 0: all at once). Writes logits per `which` to
+  // `logits` (row-major, n_vocab floats per row). Token ids must be < n_vocab.
+  Status Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor which, float* logits,
+                 int max_chunk = 0);
+
+  // Debug hook: called after every layer with the residual streams of the chunk,
+  // x_hc [n_tokens, n_hc·n_embd] on the host. Costs a device read per layer when set.
+  using LayerObserver =
+      std::function<void(int layer, int64_t pos0, int n_tokens, const float* x_hc)>;
+  void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
+
+ private:
+  Model(GgufFile file, ModelConfig config, ModelOptions options, Backend& backend);
+  Status EnsureActivations(int capacity);
+  Status ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
+                      float* logits);
+
+  GgufFile file_;  // keeps the weight bytes mapped
+  ModelConfig config_;
+  ModelOptions options_;
+  Backend& backend_;
+  ModelWeights weights_;
+  DeviceBuffer rope_tables_;  // [n_rot/2] main, then [n_rot/2] compress
+  Activations act_;
+  std::vector<float> observer_buf_;
+  LayerObserver observer_;
+};
+
+}  // namespace flashkv

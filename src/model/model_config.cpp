@@ -1,0 +1,210 @@
+#include "model/model_config.h"
+
+#include <cmath>
+#include <limits>
+
+namespace flashkv {
+namespace {
+
+constexpr const char* kArch = "deepseek4";
+
+// Reads `deepseek4.<key>` through one of GgufFile's typed getters, prefixing errors
+// with the full key so a user sees which value is wrong.
+class MetaReader {
+ public:
+  explicit MetaReader(const GgufFile& f) : f_(f) {}
+
+  std::string Key(const char* key) const { return std::string(kArch) + "." + key; }
+
+  Status Int(const char* key, int* out, int64_t min_value) const {
+    auto v = f_.GetI64(Key(key));
+    if (!v.ok()) return v.status().WithContext("metadata " + Key(key));
+    if (*v < min_value || *v > std::numeric_limits<int>::max()) {
+      return InvalidArgument("metadata {} = {} is out of range (min {})", Key(key), *v, min_value);
+    }
+    *out = static_cast<int>(*v);
+    return Status::Ok();
+  }
+  Status U64(const char* key, uint64_t* out) const {
+    auto v = f_.GetU64(Key(key));
+    if (!v.ok()) return v.status().WithContext("metadata " + Key(key));
+    *out = *v;
+    return Status::Ok();
+  }
+  Status Float(const char* key, float* out) const {
+    auto v = f_.GetF64(Key(key));
+    if (!v.ok()) return v.status().WithContext("metadata " + Key(key));
+    if (!std::isfinite(*v)) return InvalidArgument("metadata {} is not finite", Key(key));
+    *out = static_cast<float>(*v);
+    return Status::Ok();
+  }
+  bool Has(const char* key) const { return f_.Has(Key(key)); }
+
+ private:
+  const GgufFile& f_;
+};
+
+}  // namespace
+
+AttentionKind ModelConfig::attention_kind(int layer) const {
+  if (!is_compressed(layer)) return AttentionKind::kSliding;
+  return has_indexer(layer) ? AttentionKind::kCompressed : AttentionKind::kHeavy;
+}
+
+int ModelConfig::compressed_capacity(int layer, int ctx) const {
+  const int ratio = compress_ratios[layer];
+  return ratio == 0 ? 0 : ctx / ratio + 2;
+}
+
+Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
+  ModelConfig c;
+  if (file.Has("general.architecture")) {
+    FLASHKV_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
+    if (arch != kArch) {
+      return Unsupported("general.architecture is '{}', flashkv runs '{}' models", arch, kArch);
+    }
+  }
+  if (file.Has("general.name")) {
+    auto name = file.GetString("general.name");
+    if (name.ok()) c.name = *name;
+  }
+
+  MetaReader m(file);
+  FLASHKV_RETURN_IF_ERROR(m.Int("block_count", &c.n_layer, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("embedding_length", &c.n_embd, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("vocab_size", &c.n_vocab, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.head_count", &c.n_head, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.head_count_kv", &c.n_head_kv, 1));
+  int value_length = 0;
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.key_length", &c.head_dim, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.value_length", &value_length, 1));
+  if (value_length != c.head_dim) {
+    return InvalidArgument("metadata {} = {} differs from {} = {} (DeepSeek V4 shares K and V)",
+                           m.Key("attention.value_length"), value_length,
+                           m.Key("attention.key_length"), c.head_dim);
+  }
+  FLASHKV_RETURN_IF_ERROR(m.Int("rope.dimension_count", &c.n_rot, 2));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.q_lora_rank", &c.q_lora_rank, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.output_lora_rank", &c.o_lora_rank, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.output_group_count", &c.n_out_group, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("expert_count", &c.n_expert, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("expert_used_count", &c.n_expert_used, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("expert_feed_forward_length", &c.n_ff_exp, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("expert_shared_count", &c.n_expert_shared, 0));
+  FLASHKV_RETURN_IF_ERROR(m.Int("hash_layer_count", &c.n_hash_layer, 0));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.sliding_window", &c.n_swa, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.head_count", &c.indexer_heads, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.key_length", &c.indexer_head_dim, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.top_k", &c.indexer_top_k, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("hyper_connection.count", &c.n_hc, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("hyper_connection.sinkhorn_iterations", &c.hc_sinkhorn_iters, 1));
+  if (m.Has("context_length")) FLASHKV_RETURN_IF_ERROR(m.U64("context_length", &c.context_length));
+
+  FLASHKV_RETURN_IF_ERROR(m.Float("rope.freq_base", &c.rope_freq_base));
+  FLASHKV_RETURN_IF_ERROR(m.Float("attention.compress_rope_freq_base", &c.compress_rope_freq_base));
+  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.factor", &c.rope_scaling_factor));
+  FLASHKV_RETURN_IF_ERROR(m.U64("rope.scaling.original_context_length", &c.rope_orig_ctx));
+  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
+  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
+  FLASHKV_RETURN_IF_ERROR(m.Float("attention.layer_norm_rms_epsilon", &c.rms_eps));
+  FLASHKV_RETURN_IF_ERROR(m.Float("hyper_connection.epsilon", &c.hc_eps));
+  FLASHKV_RETURN_IF_ERROR(m.Float("expert_weights_scale", &c.expert_weights_scale));
+  if (m.Has("expert_weights_norm")) {
+    FLASHKV_ASSIGN_OR_RETURN(bool norm, file.GetBool(m.Key("expert_weights_norm")));
+    if (!norm) {
+      return Unsupported("metadata {} is false; DeepSeek V4 always normalises expert weights",
+                         m.Key("expert_weights_norm"));
+    }
+  }
+  if (m.Has("expert_group_count")) {
+    int groups = 0;
+    FLASHKV_RETURN_IF_ERROR(m.Int("expert_group_count", &groups, 0));
+    if (groups > 1) {
+      return Unsupported("metadata {} = {}: grouped expert routing is not DeepSeek V4",
+                         m.Key("expert_group_count"), groups);
+    }
+  }
+
+  {
+    const std::string key = m.Key("attention.compress_ratios");
+    auto ratios = file.GetIntArray(key);
+    if (!ratios.ok()) return ratios.status().WithContext("metadata " + key);
+    if (ratios->size() < static_cast<size_t>(c.n_layer)) {
+      return InvalidArgument("metadata {} has {} entries, block_count is {}", key, ratios->size(),
+                             c.n_layer);
+    }
+    for (int l = 0; l < c.n_layer; ++l) {
+      const int64_t r = (*ratios)[l];
+      if (r < 0 || r == 1 || r > (1 << 20)) {
+        return InvalidArgument("metadata {}[{}] = {} is not 0 or a ratio >= 2", key, l, r);
+      }
+      c.compress_ratios.push_back(static_cast<int>(r));
+    }
+  }
+  {
+    const std::string key = m.Key("swiglu_clamp_exp");
+    auto clamps = file.GetFloatArray(key);
+    if (!clamps.ok()) return clamps.status().WithContext("metadata " + key);
+    if (clamps->size() < static_cast<size_t>(c.n_layer)) {
+      return InvalidArgument("metadata {} has {} entries, block_count is {}", key, clamps->size(),
+                             c.n_layer);
+    }
+    for (int l = 0; l < c.n_layer; ++l) c.swiglu_clamp.push_back(static_cast<float>((*clamps)[l]));
+  }
+
+  FLASHKV_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status ModelConfig::Validate() const {
+  if (n_layer <= 0 || n_embd <= 0 || n_vocab <= 0 || n_head <= 0 || head_dim <= 0) {
+    return InvalidArgument("model shape has a non-positive size");
+  }
+  if (static_cast<int>(compress_ratios.size()) != n_layer ||
+      static_cast<int>(swiglu_clamp.size()) != n_layer) {
+    return InvalidArgument("per-layer arrays must have block_count = {} entries", n_layer);
+  }
+  if (n_head_kv != 1) {
+    return InvalidArgument("attention.head_count_kv = {}; DeepSeek V4 has one shared KV head",
+                           n_head_kv);
+  }
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
+    return InvalidArgument("rope.dimension_count = {} must be even and at most key_length = {}",
+                           n_rot, head_dim);
+  }
+  if (n_head % n_out_group != 0) {
+    return InvalidArgument(
+        "attention.output_group_count = {} does not divide attention.head_count = {}", n_out_group,
+        n_head);
+  }
+  if (n_expert_used > n_expert) {
+    return InvalidArgument("expert_used_count = {} exceeds expert_count = {}", n_expert_used,
+                           n_expert);
+  }
+  if (n_expert_shared != 1) {
+    return InvalidArgument("expert_shared_count = {}; DeepSeek V4 has exactly one shared expert",
+                           n_expert_shared);
+  }
+  if (n_expert > 1024) return InvalidArgument("expert_count = {} exceeds 1024", n_expert);
+  if (n_hash_layer > n_layer) {
+    return InvalidArgument("hash_layer_count = {} exceeds block_count = {}", n_hash_layer, n_layer);
+  }
+  if (n_hc < 1 || n_hc > 16)
+    return InvalidArgument("hyper_connection.count = {} is outside 1..16", n_hc);
+  bool any_indexer = false;
+  for (int l = 0; l < n_layer; ++l) any_indexer |= has_indexer(l);
+  if (any_indexer && n_rot > indexer_head_dim) {
+    return InvalidArgument("rope.dimension_count = {} exceeds attention.indexer.key_length = {}",
+                           n_rot, indexer_head_dim);
+  }
+  if (rms_eps <= 0 || hc_eps < 0) return InvalidArgument("epsilons must be positive");
+  if (rope_freq_base <= 1 || compress_rope_freq_base <= 1) {
+    return InvalidArgument("rope frequency bases must be > 1");
+  }
+  if (rope_scaling_factor > 1 && rope_orig_ctx == 0) {
+    return InvalidArgument("rope.scaling.original_context_length must be set when YaRN is on");
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashkv
