@@ -2,8 +2,9 @@
 // written into GGUF files, so they never change. Must not: know layer structure.
 //
 // Geometry only lives here; the block structs are in quant_blocks.h, the (de)quantizers in
-// quant.h, the dot kernels in dot.h and the threaded matvec/matmul in matmul.h. A type can be known (the GGUF reader accepts and sizes it) without flashkv
-// being able to compute with it (`computable`).
+// quant.h, the dot kernels in dot.h and the threaded matvec/matmul in matmul.h. A type can be known
+// (the GGUF reader accepts and sizes it) without flashkv being able to compute with it
+// (`computable`).
 #pragma once
 
 #include <cstdint>

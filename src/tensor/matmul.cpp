@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tensor/dot.h"
+#include "tensor/dot_internal.h"
 
 namespace flashkv {
 namespace {
@@ -52,11 +53,19 @@ void MatMulQ8Prequantized(DType wtype, const void* w, int64_t rows, int64_t n, c
   const int64_t act_bytes = ActQuantBytes(ActQuantFor(wtype), n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(xq);
+  constexpr int kGroup = internal::kMaxDotTokens;
   ForRows(rows, row_bytes, pool, [&](int64_t r0, int64_t r1) {
+    const void* xt[kGroup];
+    float out[kGroup];
     for (int64_t r = r0; r < r1; ++r) {
       const void* row = wb + r * row_bytes;
-      for (int64_t t = 0; t < n_tokens; ++t)
-        y[t * rows + r] = DotQ8(wtype, row, xb + t * act_bytes, n);
+      // Tokens in groups that share one pass over the row; same bits as one DotQ8 each.
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kGroup) {
+        const int nt = static_cast<int>(std::min<int64_t>(kGroup, n_tokens - t0));
+        for (int k = 0; k < nt; ++k) xt[k] = xb + (t0 + k) * act_bytes;
+        internal::DotQ8Multi(wtype, row, xt, nt, n, out);
+        for (int k = 0; k < nt; ++k) y[(t0 + k) * rows + r] = out[k];
+      }
     }
   });
 }

@@ -79,28 +79,26 @@ void DequantBlockQ8_K(const uint8_t* block, float* out) {
   for (int i = 0; i < kQK_K; ++i) out[i] = d * static_cast<float>(qs[i]);
 }
 
-}  // namespace internal
-
-namespace {
-
-using BlockFn = void (*)(const uint8_t*, float*);
-
-BlockFn DequantFnFor(DType type) {
+BlockDequantFn ScalarBlockDequant(DType type) {
   switch (type) {
     case DType::kQ8_0:
-      return internal::DequantBlockQ8_0;
+      return DequantBlockQ8_0;
     case DType::kQ2_K:
-      return internal::DequantBlockQ2_K;
+      return DequantBlockQ2_K;
     case DType::kQ4_K:
-      return internal::DequantBlockQ4_K;
+      return DequantBlockQ4_K;
     case DType::kIQ2_XXS:
-      return internal::DequantBlockIQ2_XXS;
+      return DequantBlockIQ2_XXS;
     case DType::kQ8_K:
-      return internal::DequantBlockQ8_K;
+      return DequantBlockQ8_K;
     default:
       return nullptr;
   }
 }
+
+}  // namespace internal
+
+namespace {
 
 Status CheckRow(DType type, int64_t n, const char* what) {
   const DTypeInfo* info = FindDTypeInfo(static_cast<uint32_t>(type));
@@ -147,7 +145,7 @@ Status DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
     default:
       break;
   }
-  const BlockFn fn = DequantFnFor(type);
+  const internal::BlockDequantFn fn = internal::FastBlockDequant(type);
   if (!fn) return Unsupported("dequantize: no kernel for type {}", GetDTypeInfo(type).name);
   const DTypeInfo& info = GetDTypeInfo(type);
   const uint8_t* p = static_cast<const uint8_t*>(src);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tensor/dtype.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
 
@@ -40,5 +41,12 @@ void DequantBlockQ2_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ4_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockIQ2_XXS(const uint8_t* block, float* out);  // [256]
 void DequantBlockQ8_K(const uint8_t* block, float* out);     // [256]
+
+using BlockDequantFn = void (*)(const uint8_t* block, float* out);
+// The scalar block dequantizer for a block type (above); nullptr for other types.
+BlockDequantFn ScalarBlockDequant(DType type);
+// The fastest block dequantizer this build has (AVX2 or scalar), same results; nullptr for
+// types without blocks or without a kernel.
+BlockDequantFn FastBlockDequant(DType type);
 
 }  // namespace flashkv::internal

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tensor/dot_internal.h"
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
@@ -113,7 +114,9 @@ class DotTypeTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(DotTypeTest, OptimizedDotQ8MatchesReferenceBitForBit) {
   const DType t = GetParam();
-  for (int64_t n : {256, 512, 4096}) {
+  // Q8_0 rows of 32..224 values exercise the 8-block batches and the block tail.
+  for (int64_t n : {32, 224, 256, 512, 4096, 4352}) {
+    if (n % GetDTypeInfo(t).block_size != 0) continue;
     const int rows = 8;
     const auto w = RandomRows(t, rows, n, 11 + static_cast<uint32_t>(n));
     const auto x = RandomActivations(n, 7);
@@ -124,6 +127,27 @@ TEST_P(DotTypeTest, OptimizedDotQ8MatchesReferenceBitForBit) {
       const float b = ref::DotQ8(t, row, xq.data(), n);
       ASSERT_EQ(FloatBits(a), FloatBits(b))
           << GetDTypeInfo(t).name << " n=" << n << " row " << r << ": " << a << " vs " << b;
+    }
+  }
+}
+
+TEST_P(DotTypeTest, MultiTokenDotQ8MatchesSingleBitForBit) {
+  const DType t = GetParam();
+  const int64_t n = 1024;
+  const auto w = RandomRows(t, 3, n, 51);
+  std::vector<std::vector<uint8_t>> xq;
+  for (int k = 0; k < internal::kMaxDotTokens; ++k)
+    xq.push_back(Quantized(t, RandomActivations(n, 60 + static_cast<uint32_t>(k))));
+  for (int r = 0; r < 3; ++r) {
+    const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+    for (int nt = 1; nt <= internal::kMaxDotTokens; ++nt) {
+      const void* ptrs[internal::kMaxDotTokens];
+      float out[internal::kMaxDotTokens];
+      for (int k = 0; k < nt; ++k) ptrs[k] = xq[static_cast<size_t>(k)].data();
+      internal::DotQ8Multi(t, row, ptrs, nt, n, out);
+      for (int k = 0; k < nt; ++k)
+        ASSERT_EQ(FloatBits(out[k]), FloatBits(ref::DotQ8(t, row, ptrs[k], n)))
+            << GetDTypeInfo(t).name << " nt=" << nt << " token " << k;
     }
   }
 }

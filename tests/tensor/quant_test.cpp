@@ -10,6 +10,8 @@
 
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_internal.h"
+#include "test_blocks.h"
 
 namespace flashkv {
 namespace {
@@ -309,6 +311,21 @@ TEST(QuantTest, ActQ8_KRoundTripWithinHalfStep) {
       for (int i = 0; i < 16; ++i) sum += q[b].qs[16 * k + i];
       EXPECT_EQ(q[b].bsums[k], sum);
     }
+}
+
+TEST(QuantTest, FastDequantMatchesScalarBitForBit) {
+  for (DType t : {DType::kQ8_0, DType::kQ2_K, DType::kQ4_K, DType::kIQ2_XXS, DType::kQ8_K}) {
+    const DTypeInfo& info = GetDTypeInfo(t);
+    const int64_t n = 4096;
+    const auto w = testing::RandomRows(t, 1, n, 77);
+    const auto fast = Dequant(t, w.data(), n);
+    std::vector<float> slow(static_cast<size_t>(n));
+    const internal::BlockDequantFn fn = internal::ScalarBlockDequant(t);
+    ASSERT_NE(fn, nullptr);
+    for (int64_t b = 0; b < n / info.block_size; ++b)
+      fn(w.data() + b * info.block_bytes, slow.data() + b * info.block_size);
+    ASSERT_EQ(std::memcmp(fast.data(), slow.data(), slow.size() * sizeof(float)), 0) << info.name;
+  }
 }
 
 }  // namespace

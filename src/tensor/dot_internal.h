@@ -1,0 +1,19 @@
+// Multi-token entry point of the DotQ8 kernels, for matmul.cpp. Internal to tensor/.
+// Must not: change numerics; every output equals the single-token DotQ8 bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace flashkv::internal {
+
+// Tokens one DotQ8Multi call handles. Several tokens share one pass over the weight row (the
+// unpacking is done once) and their independent fp32 accumulation chains overlap.
+inline constexpr int kMaxDotTokens = 4;
+
+// out[t] = DotQ8(wtype, wrow, xq[t], n) for t < n_tok, 1 <= n_tok <= kMaxDotTokens.
+void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok, int64_t n,
+                float* out);
+
+}  // namespace flashkv::internal

@@ -1,0 +1,329 @@
+// DotQ8 kernels (ds4's CPU numerics), for 1..4 tokens per pass over a weight row.
+//
+// Bit-exactness with ref::DotQ8 is the contract: only integer sums (exact in any order) are
+// vectorized, and every float operation happens in the reference's order and rounding — per
+// block the same products, accumulated sequentially per token. Compiled with
+// -ffp-contract=off so nothing is fused. Activation int8 values must lie in [-127, 127] (the
+// sign trick negates them); QuantizeAct never produces -128.
+#include <cstring>
+
+#include "tensor/dot.h"
+#include "tensor/dot_internal.h"
+#include "tensor/dot_ref.h"
+#include "tensor/quant_blocks.h"
+#include "tensor/quant_internal.h"
+#include "tensor/simd_avx2.h"
+
+namespace flashkv::internal {
+
+#ifdef FLASHKV_TENSOR_AVX2
+namespace {
+
+// Sum over 32 lanes of w * x (int8, x != -128), as 8 int32 partial sums.
+inline __m256i DotI8x32(__m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// [sum(v[0]), ..., sum(v[7])] for 8 vectors of 8 int32.
+inline __m256i Reduce8(const __m256i* v) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i a = _mm256_hadd_epi32(h01, h23);  // lane halves: [0 1 2 3 | 0 1 2 3]
+  const __m256i b = _mm256_hadd_epi32(h45, h67);  // [4 5 6 7 | 4 5 6 7]
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+constexpr int kQ8_0Bytes = sizeof(BlockQ8_0);
+
+// acc += (f16(d_w) * d_x) * (float)isum, block by block.
+template <int NT>
+void Q8_0Multi(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_0Act* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = static_cast<const BlockQ8_0Act*>(xq[t]);
+  const int64_t nb = n / kQK8_0;
+  float acc[NT] = {};
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    alignas(16) uint16_t dwh[8];
+    for (int k = 0; k < 8; ++k) std::memcpy(&dwh[k], w + (b + k) * kQ8_0Bytes, 2);
+    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
+    alignas(32) float p[NT][8];
+    for (int t = 0; t < NT; ++t) {
+      __m256i v[8];
+      alignas(32) float dx[8];
+      for (int k = 0; k < 8; ++k) {
+        const uint8_t* blk = w + (b + k) * kQ8_0Bytes;
+        const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b + k].qs));
+        v[k] = DotI8x32(qw, qx);
+        dx[k] = x[t][b + k].d;
+      }
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_load_ps(dx));
+      _mm256_store_ps(p[t], _mm256_mul_ps(scale, _mm256_cvtepi32_ps(Reduce8(v))));
+    }
+    for (int k = 0; k < 8; ++k)
+      for (int t = 0; t < NT; ++t) acc[t] += p[t][k];
+  }
+  for (; b < nb; ++b) {
+    const uint8_t* blk = w + b * kQ8_0Bytes;
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const float dw = LoadHalf(blk);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs));
+      acc[t] += dw * x[t][b].d * static_cast<float>(HSumI32(DotI8x32(qw, qx)));
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// pshufb controls that spread scale bytes g (low 128-bit lane) and g + 1 (high lane) over 8
+// int16 each: one per (half, shift) step of a Q2_K block, g = 8h + 2s.
+struct Q2ScaleShuffles {
+  __m256i ctl[8];
+  Q2ScaleShuffles() {
+    for (int i = 0; i < 8; ++i) {
+      alignas(32) uint8_t c[32];
+      for (int k = 0; k < 16; ++k) {
+        c[k] = k % 2 ? 0x80 : static_cast<uint8_t>(2 * i);
+        c[16 + k] = k % 2 ? 0x80 : static_cast<uint8_t>(2 * i + 1);
+      }
+      ctl[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(c));
+    }
+  }
+};
+
+// Per block: isum = sum_g (sc_g & 15) * sum(q2 * q8), summs = sum_j bsums_j * (sc_j >> 4);
+// acc += (d_x * f16(d)) * isum - (d_x * f16(dmin)) * summs.
+template <int NT>
+void Q2_KMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  static const Q2ScaleShuffles shuffles;
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sumf[NT] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockQ2_K);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+    const __m256i mins16 =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
+    const __m256i scales2 = _mm256_broadcastsi128_si256(_mm_and_si128(sc8, _mm_set1_epi8(15)));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * h));
+      for (int s = 0; s < 4; ++s) {
+        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
+        const __m256i scale = _mm256_shuffle_epi8(scales2, shuffles.ctl[4 * h + s]);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i qx =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * s));
+          isum[t] =
+              _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q2, qx), scale));
+        }
+      }
+    }
+    const float dw = LoadHalf(blk + 80);
+    const float dminw = LoadHalf(blk + 82);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
+      const int summs = HSumI32(_mm256_madd_epi16(mins16, bsums));
+      const float dall = y[t][b].d * dw;
+      const float dmin = y[t][b].d * dminw;
+      sumf[t] += dall * static_cast<float>(HSumI32(isum[t])) - dmin * static_cast<float>(summs);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = sumf[t];
+}
+
+// Per block: bsum = sum_groups (2 ls + 1) * sum(grid * sign * q8); acc += (f16(d) * d_x) * bsum;
+// result 0.125 * acc.
+template <int NT>
+void IQ2_XXSMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
+  float sumf[NT] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ2_XXS);
+    __m256i acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      uint32_t a, s;
+      std::memcpy(&a, blk + 2 + 8 * g, 4);
+      std::memcpy(&s, blk + 2 + 8 * g + 4, 4);
+      const __m256i grid = Iq2GridBytes(a);
+      const __m256i sign = Iq2SignBytes(s);
+      const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(2 * (s >> 28) + 1));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i qx = _mm256_sign_epi8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 32 * g)), sign);
+        // grid <= 43 and |qx| <= 127: the pair sums cannot saturate.
+        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, qx), ls));
+      }
+    }
+    const float dw = LoadHalf(blk);
+    for (int t = 0; t < NT; ++t) sumf[t] += dw * y[t][b].d * static_cast<float>(HSumI32(acc[t]));
+  }
+  for (int t = 0; t < NT; ++t) out[t] = 0.125f * sumf[t];
+}
+
+// GGML's generic Q4_K order: per block 8 int32 lanes (value index mod 8) of sc * q4 * q8, then
+// sums[l] += (f16(d) * d_x) * lane[l]; acc -= (f16(dmin) * d_x) * sum(bsums * mins); finally
+// acc += sums[0] + ... + sums[7] in lane order.
+template <int NT>
+void Q4_KMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
+  const __m256i m15 = _mm256_set1_epi8(15);
+  __m256 sums[NT];
+  float sumf[NT] = {};
+  for (int t = 0; t < NT; ++t) sums[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockQ4_K);
+    int sc[8], mn[8];
+    for (int g = 0; g < 8; ++g) Q4KScaleMin(blk + 4, g, &sc[g], &mn[g]);
+    alignas(32) int16_t mn16[16];
+    for (int j = 0; j < 16; ++j) mn16[j] = static_cast<int16_t>(mn[j / 2]);
+    const __m256i mins = _mm256_load_si256(reinterpret_cast<const __m256i*>(mn16));
+    __m128i lo[NT], hi[NT];
+    for (int t = 0; t < NT; ++t) lo[t] = hi[t] = _mm_setzero_si128();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * p));
+      const __m256i nib_lo = _mm256_and_si256(bits, m15);
+      const __m256i nib_hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m15);
+      // q4 as int16: group 2p elements 0-15, 16-31; group 2p+1 the same.
+      const __m256i q[4] = {_mm256_cvtepu8_epi16(_mm256_castsi256_si128(nib_lo)),
+                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(nib_lo, 1)),
+                            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(nib_hi)),
+                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(nib_hi, 1))};
+      const int16_t s0 = static_cast<int16_t>(sc[2 * p]), s1 = static_cast<int16_t>(sc[2 * p + 1]);
+      const __m128i scl = _mm_set_epi16(s1, s0, s1, s0, s1, s0, s1, s0);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* x8 = y[t][b].qs + 64 * p;
+        __m128i group[2];
+        for (int k = 0; k < 2; ++k) {
+          const __m256i pa = _mm256_mullo_epi16(
+              q[2 * k],
+              _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x8 + 32 * k))));
+          const __m256i pb = _mm256_mullo_epi16(
+              q[2 * k + 1], _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                reinterpret_cast<const __m128i*>(x8 + 32 * k + 16))));
+          const __m256i s = _mm256_add_epi16(pa, pb);  // |.| <= 2 * 15 * 128: fits int16
+          group[k] = _mm_add_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        }
+        lo[t] = _mm_add_epi32(lo[t], _mm_madd_epi16(_mm_unpacklo_epi16(group[0], group[1]), scl));
+        hi[t] = _mm_add_epi32(hi[t], _mm_madd_epi16(_mm_unpackhi_epi16(group[0], group[1]), scl));
+      }
+    }
+    const float dw = LoadHalf(blk);
+    const float dminw = LoadHalf(blk + 2);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
+      const int sumi = HSumI32(_mm256_madd_epi16(bsums, mins));
+      const __m256 lanes = _mm256_cvtepi32_ps(_mm256_set_m128i(hi[t], lo[t]));
+      sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(dw * y[t][b].d), lanes));
+      sumf[t] -= dminw * y[t][b].d * static_cast<float>(sumi);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float s8[8];
+    _mm256_store_ps(s8, sums[t]);
+    for (int l = 0; l < 8; ++l) sumf[t] += s8[l];
+    out[t] = sumf[t];
+  }
+}
+
+// ds4's F16 (and our BF16) dot: acc += f32(w[i]) * x[i] sequentially, in fp32. The products
+// are computed 8 at a time (same rounding); the adds stay in order, tokens interleaved.
+template <int NT, __m256 (*Load8)(const uint8_t*), float (*Load1)(const uint8_t*)>
+void HalfMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const float* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = static_cast<const float*>(xq[t]);
+  float acc[NT] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = Load8(w + 2 * i);
+    alignas(32) float p[NT][8];
+    for (int t = 0; t < NT; ++t)
+      _mm256_store_ps(p[t], _mm256_mul_ps(wv, _mm256_loadu_ps(x[t] + i)));
+    for (int k = 0; k < 8; ++k)
+      for (int t = 0; t < NT; ++t) acc[t] += p[t][k];
+  }
+  for (; i < n; ++i) {
+    const float wi = Load1(w + 2 * i);
+    for (int t = 0; t < NT; ++t) acc[t] += wi * x[t][i];
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+float LoadF16(const uint8_t* p) { return LoadHalf(p); }
+
+float LoadBF16(const uint8_t* p) {
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return BF16ToF32(b);
+}
+
+using MultiFn = void (*)(const uint8_t*, const void* const*, int64_t, float*);
+
+template <int NT>
+MultiFn KernelFor(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+      return Q8_0Multi<NT>;
+    case DType::kQ2_K:
+      return Q2_KMulti<NT>;
+    case DType::kQ4_K:
+      return Q4_KMulti<NT>;
+    case DType::kIQ2_XXS:
+      return IQ2_XXSMulti<NT>;
+    case DType::kF16:
+      return HalfMulti<NT, LoadF16x8, LoadF16>;
+    case DType::kBF16:
+      return HalfMulti<NT, LoadBF16x8, LoadBF16>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok, int64_t n,
+                float* out) {
+  MultiFn fn = nullptr;
+  switch (n_tok) {
+    case 1:
+      fn = KernelFor<1>(wtype);
+      break;
+    case 2:
+      fn = KernelFor<2>(wtype);
+      break;
+    case 3:
+      fn = KernelFor<3>(wtype);
+      break;
+    case 4:
+      fn = KernelFor<4>(wtype);
+      break;
+    default:
+      break;
+  }
+  if (fn) {
+    fn(static_cast<const uint8_t*>(wrow), xq, n, out);
+    return;
+  }
+  for (int t = 0; t < n_tok; ++t) out[t] = ref::DotQ8(wtype, wrow, xq[t], n);
+}
+
+#else  // no AVX2: the scalar references are the kernels
+
+void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok, int64_t n,
+                float* out) {
+  for (int t = 0; t < n_tok; ++t) out[t] = ref::DotQ8(wtype, wrow, xq[t], n);
+}
+
+#endif
+
+}  // namespace flashkv::internal

@@ -1,0 +1,74 @@
+// AVX2 building blocks shared by the tensor kernels (dequant_fast.cpp, dot.cpp). Internal to
+// tensor/. Must not: be included where FLASHKV_TENSOR_AVX2 is not defined.
+//
+// The kernels are chosen at compile time: the project builds with -march=native, and the
+// sanitizer builds (no -march) run the scalar references instead.
+#pragma once
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define FLASHKV_TENSOR_AVX2 1
+#endif
+
+#ifdef FLASHKV_TENSOR_AVX2
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+
+#include "tensor/iq2_tables.h"
+
+namespace flashkv::internal {
+
+inline float HSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t HSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256 LoadF16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline __m256 LoadBF16x8(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+// kIq2Signs expanded to 8 bytes of +1 (0x01) or -1 (0xff), the form _mm256_sign_epi8 takes.
+constexpr std::array<uint64_t, 128> MakeIq2SignBytes() {
+  std::array<uint64_t, 128> t{};
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 8; ++j)
+      t[i] |= static_cast<uint64_t>((kIq2Signs[i] >> j) & 1 ? 0xffu : 0x01u) << (8 * j);
+  return t;
+}
+inline constexpr std::array<uint64_t, 128> kIq2SignBytes = MakeIq2SignBytes();
+
+// The 32 grid magnitudes (unsigned bytes) of an IQ2_XXS group's index word a.
+inline __m256i Iq2GridBytes(uint32_t a) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kIq2xxsGrid[a >> 24]),
+                           static_cast<int64_t>(kIq2xxsGrid[(a >> 16) & 0xff]),
+                           static_cast<int64_t>(kIq2xxsGrid[(a >> 8) & 0xff]),
+                           static_cast<int64_t>(kIq2xxsGrid[a & 0xff]));
+}
+
+// The 32 signs (+1 / -1 bytes) of an IQ2_XXS group's sign/scale word b.
+inline __m256i Iq2SignBytes(uint32_t b) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kIq2SignBytes[(b >> 21) & 127]),
+                           static_cast<int64_t>(kIq2SignBytes[(b >> 14) & 127]),
+                           static_cast<int64_t>(kIq2SignBytes[(b >> 7) & 127]),
+                           static_cast<int64_t>(kIq2SignBytes[b & 127]));
+}
+
+}  // namespace flashkv::internal
+
+#endif  // FLASHKV_TENSOR_AVX2
