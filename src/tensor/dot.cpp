@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "tensor/dequant_avx2.h"
 #include "tensor/dot_internal.h"
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
@@ -146,14 +147,24 @@ float DotF32Q8_0(const uint8_t* w, const float* x, int64_t n) {
   return static_cast<float>(total);
 }
 
-// Block types: each block dequantized (as DequantizeRow does) and dotted in fp32 lanes.
-float DotF32Blocks(internal::BlockDequantFn dequant, int block_bytes, const uint8_t* w,
-                   const float* x, int64_t n) {
-  alignas(32) float buf[kQK_K];
+// Block types: each block decoded as DequantizeRow does and multiplied into fp32 lanes
+// directly; one double add per block.
+struct FmaSink {
+  const float* x;
+  __m256 acc[4];  // four chains hide the FMA latency; off is a constant once inlined
+  void operator()(int off, __m256 v) {
+    acc[(off >> 3) & 3] = _mm256_fmadd_ps(v, _mm256_loadu_ps(x + off), acc[(off >> 3) & 3]);
+  }
+};
+
+template <void (*Decode)(const uint8_t*, FmaSink&), int kBlockBytes>
+float DotF32Blocks(const uint8_t* w, const float* x, int64_t n) {
   double total = 0.0;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    dequant(w + b * block_bytes, buf);
-    total += Dot256(buf, x + b * kQK_K);
+    FmaSink sink{x + b * kQK_K, {}};
+    Decode(w + b * kBlockBytes, sink);
+    total += HSum(_mm256_add_ps(_mm256_add_ps(sink.acc[0], sink.acc[1]),
+                                _mm256_add_ps(sink.acc[2], sink.acc[3])));
   }
   return static_cast<float>(total);
 }
@@ -172,11 +183,11 @@ float DotF32(DType wtype, const void* wrow, const float* x, int64_t n) {
     case DType::kQ8_0:
       return DotF32Q8_0(w, x, n);
     case DType::kQ2_K:
-      return DotF32Blocks(internal::FastBlockDequant(wtype), sizeof(BlockQ2_K), w, x, n);
+      return DotF32Blocks<internal::DecodeQ2_K<FmaSink>, sizeof(BlockQ2_K)>(w, x, n);
     case DType::kQ4_K:
-      return DotF32Blocks(internal::FastBlockDequant(wtype), sizeof(BlockQ4_K), w, x, n);
+      return DotF32Blocks<internal::DecodeQ4_K<FmaSink>, sizeof(BlockQ4_K)>(w, x, n);
     case DType::kIQ2_XXS:
-      return DotF32Blocks(internal::FastBlockDequant(wtype), sizeof(BlockIQ2_XXS), w, x, n);
+      return DotF32Blocks<internal::DecodeIQ2_XXS<FmaSink>, sizeof(BlockIQ2_XXS)>(w, x, n);
     default:
       return ref::DotF32(wtype, wrow, x, n);
   }

@@ -16,4 +16,12 @@ inline constexpr int kMaxDotTokens = 4;
 void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok, int64_t n,
                 float* out);
 
+// Whether DotQ8Rows8 handles wtype: the sequentially-summed types (F16, BF16) whose
+// single-row fp32 chain is latency-bound.
+bool HasDotQ8Rows8(DType wtype);
+// out[r] = DotQ8(wtype, w + r * row_bytes, xq, n) for r < 8, bit for bit (requires
+// HasDotQ8Rows8(wtype)).
+void DotQ8Rows8(DType wtype, const void* w, int64_t row_bytes, const void* xq, int64_t n,
+                float* out);
+
 }  // namespace flashkv::internal

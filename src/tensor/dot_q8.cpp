@@ -259,12 +259,61 @@ void HalfMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
-float LoadF16(const uint8_t* p) { return LoadHalf(p); }
+float LoadF16(const uint8_t* p) {
+  return LoadHalf(p);
+}
 
 float LoadBF16(const uint8_t* p) {
   uint16_t b;
   std::memcpy(&b, p, 2);
   return BF16ToF32(b);
+}
+
+// 8x8 transpose of 16-bit values: r[k] holds row k, c[k] comes out as column k.
+inline void Transpose8x16(const __m128i* r, __m128i* c) {
+  const __m128i t0 = _mm_unpacklo_epi16(r[0], r[1]), t1 = _mm_unpackhi_epi16(r[0], r[1]);
+  const __m128i t2 = _mm_unpacklo_epi16(r[2], r[3]), t3 = _mm_unpackhi_epi16(r[2], r[3]);
+  const __m128i t4 = _mm_unpacklo_epi16(r[4], r[5]), t5 = _mm_unpackhi_epi16(r[4], r[5]);
+  const __m128i t6 = _mm_unpacklo_epi16(r[6], r[7]), t7 = _mm_unpackhi_epi16(r[6], r[7]);
+  const __m128i u0 = _mm_unpacklo_epi32(t0, t2), u1 = _mm_unpackhi_epi32(t0, t2);
+  const __m128i u2 = _mm_unpacklo_epi32(t1, t3), u3 = _mm_unpackhi_epi32(t1, t3);
+  const __m128i u4 = _mm_unpacklo_epi32(t4, t6), u5 = _mm_unpackhi_epi32(t4, t6);
+  const __m128i u6 = _mm_unpacklo_epi32(t5, t7), u7 = _mm_unpackhi_epi32(t5, t7);
+  c[0] = _mm_unpacklo_epi64(u0, u4);
+  c[1] = _mm_unpackhi_epi64(u0, u4);
+  c[2] = _mm_unpacklo_epi64(u1, u5);
+  c[3] = _mm_unpackhi_epi64(u1, u5);
+  c[4] = _mm_unpacklo_epi64(u2, u6);
+  c[5] = _mm_unpackhi_epi64(u2, u6);
+  c[6] = _mm_unpacklo_epi64(u3, u7);
+  c[7] = _mm_unpackhi_epi64(u3, u7);
+}
+
+inline __m256 WidenF16(__m128i h) {
+  return _mm256_cvtph_ps(h);
+}
+inline __m256 WidenBF16(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// Eight F16/BF16 rows against one token, the rows in the 8 lanes of one accumulator: lane r
+// runs exactly row r's sequential chain acc += f32(w[r][i]) * x[i], so the result is the
+// single-row kernel's, with 8 chains in flight instead of one.
+template <__m256 (*Widen)(__m128i), float (*Load1)(const uint8_t*)>
+void HalfRows8(const uint8_t* w, int64_t row_bytes, const float* x, int64_t n, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i r[8], c[8];
+    for (int k = 0; k < 8; ++k)
+      r[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k * row_bytes + 2 * i));
+    Transpose8x16(r, c);
+    for (int k = 0; k < 8; ++k)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(Widen(c[k]), _mm256_set1_ps(x[i + k])));
+  }
+  _mm256_storeu_ps(out, acc);
+  for (; i < n; ++i)
+    for (int r = 0; r < 8; ++r) out[r] += Load1(w + r * row_bytes + 2 * i) * x[i];
 }
 
 using MultiFn = void (*)(const uint8_t*, const void* const*, int64_t, float*);
@@ -317,7 +366,27 @@ void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok,
   for (int t = 0; t < n_tok; ++t) out[t] = ref::DotQ8(wtype, wrow, xq[t], n);
 }
 
+bool HasDotQ8Rows8(DType wtype) {
+  return wtype == DType::kF16 || wtype == DType::kBF16;
+}
+
+void DotQ8Rows8(DType wtype, const void* w, int64_t row_bytes, const void* xq, int64_t n,
+                float* out) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const float* x = static_cast<const float*>(xq);
+  if (wtype == DType::kF16) {
+    HalfRows8<WidenF16, LoadF16>(wb, row_bytes, x, n, out);
+  } else if (wtype == DType::kBF16) {
+    HalfRows8<WidenBF16, LoadBF16>(wb, row_bytes, x, n, out);
+  }
+}
+
 #else  // no AVX2: the scalar references are the kernels
+
+bool HasDotQ8Rows8(DType) {
+  return false;
+}
+void DotQ8Rows8(DType, const void*, int64_t, const void*, int64_t, float*) {}
 
 void DotQ8Multi(DType wtype, const void* wrow, const void* const* xq, int n_tok, int64_t n,
                 float* out) {

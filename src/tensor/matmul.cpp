@@ -54,10 +54,20 @@ void MatMulQ8Prequantized(DType wtype, const void* w, int64_t rows, int64_t n, c
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(xq);
   constexpr int kGroup = internal::kMaxDotTokens;
+  const bool rows8 = internal::HasDotQ8Rows8(wtype);
   ForRows(rows, row_bytes, pool, [&](int64_t r0, int64_t r1) {
     const void* xt[kGroup];
     float out[kGroup];
-    for (int64_t r = r0; r < r1; ++r) {
+    int64_t r = r0;
+    if (rows8) {  // sequentially-summed types: 8 rows at once per token
+      float out8[8];
+      for (; r + 8 <= r1; r += 8)
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          internal::DotQ8Rows8(wtype, wb + r * row_bytes, row_bytes, xb + t * act_bytes, n, out8);
+          for (int k = 0; k < 8; ++k) y[t * rows + r + k] = out8[k];
+        }
+    }
+    for (; r < r1; ++r) {
       const void* row = wb + r * row_bytes;
       // Tokens in groups that share one pass over the row; same bits as one DotQ8 each.
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kGroup) {

@@ -61,12 +61,28 @@ inline __m256i Iq2GridBytes(uint32_t a) {
                            static_cast<int64_t>(kIq2xxsGrid[a & 0xff]));
 }
 
-// The 32 signs (+1 / -1 bytes) of an IQ2_XXS group's sign/scale word b.
+// The 32 signs of an IQ2_XXS group's sign/scale word b, as +1 (0x01) / -1 (0xff) bytes.
 inline __m256i Iq2SignBytes(uint32_t b) {
+#ifdef __BMI2__
+  // Spread the four 7-bit sign fields over four bytes and add each byte's parity as bit 7
+  // (kIq2Signs computed, not looked up), then expand bit j of byte k to value 8k + j.
+  uint32_t v = _pdep_u32(b, 0x7f7f7f7fu);
+  uint32_t p = v ^ (v >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;  // bit 0 of each byte: parity of that byte's 7 bits
+  v |= (p & 0x01010101u) << 7;
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(v)), spread);
+  const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_or_si256(neg, _mm256_set1_epi8(1));
+#else
   return _mm256_set_epi64x(static_cast<int64_t>(kIq2SignBytes[(b >> 21) & 127]),
                            static_cast<int64_t>(kIq2SignBytes[(b >> 14) & 127]),
                            static_cast<int64_t>(kIq2SignBytes[(b >> 7) & 127]),
                            static_cast<int64_t>(kIq2SignBytes[b & 127]));
+#endif
 }
 
 }  // namespace flashkv::internal

@@ -228,6 +228,22 @@ TEST(DotTest, F32DotMatchesDoublePrecision) {
   }
 }
 
+TEST(DotTest, EightRowDotQ8MatchesSingleBitForBit) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    if (!internal::HasDotQ8Rows8(t)) GTEST_SKIP() << "no 8-row kernels in this build";
+    for (int64_t n : {8, 100, 4096}) {
+      const auto w = RandomRows(t, 8, n, 71);
+      const auto x = RandomActivations(n, 72);
+      const int64_t rb = RowBytesOf(t, n);
+      float out[8];
+      internal::DotQ8Rows8(t, w.data(), rb, x.data(), n, out);
+      for (int r = 0; r < 8; ++r)
+        ASSERT_EQ(FloatBits(out[r]), FloatBits(ref::DotQ8(t, w.data() + r * rb, x.data(), n)))
+            << GetDTypeInfo(t).name << " n=" << n << " row " << r;
+    }
+  }
+}
+
 TEST(DotTest, UnsupportedTypeGivesNaN) {
   uint8_t w[64] = {};
   float x[32] = {};
