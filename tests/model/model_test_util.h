@@ -1,0 +1,126 @@
+// Helpers for model tests: fixture paths, and a copy of ds4-tiny.gguf with edits (drop or
+// replace a tensor, change a metadata value) for malformed-model tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+
+namespace flashkv::testing {
+
+inline std::string FixturePath(const std::string& rel) {
+  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/" + rel;
+}
+inline std::string Ds4TinyPath() {
+  return FixturePath("ds4-tiny/ds4-tiny.gguf");
+}
+
+// Reads a float32 file.
+inline std::vector<float> ReadF32(const std::string& path) {
+  std::vector<float> v;
+  std::FILE* fp = std::fopen(path.c_str(), "rb");
+  if (fp == nullptr) return v;
+  float buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, sizeof(float), 4096, fp)) > 0) v.insert(v.end(), buf, buf + n);
+  std::fclose(fp);
+  return v;
+}
+
+struct TensorEdit {
+  std::string name;
+  bool drop = false;
+  std::vector<uint64_t> ne;  // replacement shape (data cut or zero-padded to fit)
+  DType type = DType::kF32;  // used with ne
+};
+
+inline TensorEdit DropTensor(std::string name) {
+  TensorEdit e;
+  e.name = std::move(name);
+  e.drop = true;
+  return e;
+}
+
+inline TensorEdit ReplaceTensor(std::string name, std::vector<uint64_t> ne, DType type) {
+  TensorEdit e;
+  e.name = std::move(name);
+  e.ne = std::move(ne);
+  e.type = type;
+  return e;
+}
+
+// Copies every metadata key except the tokenizer's (the model does not read them) and
+// every tensor of ds4-tiny into a writer, applying the edits; `meta` may then override keys.
+inline GgufWriter CopyDs4Tiny(const std::vector<TensorEdit>& edits,
+                              const std::function<void(GgufWriter&)>& meta = {}) {
+  auto file = GgufFile::Open(Ds4TinyPath());
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  GgufWriter w;
+  for (const std::string& key : file->keys()) {
+    if (key.rfind("tokenizer.", 0) == 0) continue;
+    const GgufType t = *file->TypeOf(key);
+    switch (t) {
+      case GgufType::kString:
+        w.SetString(key, *file->GetString(key));
+        break;
+      case GgufType::kBool:
+        w.SetBool(key, *file->GetBool(key));
+        break;
+      case GgufType::kF32:
+      case GgufType::kF64:
+        w.SetF32(key, float(*file->GetF64(key)));
+        break;
+      case GgufType::kArray: {
+        const GgufArrayInfo a = *file->ArrayInfo(key);
+        if (a.elem_type == GgufType::kF32 || a.elem_type == GgufType::kF64) {
+          const std::vector<double> values = file->GetFloatArray(key).value();
+          std::vector<float> v(values.begin(), values.end());
+          w.SetF32Array(key, v);
+        } else {
+          const std::vector<int64_t> values = file->GetIntArray(key).value();
+          std::vector<int32_t> v(values.begin(), values.end());
+          w.SetI32Array(key, v);
+        }
+        break;
+      }
+      default:
+        w.SetU64(key, *file->GetU64(key));
+    }
+  }
+  for (const GgufTensorInfo& t : file->tensors()) {
+    const TensorEdit* edit = nullptr;
+    for (const auto& e : edits) {
+      if (e.name == t.name) edit = &e;
+    }
+    if (edit != nullptr && edit->drop) continue;
+    if (edit != nullptr) {
+      const uint64_t bytes = *TensorBytes(edit->type, edit->ne.data(), int(edit->ne.size()));
+      std::vector<uint8_t> data(bytes, 0);
+      std::copy(t.data, t.data + std::min(bytes, t.nbytes), data.begin());
+      EXPECT_TRUE(w.AddTensor(t.name, edit->type, edit->ne, std::move(data)).ok());
+      continue;
+    }
+    EXPECT_TRUE(
+        w.AddTensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.data, t.data + t.nbytes)).ok());
+  }
+  if (meta) meta(w);
+  return w;
+}
+
+// The edited copy as an in-memory GgufFile.
+inline GgufFile EditedDs4Tiny(const std::vector<TensorEdit>& edits,
+                              const std::function<void(GgufWriter&)>& meta = {}) {
+  auto bytes = CopyDs4Tiny(edits, meta).WriteToBytes();
+  EXPECT_TRUE(bytes.ok());
+  auto f = GgufFile::FromBytes(std::move(*bytes));
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  return std::move(*f);
+}
+
+}  // namespace flashkv::testing
