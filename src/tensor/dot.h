@@ -4,8 +4,9 @@
 //
 // Two numerics, chosen by the caller:
 // - DotF32: f32 activations; weights dequantized exactly as DequantizeRow does, products summed
-//   in fp32 lanes per block and the block sums in double. For F32 weights the result is within
-//   ~1e-6 of a double-precision dot relative to sum |w x|. Use for fp32 fidelity (HF parity).
+//   in fp32 lanes over at most 256 values and those partial sums in double. The result is
+//   within ~1e-6 of sum |w x| of the double-precision dot of the dequantized weights (tested).
+//   Use for fp32 fidelity (HF parity, ds4's "noactq" tier).
 // - DotQ8: ds4's CPU numerics, bit for bit. Activations are pre-quantized with the block type
 //   ActQuantFor(wtype) names (QuantizeAct below) and the sum follows ds4.c's scalar x86 kernels:
 //     Q8_0    x Q8_0Act: acc += (f16(d_w) * d_x) * (float)sum_i8  per 32, in block order, fp32.
@@ -16,8 +17,12 @@
 //   F32, F16 and BF16 weights take plain f32 activations (ActQuant::kNone; xq is a float*),
 //   because ds4 never quantizes activations for them: F16/BF16 sum fp32 products sequentially
 //   (acc += f32(w[i]) * x[i]), F32 sums in double sequentially, as ds4's matvec_f16/_f32 do.
+//   The unit tests hold the kernels to ref::DotQ8 (dot_ref.h) bit for bit; the reference was
+//   also compared once with ds4.c's own kernels built from source (not part of the tests).
 // Both are deterministic: the same inputs give the same bits on every call and thread count.
 // A type that is not computable gives NaN (callers check dtype.h `computable` at load time).
+// Activation blocks built by hand must keep their int8 values in [-127, 127], as QuantizeAct
+// does: the AVX2 kernels negate them with the sign trick.
 #pragma once
 
 #include <cstdint>

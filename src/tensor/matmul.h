@@ -3,10 +3,11 @@
 //
 // W is row-major: `rows` rows of `n` values of wtype, row stride RowBytes(wtype, n).
 // X is [n_tokens, n] f32, Y is [n_tokens, rows] f32 (y[t * rows + r] = row r . token t).
-// Rows are split across the pool and every output is computed by one DotF32/DotQ8 call, so the
-// result does not depend on the thread count (bit for bit). pool may be null (calling thread
-// only). wtype must be computable and n a whole number of its blocks (checked at load time by
-// the caller; see dtype.h RowBytes).
+// Rows are split across the pool; every output has exactly the bits of the single DotF32/DotQ8
+// of its row and token (DotQ8 runs up to 4 tokens, or for F16/BF16 8 rows, per pass, with the
+// same per-output arithmetic), so the result does not depend on the thread count. pool may be
+// null (calling thread only). wtype must be computable and n a whole number of its blocks (checked
+// at load time by the caller; see dtype.h RowBytes).
 #pragma once
 
 #include <cstdint>
