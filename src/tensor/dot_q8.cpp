@@ -178,6 +178,9 @@ void Q4_KMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
   const __m256i m15 = _mm256_set1_epi8(15);
+  const __m256i pair_lanes =
+      _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,  //
+                       0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
   __m256 sums[NT];
   float sumf[NT] = {};
   for (int t = 0; t < NT; ++t) sums[t] = _mm256_setzero_ps();
@@ -194,24 +197,20 @@ void Q4_KMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * p));
       const __m256i nib_lo = _mm256_and_si256(bits, m15);
       const __m256i nib_hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m15);
-      // q4 as int16: group 2p elements 0-15, 16-31; group 2p+1 the same.
-      const __m256i q[4] = {_mm256_cvtepu8_epi16(_mm256_castsi256_si128(nib_lo)),
-                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(nib_lo, 1)),
-                            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(nib_hi)),
-                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(nib_hi, 1))};
+      // Interleave bytes j and j + 8 of every 16 so maddubs pairs values of the same lane
+      // (index mod 8); the activations get the same shuffle.
+      const __m256i q[2] = {_mm256_shuffle_epi8(nib_lo, pair_lanes),
+                            _mm256_shuffle_epi8(nib_hi, pair_lanes)};
       const int16_t s0 = static_cast<int16_t>(sc[2 * p]), s1 = static_cast<int16_t>(sc[2 * p + 1]);
       const __m128i scl = _mm_set_epi16(s1, s0, s1, s0, s1, s0, s1, s0);
       for (int t = 0; t < NT; ++t) {
         const int8_t* x8 = y[t][b].qs + 64 * p;
         __m128i group[2];
         for (int k = 0; k < 2; ++k) {
-          const __m256i pa = _mm256_mullo_epi16(
-              q[2 * k],
-              _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x8 + 32 * k))));
-          const __m256i pb = _mm256_mullo_epi16(
-              q[2 * k + 1], _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                                reinterpret_cast<const __m128i*>(x8 + 32 * k + 16))));
-          const __m256i s = _mm256_add_epi16(pa, pb);  // |.| <= 2 * 15 * 128: fits int16
+          const __m256i xs = _mm256_shuffle_epi8(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x8 + 32 * k)), pair_lanes);
+          // q4 <= 15: each int16 is two products of one lane, |.| <= 2 * 15 * 128.
+          const __m256i s = _mm256_maddubs_epi16(q[k], xs);
           group[k] = _mm_add_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         }
         lo[t] = _mm_add_epi32(lo[t], _mm_madd_epi16(_mm_unpacklo_epi16(group[0], group[1]), scl));
