@@ -1,0 +1,20 @@
+// Where the flashkv binary finds the files the project ships (models/tokenizer/...) when
+// the user names none: the current directory first (`make run` runs from the checkout),
+// then beside the executable's build directory. Must not: hold logic beyond path lookup.
+#pragma once
+
+#include <string>
+
+#include "util/status.h"
+
+namespace flashkv::cli {
+
+// `relative` (e.g. "models/tokenizer/tokenizer.json") under the working directory, else
+// under the parent of the directory holding the flashkv executable (build/ -> checkout).
+Expected<std::string> FindProjectFile(const std::string& relative);
+
+// The model used when --model is not given: ./ds4flash.gguf if it exists (the real model,
+// as ds4 does), else the project's tiny default models/flashkv-tiny.gguf.
+std::string DefaultModelPath();
+
+}  // namespace flashkv::cli
