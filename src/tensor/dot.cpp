@@ -1,24 +1,19 @@
-// Optimized dot kernels. Where the build target has AVX2+FMA+F16C the integer parts of the Q8
-// kernels and the whole DotF32 are vectorized; everything else (and every non-x86 or sanitizer
-// build, which has no -march=native) uses the scalar references in dot_ref.cpp.
-//
-// DotQ8 must match ref::DotQ8 bit for bit: only exact integer sums are vectorized, every float
-// operation is done in the reference's order. This file is compiled with -ffp-contract=off.
+// Activation-quantization dispatch, the optimized DotF32, and the single-token DotQ8 entry
+// (its kernels are in dot_q8.cpp). Where the build target has AVX2+FMA+F16C DotF32 is
+// vectorized; otherwise (non-x86, or the sanitizer builds without -march=native) the scalar
+// references in dot_ref.cpp run.
 #include "tensor/dot.h"
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "tensor/dequant_avx2.h"
 #include "tensor/dot_internal.h"
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
-#include "tensor/iq2_tables.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_internal.h"
-
 #include "tensor/simd_avx2.h"
 
 namespace flashkv {
@@ -72,8 +67,6 @@ using internal::LoadBF16x8;
 using internal::LoadF16x8;
 using internal::LoadFloat;
 using internal::LoadHalf;
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // ---- DotF32 -------------------------------------------------------------------------------
 
