@@ -23,7 +23,9 @@ TEST(Iq2TablesTest, GridIsGgmlCodebook) {
   EXPECT_EQ(kIq2xxsGrid[128], 0x082b2b0808082b08ull);
   EXPECT_EQ(kIq2xxsGrid[255], 0x2b2b2b1908081908ull);
   for (int i = 0; i < 256; ++i) {
-    if (i > 0) EXPECT_LT(kIq2xxsGrid[i - 1], kIq2xxsGrid[i]) << i;  // ascending, distinct
+    if (i > 0) {
+      EXPECT_LT(kIq2xxsGrid[i - 1], kIq2xxsGrid[i]) << i;  // ascending, distinct
+    }
     for (int j = 0; j < 8; ++j) {
       const unsigned b = (kIq2xxsGrid[i] >> (8 * j)) & 0xff;
       EXPECT_TRUE(b == 8 || b == 25 || b == 43) << i << " byte " << j;
