@@ -1,0 +1,51 @@
+// Sampler: picks the next token from a logits row. Greedy (temperature 0) or stochastic
+// with temperature, then the top-k, top-p and min-p filters, from a seeded generator so a
+// (seed, logits sequence) pair always gives the same tokens. Must not: know tokens' text
+// or the model.
+//
+// Order: logits / temperature → keep the top_k largest → softmax → keep the smallest set
+// of most likely tokens whose mass reaches top_p → drop tokens below min_p · p_max →
+// renormalise → draw. Ties in the greedy argmax go to the lowest id.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace flashkv {
+
+struct SamplerOptions {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerOptions& options);
+
+  // logits: [n_vocab]. Reuses its candidate buffer, so calls after the first do not
+  // allocate.
+  int32_t Sample(std::span<const float> logits);
+
+  // The argmax, lowest id on ties.
+  static int32_t Greedy(std::span<const float> logits);
+
+ private:
+  struct Candidate {
+    float logit;  // then probability
+    int32_t id;
+  };
+  // A uniform double in [0, 1) from 53 random bits (same on every platform).
+  double Uniform();
+
+  SamplerOptions options_;
+  std::mt19937_64 rng_;
+  std::vector<Candidate> candidates_;
+  std::vector<double> probs_;
+};
+
+}  // namespace flashkv
