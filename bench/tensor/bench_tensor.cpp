@@ -198,6 +198,22 @@ void BM_MatVecF32(benchmark::State& state) {
   state.SetLabel(std::string(GetDTypeInfo(t).name));
 }
 
+// Compute ceiling of the single-thread DotQ8 kernels: 64 rows (128 KiB of Q8_0, less for the
+// others) stay in L2, so nothing waits on DRAM. CPU time, so a busy machine distorts it less.
+void BM_DotQ8InCache(benchmark::State& state) {
+  const DType t = static_cast<DType>(state.range(0));
+  const Weights& w = WeightsFor(t);
+  const int64_t rows = 64;
+  const auto x = Activations(kN);
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    MatMulQ8(t, w.bytes.data(), rows, kN, x.data(), 1, y.data(), nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * rows * w.row_bytes);
+  state.SetLabel(std::string(GetDTypeInfo(t).name));
+}
+
 // Prefill-shaped: 32 tokens through 4096 x 4096 weights. Reported per weight byte read once,
 // so it shows how far batching moves the kernels from memory- to compute-bound.
 void BM_MatMulQ8Batch32(benchmark::State& state) {
@@ -234,6 +250,12 @@ BENCHMARK(BM_Dequant)->Apply(QuantTypeArgs);
 BENCHMARK(BM_MatVecQ8)->Apply(TypeArgs);
 BENCHMARK(BM_MatVecF32)->Apply(TypeArgs);
 BENCHMARK(BM_MatMulQ8Batch32)->Apply(QuantTypeArgs);
+BENCHMARK(BM_DotQ8InCache)
+    ->Arg(static_cast<int64_t>(DType::kF16))
+    ->Arg(static_cast<int64_t>(DType::kQ8_0))
+    ->Arg(static_cast<int64_t>(DType::kQ2_K))
+    ->Arg(static_cast<int64_t>(DType::kQ4_K))
+    ->Arg(static_cast<int64_t>(DType::kIQ2_XXS));
 
 }  // namespace
 }  // namespace flashkv

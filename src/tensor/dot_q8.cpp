@@ -150,18 +150,22 @@ void IQ2_XXSMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out
     const uint8_t* blk = w + b * sizeof(BlockIQ2_XXS);
     __m256i acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      uint32_t a, s;
-      std::memcpy(&a, blk + 2 + 8 * g, 4);
-      std::memcpy(&s, blk + 2 + 8 * g + 4, 4);
-      const __m256i grid = Iq2GridBytes(a);
-      const __m256i sign = Iq2SignBytes(s);
-      const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(2 * (s >> 28) + 1));
-      for (int t = 0; t < NT; ++t) {
-        const __m256i qx = _mm256_sign_epi8(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 32 * g)), sign);
-        // grid <= 43 and |qx| <= 127: the pair sums cannot saturate.
-        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, qx), ls));
+    for (int g = 0; g < 8; g += 2) {
+      uint32_t words[4];  // a, b of group g, then of group g + 1
+      std::memcpy(words, blk + 2 + 8 * g, 16);
+      __m256i sign[2];
+      Iq2SignBytes2(words[1], words[3], &sign[0], &sign[1]);
+      for (int k = 0; k < 2; ++k) {
+        const __m256i grid = Iq2GridBytes(words[2 * k]);
+        const __m256i ls =
+            _mm256_set1_epi16(static_cast<int16_t>(2 * (words[2 * k + 1] >> 28) + 1));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i qx = _mm256_sign_epi8(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 32 * (g + k))),
+              sign[k]);
+          // grid <= 43 and |qx| <= 127: the pair sums cannot saturate.
+          acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, qx), ls));
+        }
       }
     }
     const float dw = LoadHalf(blk);

@@ -85,6 +85,32 @@ inline __m256i Iq2SignBytes(uint32_t b) {
 #endif
 }
 
+// The signs of two IQ2_XXS groups at once (words b0, b1): one pdep and one parity pass for
+// eight sign fields. Same bytes as Iq2SignBytes(b0), Iq2SignBytes(b1).
+inline void Iq2SignBytes2(uint32_t b0, uint32_t b1, __m256i* s0, __m256i* s1) {
+#ifdef __BMI2__
+  const uint64_t fields = (b0 & 0x0fffffffull) | (static_cast<uint64_t>(b1 & 0x0fffffffu) << 28);
+  uint64_t v = _pdep_u64(fields, 0x7f7f7f7f7f7f7f7full);
+  uint64_t p = v ^ (v >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  v |= (p & 0x0101010101010101ull) << 7;
+  const __m256i spread0 = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i spread1 = _mm256_add_epi8(spread0, _mm256_set1_epi8(4));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i one = _mm256_set1_epi8(1);
+  const __m256i all = _mm256_set1_epi64x(static_cast<int64_t>(v));
+  const __m256i bytes0 = _mm256_and_si256(_mm256_shuffle_epi8(all, spread0), bit);
+  const __m256i bytes1 = _mm256_and_si256(_mm256_shuffle_epi8(all, spread1), bit);
+  *s0 = _mm256_or_si256(_mm256_cmpeq_epi8(bytes0, bit), one);
+  *s1 = _mm256_or_si256(_mm256_cmpeq_epi8(bytes1, bit), one);
+#else
+  *s0 = Iq2SignBytes(b0);
+  *s1 = Iq2SignBytes(b1);
+#endif
+}
+
 }  // namespace flashkv::internal
 
 #endif  // FLASHKV_TENSOR_AVX2
