@@ -1,0 +1,157 @@
+// DiskCache: tier 2 of the resume cascade — a directory of `<sha1>.kv` snapshot files
+// bounded by a byte budget. Owns the file names (the only place they are built and
+// parsed), the in-memory prefix index (token-id radix tree + rendered texts), value-based
+// eviction, quarantine of damaged files, and the background writer thread. Must not: run
+// the model or decide *when* to save (CachePolicy and the engine do).
+//
+// Start-up: takes an exclusive lock on `<dir>/.lock` (one flashkv per directory),
+// removes stale temp files, reads every entry's header, tokens and text (never whole
+// payloads) into the index, moves damaged entries to `<dir>/quarantine/` (or deletes them
+// with quarantine off), and evicts down to the budget.
+//
+// Budget: every regular file in the directory counts — entries, in-flight temp files
+// (reserved at admission), other models' entries, `quarantine/` and unrelated files.
+// Eviction order: quarantined files first (oldest first), then entries by value
+// (decayed hits + 1) × tokens ÷ bytes, lowest first (ties: least recently used first).
+// Hits decay with a half-life (6 h by default). Entries being written are never evicted,
+// and a new entry that would itself be the first to go is not admitted. Unrelated files
+// are never deleted (if they alone fill the budget, nothing is admitted).
+//
+// Threading: every method is thread-safe (one internal mutex; file reads and writes run
+// outside it). Load writes into the caller's KvState and Save reads it: the caller keeps
+// other threads off that state for the duration of the call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_state.h"
+#include "kv/snapshot_codec.h"
+#include "kv/snapshot_format.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+struct DiskCacheOptions {
+  std::string dir;                               // created (mode 0700) if missing
+  uint64_t budget_bytes = uint64_t(4096) << 20;  // --kv-disk-space-mb
+  bool quarantine = true;                        // false: delete damaged entries
+  // The model + numerics of the states this process saves and loads. Entries of another
+  // identity are listed and counted but never loaded. Unset (admin tools): Load and Save
+  // fail with kFailedPrecondition.
+  std::optional<SnapshotIdentity> identity;
+  double hit_half_life_hours = 6.0;
+  // Host copies waiting for the writer thread; Save blocks while more are queued.
+  uint64_t max_pending_bytes = uint64_t(4) << 30;
+  SnapshotLoadOptions load;
+};
+
+// One snapshot file as the index knows it.
+struct DiskCacheEntry {
+  std::string key;  // 40 lowercase hex = SHA1 of the token ids
+  std::string path;
+  uint32_t n_tokens = 0;
+  uint64_t file_bytes = 0;
+  SaveReason reason = SaveReason::kUnknown;
+  uint32_t hit_count = 0;
+  int64_t created_ms = 0;
+  int64_t last_used_ms = 0;
+  bool loadable = false;  // same identity as this cache
+  std::string numerics;
+  std::string text;  // the rendered text of its tokens
+
+  // (hits · 2^(−age / half_life) + 1) · n_tokens / file_bytes, age from last use.
+  double Value(int64_t now_ms, double half_life_hours) const;
+};
+
+// What a request offers for reuse. An entry is usable when its tokens are a prefix of
+// `tokens`, or its text is a byte prefix of `text` (then the snapshot's own token ids are
+// authoritative and only the text after it is tokenized by the caller).
+struct DiskLookup {
+  std::span<const int32_t> tokens;
+  std::string_view text;
+  int64_t min_tokens = 1;          // ignore shorter entries
+  int64_t max_tokens = INT64_MAX;  // ignore longer ones (the state's context)
+};
+
+struct DiskHit {
+  DiskCacheEntry entry;         // as it was before this hit
+  bool by_text = false;         // matched through the text (tokens may differ from the request)
+  uint64_t text_bytes = 0;      // request text bytes covered (== entry.text.size())
+  std::vector<int32_t> tokens;  // [n_tokens] the snapshot's ids
+  std::vector<float> logits;    // [n_vocab] next-token logits after them
+  std::vector<SnapshotExtension> extensions;
+  double load_ms = 0;
+  int failed_candidates = 0;  // longer candidates that failed to load (and were reported)
+};
+
+struct DiskCacheStats {
+  uint64_t budget_bytes = 0;
+  uint64_t used_bytes = 0;       // every file, plus bytes reserved for queued writes
+  uint64_t entries = 0;          // loadable entries in the index
+  uint64_t foreign_entries = 0;  // other models' entries (counted, never loaded)
+  uint64_t hits = 0, misses = 0, load_failures = 0;
+  uint64_t saves = 0, save_failures = 0, save_skipped = 0;
+  uint64_t evictions = 0, quarantined = 0;
+  uint64_t pending_writes = 0;
+};
+
+class DiskCache {
+ public:
+  static Expected<std::unique_ptr<DiskCache>> Open(const DiskCacheOptions& options);
+  // Waits for queued writes (logging any failure) and releases the directory lock.
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  const DiskCacheOptions& options() const { return options_; }
+
+  // Usable entries for `lookup`, longest (most tokens) first. No I/O.
+  std::vector<DiskCacheEntry> Candidates(const DiskLookup& lookup) const;
+
+  // Restores the longest usable entry into `state`. A candidate that fails to load is
+  // reported, quarantined (damage) or skipped (another model), and the next is tried.
+  // kNotFound when none loaded — `state` is then cleared if any load was attempted,
+  // untouched otherwise. A hit bumps the entry's hit count and last-used time in place.
+  Expected<DiskHit> Load(const DiskLookup& lookup, KvState& state);
+
+  // Copies `state` + `content` now (the state may change as soon as this returns) and
+  // writes it on the background thread: temp file, fsync, rename, fsync directory.
+  // Returns the key. Returns without writing (kOk) when an entry with these tokens
+  // already exists and has the same extensions. kResourceExhausted when the entry does
+  // not fit the budget or would be the first to be evicted.
+  Expected<std::string> Save(const KvState& state, const SnapshotContent& content);
+  // True when an entry for exactly these token ids is indexed or being written.
+  bool Contains(std::span<const int32_t> tokens) const;
+  // Waits for every queued write; returns the first write error since the last Flush.
+  Status Flush();
+
+  // Marks an entry used (hit count + 1, last used = now) without touching its payload.
+  Status Touch(std::string_view key);
+  std::vector<DiskCacheEntry> List() const;  // longest first
+  // Deletes an entry (a unique key prefix of at least 4 hex digits is enough).
+  Status Remove(std::string_view key_prefix);
+  // Evicts by the rule above until the directory holds at most `budget_bytes` (the
+  // configured budget when 0). Returns how many files were deleted.
+  Expected<int> Collect(uint64_t budget_bytes = 0);
+  DiskCacheStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit DiskCache(std::unique_ptr<Impl> impl, DiskCacheOptions options);
+  std::unique_ptr<Impl> impl_;
+  DiskCacheOptions options_;
+};
+
+// File name helpers (the only place `.kv` names are made): "<40 hex>.kv".
+std::string SnapshotFileName(const Sha1Digest& key);
+// The key of a snapshot file name, or false for any other name.
+bool ParseSnapshotFileName(std::string_view name, Sha1Digest* key);
+
+}  // namespace flashkv

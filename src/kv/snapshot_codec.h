@@ -1,0 +1,149 @@
+// Snapshot encode/decode: a KvState plus its token ids, next-token logits, rendered text
+// and optional extension blobs ⇄ the bytes of a `.kv` file (snapshot_format.h,
+// docs/KV_FORMAT.md). Must not: pick file names, budgets or policy (DiskCache does), or
+// run the model.
+//
+// Saving is split so that decoding is never blocked by the disk: CaptureSnapshot copies
+// the state out of the backend (one Backend::Read batch per layer into one host image laid
+// out exactly as the file) on the caller's thread; SealSnapshot (CRCs) and
+// WriteSnapshotImage run later on an I/O thread. Loading streams the file with plain
+// large read()s into staging buffers on a reader thread, which also computes the CRCs,
+// while the caller's thread writes each layer into the backend: the header, shape and
+// identity are validated before any byte reaches the KvState, and a CRC or truncation
+// error found mid-payload clears the state (token count 0), so a damaged file can never
+// leave a half-loaded state that looks valid.
+//
+// Restores are bit-exact: each section is stored at the state's own precision (f32) in
+// logical order, and the model's forward pass reads nothing else.
+//
+// Threading: the functions share no state; a KvState must not be used by another thread
+// while it is captured or loaded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_state.h"
+#include "kv/snapshot_format.h"
+#include "util/file_io.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+// An opaque blob stored beside the state (the server keeps its tool-id replay map in one).
+// Tags are the caller's; use four ASCII bytes, e.g. SnapshotTag("KTM1").
+struct SnapshotExtension {
+  uint32_t tag = 0;
+  std::string bytes;
+  bool operator==(const SnapshotExtension&) const = default;
+};
+constexpr uint32_t SnapshotTag(const char (&s)[5]) {
+  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
+         uint32_t(uint8_t(s[3])) << 24;
+}
+
+// What goes into a snapshot besides the KvState.
+struct SnapshotContent {
+  std::span<const int32_t> tokens;  // [n_tokens] == state.n_tokens() ids, all >= 0
+  std::span<const float> logits;    // [n_vocab] next-token logits after tokens
+  std::string_view text;            // rendered bytes of tokens (for text-prefix reuse)
+  SaveReason reason = SaveReason::kUnknown;
+  std::vector<SnapshotExtension> extensions;
+};
+
+// A snapshot in host memory, byte for byte its file. Move-only (it may be gigabytes).
+class SnapshotImage {
+ public:
+  SnapshotImage(SnapshotImage&&) noexcept = default;
+  SnapshotImage& operator=(SnapshotImage&&) noexcept = default;
+
+  const SnapshotHeader& header() const { return header_; }
+  const uint8_t* data() const { return bytes_.get(); }
+  uint64_t size() const { return size_; }
+  std::span<const int32_t> tokens() const;
+  std::string_view text() const;
+  // SHA1 of the token ids as little-endian u32: the cache key.
+  const Sha1Digest& key() const { return key_; }
+  bool sealed() const { return sealed_; }
+
+ private:
+  friend Expected<SnapshotImage> CaptureSnapshot(const KvState&, const SnapshotIdentity&,
+                                                 const SnapshotContent&, int64_t);
+  friend void SealSnapshot(SnapshotImage&);
+  SnapshotImage() = default;
+
+  SnapshotHeader header_;
+  std::unique_ptr<uint8_t[]> bytes_;  // [size_], the whole file
+  uint64_t size_ = 0;
+  Sha1Digest key_{};
+  bool sealed_ = false;
+};
+
+// The SHA1 of token ids, each hashed as a little-endian u32 (the file name's key).
+Sha1Digest TokensKey(std::span<const int32_t> tokens);
+
+// Copies `state` and `content` into an image (no CRCs yet). Checks the content against
+// the state (token count, ids >= 0, text <= 1 GiB, identity.numerics <= 15 bytes).
+Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,
+                                        const SnapshotContent& content, int64_t now_ms);
+// Computes the section CRCs and writes the section table and header into the image.
+void SealSnapshot(SnapshotImage& image);
+// Writes a sealed image from the file's current position in large chunks.
+Status WriteSnapshotImage(const SnapshotImage& image, File& file);
+
+// Bytes of a snapshot file, from the shape alone (budget admission before capture).
+uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
+                           size_t text_bytes, std::span<const SnapshotExtension> extensions);
+
+// Parses and checks the fixed header and the section table of a file of `file_size`
+// bytes: magic, version, header and table CRCs, every section inside the file, in order
+// and of the size the shape fields imply, file size as recorded (truncation). Errors are
+// kCorrupt or kUnsupported (another version) and name the field or section.
+Expected<SnapshotHeader> ReadSnapshotHeader(const File& file);
+// Reads one section whole and checks its CRC.
+Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSection& section);
+// The token ids of a tokens section's bytes.
+std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes);
+
+// Checks that a snapshot may be restored into a state of `shape`: identity equal,
+// head_dim / n_swa / indexer_dim / layer count and every layer's compressor kind equal
+// (layer_table: the kLayerTable section's bytes), n_tokens <= shape.ctx_size. The error
+// (kFailedPrecondition) names the first mismatch.
+Status CheckSnapshotCompatible(const SnapshotHeader& header, std::string_view layer_table,
+                               const SnapshotIdentity& identity, const KvShape& shape);
+
+struct SnapshotLoadOptions {
+  size_t chunk_bytes = size_t(16) << 20;  // one read() (and staging buffer)
+  int staging_buffers = 4;                // read-ahead depth of the reader thread
+  // n_vocab the caller's logits span must hold; 0: take the file's.
+  int64_t expect_vocab = 0;
+};
+
+struct LoadedSnapshot {
+  SnapshotHeader header;
+  std::vector<int32_t> tokens;  // [n_tokens]
+  std::vector<float> logits;    // [n_vocab]
+  std::string text;
+  std::vector<SnapshotExtension> extensions;
+  uint64_t bytes_read = 0;
+};
+
+// Restores the snapshot at `path` into `state` (any context >= its token count; previous
+// contents are replaced). On error `state` is cleared and the Status says what was wrong:
+// kFailedPrecondition for another model / shape, kCorrupt for damage (CRC, truncation,
+// malformed), kIoError for the OS.
+Expected<LoadedSnapshot> LoadSnapshot(const std::string& path, const SnapshotIdentity& identity,
+                                      KvState& state, const SnapshotLoadOptions& options = {});
+
+// Reads every section of the file and checks every CRC and size without a state.
+Expected<SnapshotHeader> VerifySnapshotFile(const std::string& path);
+
+// Rewrites only the header's stats block (last-used time, hit count) in place.
+Status WriteSnapshotStats(File& file, int64_t last_used_ms, uint32_t hit_count);
+
+}  // namespace flashkv

@@ -1,0 +1,103 @@
+// The `.kv` snapshot file format, version 1: constants, the save-reason enum and the
+// parsed header (docs/KV_FORMAT.md is the byte-level spec). Every number is little-endian.
+// Must not: do I/O (snapshot_codec.h reads and writes files) or know the model (the
+// identity is given by the caller).
+//
+// Layout, in file order:
+//   [0, 256)        fixed header: magic, version, identity (model fingerprint + numerics
+//                   name), shape fields, token count, context size, save reason, flags,
+//                   created time, section count, file size, header CRC32C; then a small
+//                   "stats" block (last-used time, hit count) with its own CRC, the only
+//                   bytes ever rewritten in place (a touch never rewrites the payload);
+//   [256, ...)      section table: one 32-byte row per section (kind, tag, offset, bytes,
+//                   CRC32C of the section bytes);
+//   sections        64-byte aligned, in table order: text, tokens, logits, layer table,
+//                   one per layer, then optional opaque extension blobs.
+// Format strings written here are frozen: a change bumps kSnapshotVersion.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/sha1.h"
+
+namespace flashkv {
+
+inline constexpr char kSnapshotMagic[8] = {'F', 'L', 'A', 'S', 'H', 'K', 'V', '\x1a'};
+inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr uint32_t kSnapshotHeaderBytes = 256;
+inline constexpr uint32_t kSnapshotSectionRowBytes = 32;
+inline constexpr uint32_t kSnapshotSectionAlign = 64;
+
+// Why a snapshot was written (spec §1.6). Values are stored; never renumber.
+enum class SaveReason : uint8_t {
+  kUnknown = 0,
+  kCold = 1,       // after (or during) a long first prefill, at a stable boundary
+  kContinued = 2,  // at an absolute aligned frontier of a growing session
+  kEvict = 3,      // before an unrelated request replaced the live session
+  kShutdown = 4,   // on clean exit
+  kManual = 5,     // asked for explicitly (tools, tests)
+};
+std::string_view SaveReasonName(SaveReason r);  // "cold", "continued", ...
+SaveReason SaveReasonFromByte(uint8_t b);       // unknown values read as kUnknown
+
+enum class SnapshotSectionKind : uint32_t {
+  kText = 1,        // rendered prompt bytes of the cached tokens (UTF-8, not terminated)
+  kTokens = 2,      // u32[n_tokens]
+  kLogits = 3,      // f32[n_vocab], next-token logits after the last token
+  kLayerTable = 4,  // per layer: u32 compress_ratio, u8 overlap, u8 indexer, u16 0
+  kLayer = 5,       // tag = layer index; the layer's KvSections in enum order, f32
+  kExtension = 6,   // tag = caller's id (e.g. 'KTM1'); opaque bytes
+};
+
+// Which model and numerics produced a state. Two snapshots are interchangeable only when
+// both fields are equal; anything else is "another model" and is never loaded.
+struct SnapshotIdentity {
+  Sha1Digest model{};    // ModelFingerprint() of the GGUF
+  std::string numerics;  // e.g. "official/q8"; at most 15 bytes
+  bool operator==(const SnapshotIdentity&) const = default;
+};
+
+struct SnapshotSection {
+  SnapshotSectionKind kind;
+  uint32_t tag = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
+// Everything the header and the section table say, validated for internal consistency
+// (not yet against a model).
+struct SnapshotHeader {
+  SnapshotIdentity identity;
+  uint32_t n_layer = 0;
+  uint32_t head_dim = 0;
+  uint32_t n_swa = 0;
+  uint32_t indexer_dim = 0;
+  uint32_t n_vocab = 0;
+  uint32_t n_tokens = 0;
+  uint32_t ctx_size = 0;  // of the state it was saved from (informational)
+  SaveReason reason = SaveReason::kUnknown;
+  uint32_t flags = 0;
+  int64_t created_ms = 0;  // Unix time, milliseconds
+  uint64_t file_bytes = 0;
+  // The stats block; `stats_ok` false when its CRC failed (then hits 0, last used =
+  // created: a torn touch costs the history, never the entry).
+  int64_t last_used_ms = 0;
+  uint32_t hit_count = 0;
+  bool stats_ok = true;
+  std::vector<SnapshotSection> sections;
+
+  const SnapshotSection* Find(SnapshotSectionKind kind, uint32_t tag = 0) const;
+};
+
+inline constexpr uint32_t kSnapshotFlagHasExtensions = 1u << 0;
+
+// Offsets of the stats block inside the header, for in-place touches.
+inline constexpr uint32_t kSnapshotStatsOffset = 224;
+inline constexpr uint32_t kSnapshotStatsBytes = 32;
+
+}  // namespace flashkv

@@ -1,0 +1,80 @@
+// Plain POSIX file I/O for the disk KV cache, written once: an owned descriptor with
+// read/write loops that finish short transfers and retry EINTR, positioned reads and
+// writes, fsync, atomic rename with a directory fsync, directory listing and creation.
+// Cache files are never mmapped (the process already maps a very large GGUF; a mapping
+// of a file that another process truncates faults instead of returning an error).
+// Must not: know about formats or models. Every error names the path and the errno text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace flashkv {
+
+class File {
+ public:
+  File() = default;
+  ~File();
+  File(File&& other) noexcept;
+  File& operator=(File&& other) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  static Expected<File> OpenRead(const std::string& path);
+  // Creates or truncates, mode 0600; fails if `exclusive` and the file exists.
+  static Expected<File> Create(const std::string& path, bool exclusive = false);
+  // Opens an existing file for positioned reads and writes (header patches).
+  static Expected<File> OpenReadWrite(const std::string& path);
+
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+  Expected<uint64_t> Size() const;
+  // Reads exactly n bytes at `offset`; a short file is Corrupt ("truncated").
+  Status ReadAt(uint64_t offset, void* dst, size_t n) const;
+  // Appends all n bytes at the current position; ENOSPC and friends become kIoError /
+  // kResourceExhausted with the path.
+  Status Write(const void* src, size_t n);
+  Status WriteAt(uint64_t offset, const void* src, size_t n);
+  Status Sync();
+  // Tells the kernel the cached pages are no longer needed (benchmarks: cold reads).
+  void DropCache();
+  Status Close();
+
+ private:
+  File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Reads the whole file.
+Expected<std::string> ReadWholeFile(const std::string& path);
+
+// fsyncs a directory so that a rename or unlink in it is durable.
+Status SyncDirectory(const std::string& dir);
+// rename(2) `from` over `to` (same filesystem), then fsyncs `to`'s directory.
+Status RenameDurably(const std::string& from, const std::string& to);
+// unlink(2); a missing file is OK when `missing_ok`.
+Status RemoveFile(const std::string& path, bool missing_ok = true);
+// mkdir -p with `mode` for the directories it creates.
+Status CreateDirectories(const std::string& path, uint32_t mode = 0700);
+
+struct DirEntry {
+  std::string name;
+  bool is_dir = false;
+  bool is_regular = false;
+  uint64_t size = 0;  // st_size of regular files
+};
+// Entries of `dir` except "." and ".." (lstat: links are neither dir nor regular).
+Expected<std::vector<DirEntry>> ListDirectory(const std::string& dir);
+
+// "dir/name" without doubling the slash.
+std::string JoinPath(std::string_view dir, std::string_view name);
+
+}  // namespace flashkv
