@@ -86,22 +86,23 @@ Status KvState::SetTokenCount(int64_t n_tokens) {
   return Status::Ok();
 }
 
-size_t KvState::SectionFloats(int layer, KvSection section) const {
-  const KvLayerShape& ls = shape_.layers[layer];
+size_t KvState::SectionFloatsFor(const KvShape& shape, int layer, KvSection section,
+                                 int64_t n_tokens) {
+  const KvLayerShape& ls = shape.layers[layer];
   const int m = ls.compress_ratio;
   switch (section) {
     case KvSection::kRaw:
-      return size_t(std::min<int64_t>(n_tokens_, shape_.n_swa)) * shape_.head_dim;
+      return size_t(std::min<int64_t>(n_tokens, shape.n_swa)) * shape.head_dim;
     case KvSection::kCompressed:
-      return m == 0 ? 0 : size_t(n_tokens_ / m) * shape_.head_dim;
+      return m == 0 ? 0 : size_t(n_tokens / m) * shape.head_dim;
     case KvSection::kCompressorKv:
     case KvSection::kCompressorScore:
-      return m == 0 ? 0 : FrontierFloats(ls, shape_.head_dim);
+      return m == 0 ? 0 : FrontierFloats(ls, shape.head_dim);
     case KvSection::kIndexerRows:
-      return ls.indexer ? size_t(n_tokens_ / m) * shape_.indexer_dim : 0;
+      return ls.indexer ? size_t(n_tokens / m) * shape.indexer_dim : 0;
     case KvSection::kIndexerKv:
     case KvSection::kIndexerScore:
-      return ls.indexer ? IndexerFrontierFloats(ls, shape_.indexer_dim) : 0;
+      return ls.indexer ? IndexerFrontierFloats(ls, shape.indexer_dim) : 0;
   }
   return 0;
 }
@@ -167,6 +168,35 @@ Status KvState::WriteSection(int layer, KvSection section, const float* src) {
   if (live > head) {
     FLASHKV_RETURN_IF_ERROR(backend_->Write(layers_[layer].ring, src + head * row,
                                             (live - head) * row * sizeof(float)));
+  }
+  return Status::Ok();
+}
+
+namespace {
+constexpr KvSection kAllSections[] = {KvSection::kRaw,          KvSection::kCompressed,
+                                      KvSection::kCompressorKv, KvSection::kCompressorScore,
+                                      KvSection::kIndexerRows,  KvSection::kIndexerKv,
+                                      KvSection::kIndexerScore};
+}  // namespace
+
+size_t KvState::LayerFloats(int layer) const {
+  size_t n = 0;
+  for (KvSection s : kAllSections) n += SectionFloats(layer, s);
+  return n;
+}
+
+Status KvState::ReadLayer(int layer, float* dst) const {
+  for (KvSection s : kAllSections) {
+    FLASHKV_RETURN_IF_ERROR(ReadSection(layer, s, dst));
+    dst += SectionFloats(layer, s);
+  }
+  return Status::Ok();
+}
+
+Status KvState::WriteLayer(int layer, const float* src) {
+  for (KvSection s : kAllSections) {
+    FLASHKV_RETURN_IF_ERROR(WriteSection(layer, s, src));
+    src += SectionFloats(layer, s);
   }
   return Status::Ok();
 }

@@ -13,8 +13,8 @@
 //   m..2m−1 the open one; without, rows 0..m−1 are the open window. Scores include the
 //   position bias; unused slots hold kv 0 / score −inf.
 // - indexer rows [cap, indexer_dim] and indexer frontier [2m, 2·indexer_dim] likewise.
-// The snapshot codec (a later issue) moves these sections through ReadSection /
-// WriteSection without knowing physical placement.
+// The snapshot codec (kv/snapshot_codec.h) moves these sections through ReadLayer /
+// WriteLayer without knowing physical placement.
 #pragma once
 
 #include <cstdint>
@@ -85,10 +85,20 @@ class KvState {
 
   // Snapshot support. Floats in a section for the current token count (0 when the layer
   // lacks it). SetTokenCount is for restoring: set it first, then write every section.
-  size_t SectionFloats(int layer, KvSection section) const;
+  size_t SectionFloats(int layer, KvSection section) const {
+    return SectionFloatsFor(shape_, layer, section, n_tokens_);
+  }
+  // The same for any shape and token count (snapshot size checks without a state).
+  static size_t SectionFloatsFor(const KvShape& shape, int layer, KvSection section,
+                                 int64_t n_tokens);
   Status ReadSection(int layer, KvSection section, float* dst) const;
   Status WriteSection(int layer, KvSection section, const float* src);
   Status SetTokenCount(int64_t n_tokens);
+  // Batched section I/O for the snapshot codec: every section of a layer back to back in
+  // KvSection order, [LayerFloats(layer)] floats, one host span per layer.
+  size_t LayerFloats(int layer) const;
+  Status ReadLayer(int layer, float* dst) const;
+  Status WriteLayer(int layer, const float* src);
 
  private:
   KvState() = default;

@@ -78,7 +78,10 @@ class SnapshotImage {
   SnapshotImage() = default;
 
   SnapshotHeader header_;
-  std::unique_ptr<uint8_t[]> bytes_;  // [size_], the whole file
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], FreeBytes> bytes_;  // [size_], the whole file, page-aligned
   uint64_t size_ = 0;
   Sha1Digest key_{};
   bool sealed_ = false;
