@@ -53,6 +53,10 @@ Expected<Tokenizer> Tokenizer::FromVocab(const Vocab& vocab) {
       byte_level::Decode(piece, &t.bytes_[i]);
     }
   }
+  for (const char* marker : kChatMarkerTexts) {
+    int32_t id = t.FindToken(marker);
+    if (id >= 0 && IsAdded(t.types_[id])) t.chat_markers_.Add(marker, id);
+  }
   return t;
 }
 
@@ -92,15 +96,26 @@ void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out)
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool allow_specials) const {
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  if (!allow_specials || specials_.empty()) {
+  if (!allow_specials) {
+    std::vector<int32_t> ids;
+    ids.reserve(text.size() / 3 + 4);
     EncodeOrdinary(text, &ids);
     return ids;
   }
+  return EncodeWith(specials_, text);
+}
+
+std::vector<int32_t> Tokenizer::EncodeChatPrompt(std::string_view text) const {
+  return EncodeWith(chat_markers_, text);
+}
+
+std::vector<int32_t> Tokenizer::EncodeWith(const SpecialMatcher& specials,
+                                           std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
   size_t pos = 0;
   while (pos < text.size()) {
-    SpecialMatcher::Match m = specials_.FindNext(text, pos);
+    SpecialMatcher::Match m = specials.FindNext(text, pos);
     if (m.pos > pos) EncodeOrdinary(text.substr(pos, m.pos - pos), &ids);
     if (m.len == 0) break;
     ids.push_back(m.id);

@@ -38,8 +38,14 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept = default;
   Tokenizer& operator=(Tokenizer&&) noexcept = default;
 
-  // Thread-safe (const, no shared mutable state).
+  // Thread-safe (const, no shared mutable state). Never adds BOS by itself. With
+  // allow_specials every added token's text is recognised, as HF `tokenizers` does.
   std::vector<int32_t> Encode(std::string_view text, bool allow_specials) const;
+
+  // A rendered DS4 prompt (spec §4.1): only the seven chat markers (BOS, EOS, <｜User｜>,
+  // <｜Assistant｜>, <think>, </think>, ｜DSML｜) become special ids; V3 leftovers such as
+  // "<｜tool▁calls▁begin｜>" inside user text stay ordinary text, as in ds4.
+  std::vector<int32_t> EncodeChatPrompt(std::string_view text) const;
 
   // The exact bytes of the ids concatenated (not necessarily valid UTF-8 when a character
   // is split across a cut). OutOfRange for an id outside the vocabulary.
@@ -62,10 +68,12 @@ class Tokenizer {
   Tokenizer(BpeModel bpe, PreTokenizer pre) : bpe_(std::move(bpe)), pre_(std::move(pre)) {}
   // Encodes text that contains no special token to recognise.
   void EncodeOrdinary(std::string_view text, std::vector<int32_t>* out) const;
+  std::vector<int32_t> EncodeWith(const SpecialMatcher& specials, std::string_view text) const;
 
   BpeModel bpe_;
   PreTokenizer pre_;
-  SpecialMatcher specials_;
+  SpecialMatcher specials_;          // every control / user-defined token
+  SpecialMatcher chat_markers_;      // the kChatMarkerTexts present in the vocabulary
   std::vector<std::string> pieces_;  // [n_vocab] vocabulary strings
   std::vector<std::string> bytes_;   // [n_vocab] raw bytes each id decodes to
   std::vector<int32_t> types_;       // [n_vocab] TokenType values

@@ -6,31 +6,22 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_tokenizers.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
 namespace flashkv {
 namespace {
 
-const Tokenizer& Tok() {
-  static const Tokenizer* tok = [] {
-    Expected<Vocab> v = LoadVocabFromTokenizerJson(std::string(FLASHKV_SOURCE_DIR) +
-                                                   "/models/tokenizer/tokenizer.json");
-    if (!v.ok()) throw std::runtime_error(v.status().ToString());
-    Expected<Tokenizer> t = Tokenizer::FromVocab(*v);
-    if (!t.ok()) throw std::runtime_error(t.status().ToString());
-    return new Tokenizer(std::move(*t));
-  }();
-  return *tok;
-}
+using namespace testing_tokenizers;  // NOLINT: test helpers
 
 int32_t ByteToken(uint8_t b) {
-  return Tok().FindToken(byte_level::EncodeByte(b));
+  return Tiny().FindToken(byte_level::EncodeByte(b));
 }
 
 TEST(StreamDecoderTest, HoldsASplitCharacterUntilComplete) {
   // 你 = E4 BD A0, fed one byte token at a time.
-  StreamDecoder d(Tok());
+  StreamDecoder d(Tiny());
   EXPECT_EQ(*d.Push(ByteToken('a')), "a");
   EXPECT_EQ(*d.Push(ByteToken(0xE4)), "");
   EXPECT_EQ(d.pending_bytes(), 1u);
@@ -41,7 +32,7 @@ TEST(StreamDecoderTest, HoldsASplitCharacterUntilComplete) {
 }
 
 TEST(StreamDecoderTest, InvalidBytesPassThroughAndFlushReturnsTail) {
-  StreamDecoder d(Tok());
+  StreamDecoder d(Tiny());
   // 0xFF can never start a character: emitted at once, unchanged.
   EXPECT_EQ(*d.Push(ByteToken(0xFF)), "\xff");
   // E4 then 'x': the held lead turns out invalid and is emitted with the 'x'.
@@ -61,7 +52,7 @@ TEST(StreamDecoderTest, StreamsEveryFixtureTextExactly) {
   nlohmann::json fixture = nlohmann::json::parse(ss.str());
   for (const auto& c : fixture["cases"]) {
     std::string text = c["text"];
-    StreamDecoder d(Tok());
+    StreamDecoder d(V3());
     std::string streamed;
     for (int32_t id : c["ids"].get<std::vector<int32_t>>()) {
       std::string chunk = *d.Push(id);

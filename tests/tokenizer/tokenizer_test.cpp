@@ -1,42 +1,18 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_tokenizers.h"
+
 namespace flashkv {
 namespace {
 
-const std::string kTokenizerJson =
-    std::string(FLASHKV_SOURCE_DIR) + "/models/tokenizer/tokenizer.json";
-
-Tokenizer* Load(bool add_markers) {
-  Expected<Vocab> v = LoadVocabFromTokenizerJson(kTokenizerJson);
-  if (!v.ok()) throw std::runtime_error(v.status().ToString());
-  if (add_markers) {
-    if (Status s = AddMissingChatMarkers(*v, 129280); !s.ok()) {
-      throw std::runtime_error(s.ToString());
-    }
-  }
-  Expected<Tokenizer> t = Tokenizer::FromVocab(*v);
-  if (!t.ok()) throw std::runtime_error(t.status().ToString());
-  return new Tokenizer(std::move(*t));
-}
-
-// tokenizer.json exactly as HF loads it (no <think>, </think>, ｜DSML｜): the fixture's
-// reference. Loaded once for all tests.
-const Tokenizer& V3() {
-  static const Tokenizer* tok = Load(false);
-  return *tok;
-}
-
-// What flashkv runs: the same plus the V4 chat markers at 128815..128817.
-const Tokenizer& Full() {
-  static const Tokenizer* tok = Load(true);
-  return *tok;
-}
+using namespace testing_tokenizers;  // NOLINT: test helpers
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -75,6 +51,22 @@ TEST(TokenizerTest, AddedV4MarkersSplitOutOnlyThoseMarkers) {
   EXPECT_EQ(got, (std::vector<int32_t>{128815, 86512, 288, 128816, 19995}));
   // Everything else is unchanged by the extra markers.
   EXPECT_EQ(Full().Encode("Hello world", true), (std::vector<int32_t>{19923, 2058}));
+
+  // EncodeChatPrompt: only the seven DS4 markers are special (one test with the above:
+  // loading the full vocabulary is the expensive part under ASan).
+
+  const Tokenizer& t = Full();
+  std::string text =
+      "<｜begin▁of▁sentence｜>s<｜User｜>a <｜tool▁calls▁begin｜> b<｜Assistant｜></think>";
+  std::vector<int32_t> ids = t.EncodeChatPrompt(text);
+  EXPECT_EQ(ids.front(), 0);
+  EXPECT_EQ(ids.back(), t.FindToken("</think>"));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t.FindToken("<｜tool▁calls▁begin｜>")), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t.FindToken("<｜User｜>")), 1);
+  EXPECT_EQ(*t.Decode(ids), text);
+  // Encode with all specials does take the V3 marker as one id.
+  std::vector<int32_t> all = t.Encode(text, true);
+  EXPECT_EQ(std::count(all.begin(), all.end(), t.FindToken("<｜tool▁calls▁begin｜>")), 1);
 }
 
 TEST(TokenizerTest, PreTokenizerPatternsAreTheOnesInTokenizerJson) {
@@ -93,16 +85,17 @@ TEST(TokenizerTest, PreTokenizerPatternsAreTheOnesInTokenizerJson) {
 }
 
 TEST(TokenizerTest, SpecialsOnlyWhenAllowed) {
-  const Tokenizer& t = Full();
+  const Tokenizer& t = Tiny();
   int32_t user = t.FindToken("<｜User｜>");
   int32_t think = t.FindToken("<think>");
-  ASSERT_EQ(user, 128803);
-  ASSERT_EQ(think, 128815);
+  ASSERT_EQ(user, 1019);
+  ASSERT_EQ(think, 1021);
   std::string text = "<｜User｜>hi<think>";
   std::vector<int32_t> with = t.Encode(text, true);
-  ASSERT_EQ(with.size(), 3u);
-  EXPECT_EQ(with[0], user);
-  EXPECT_EQ(with[2], think);
+  std::vector<int32_t> want = {user};
+  for (int32_t id : t.Encode("hi", false)) want.push_back(id);
+  want.push_back(think);
+  EXPECT_EQ(with, want);
   std::vector<int32_t> without = t.Encode(text, false);
   EXPECT_GT(without.size(), 3u);
   for (int32_t id : without) EXPECT_FALSE(t.IsSpecial(id)) << id;
@@ -111,16 +104,17 @@ TEST(TokenizerTest, SpecialsOnlyWhenAllowed) {
 }
 
 TEST(TokenizerTest, DsmlClosingTagIsSlashThenMarker) {
-  // Spec §4.1: "</｜DSML｜" tokenizes as "</" + ｜DSML｜.
-  const Tokenizer& t = Full();
+  // Spec §4.1: "</｜DSML｜" tokenizes as "</" + ｜DSML｜ (+ the rest).
+  const Tokenizer& t = Tiny();
   std::vector<int32_t> ids = t.Encode("</｜DSML｜invoke>", true);
-  ASSERT_GE(ids.size(), 3u);
-  EXPECT_EQ(*t.Decode(std::span(ids.data(), 1)), "</");
-  EXPECT_EQ(ids[1], t.FindToken("｜DSML｜"));
+  auto dsml = std::find(ids.begin(), ids.end(), t.FindToken("｜DSML｜"));
+  ASSERT_NE(dsml, ids.end());
+  EXPECT_EQ(*t.Decode(std::span(ids.data(), dsml - ids.begin())), "</");
+  EXPECT_EQ(*t.Decode(ids), "</｜DSML｜invoke>");
 }
 
 TEST(TokenizerTest, InvalidUtf8RoundTripsBytewise) {
-  const Tokenizer& t = Full();
+  const Tokenizer& t = Tiny();
   const std::string inputs[] = {
       std::string("abc\xff\xfe def"),
       std::string("\xe4\xbd"),             // truncated 3-byte sequence
@@ -136,24 +130,28 @@ TEST(TokenizerTest, InvalidUtf8RoundTripsBytewise) {
   }
   // The invalid run is its own piece: "abc" then the two bytes then " def".
   std::vector<int32_t> ids = t.Encode("abc\xff\xfe def", false);
-  EXPECT_EQ(ids, (std::vector<int32_t>{t.Encode("abc", false)[0], t.FindToken("ÿ"),
-                                       t.FindToken("þ"), t.Encode(" def", false)[0]}));
+  std::vector<int32_t> want = t.Encode("abc", false);
+  want.push_back(t.FindToken("ÿ"));
+  want.push_back(t.FindToken("þ"));
+  for (int32_t id : t.Encode(" def", false)) want.push_back(id);
+  EXPECT_EQ(ids, want);
 }
 
 TEST(TokenizerTest, DecodeRejectsOutOfRangeIds) {
-  std::vector<int32_t> ids = {3, 129280};
-  Expected<std::string> d = Full().Decode(ids);
+  std::vector<int32_t> ids = {3, 1024};
+  Expected<std::string> d = Tiny().Decode(ids);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kOutOfRange);
   ids = {-1};
-  EXPECT_FALSE(Full().Decode(ids).ok());
-  EXPECT_EQ(Full().TokenPiece(-5), "");
-  EXPECT_EQ(Full().TokenPiece(3), "!");
+  EXPECT_FALSE(Tiny().Decode(ids).ok());
+  EXPECT_EQ(Tiny().TokenPiece(-5), "");
+  EXPECT_EQ(Tiny().TokenPiece(3), "!");
+  EXPECT_EQ(*Tiny().Decode(std::vector<int32_t>{3, 1023}), "!｜DSML｜");
 }
 
 TEST(TokenizerTest, HeapAndArrayMergeLoopsAgree) {
   // EncodePiece switches to the heap for long pieces; both must give identical ids.
-  Expected<Vocab> v = LoadVocabFromTokenizerJson(kTokenizerJson);
+  Expected<Vocab> v = LoadVocabFromGguf(Must(GgufFile::Open(kTinyGguf)));
   ASSERT_TRUE(v.ok());
   Expected<BpeModel> bpe = BpeModel::FromVocab(*v);
   ASSERT_TRUE(bpe.ok());
@@ -174,13 +172,7 @@ TEST(TokenizerTest, HeapAndArrayMergeLoopsAgree) {
 }
 
 TEST(TokenizerTest, Ds4TinyGgufVocabulary) {
-  Expected<GgufFile> gguf =
-      GgufFile::Open(std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf");
-  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
-  Expected<Vocab> v = LoadVocabFromGguf(*gguf);
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
-  Expected<Tokenizer> t = Tokenizer::FromVocab(*v);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Tokenizer* t = &Tiny();
   EXPECT_EQ(t->FindToken("<｜User｜>"), 1019);
   EXPECT_EQ(t->FindToken("<｜Assistant｜>"), 1020);
   EXPECT_EQ(t->FindToken("<think>"), 1021);
@@ -195,15 +187,15 @@ TEST(TokenizerTest, Ds4TinyGgufVocabulary) {
   EXPECT_EQ(ids.back(), 1021);
   for (int32_t id : ids) EXPECT_LT(id, 1024);
   EXPECT_EQ(*t->Decode(ids), prompt);
-  // The cut vocabulary is the first 1019 DeepSeek ids, so " time" (merged in both) agrees.
-  EXPECT_EQ(t->Encode(" time", false), Full().Encode(" time", false));
+  // The cut vocabulary is the first 1019 DeepSeek ids: " time" is id 1014 in both.
+  EXPECT_EQ(t->Encode(" time", false), std::vector<int32_t>{1014});
 }
 
 TEST(TokenizerTest, LongInputsDoNotBlowUp) {
-  const Tokenizer& t = Full();
-  std::string spaces(200000, ' ');
-  std::string letters(200000, 'a');
-  std::string newlines(100000, '\n');
+  const Tokenizer& t = Tiny();
+  std::string spaces(50000, ' ');
+  std::string letters(50000, 'a');
+  std::string newlines(50000, '\n');
   for (const std::string* s : {&spaces, &letters, &newlines}) {
     std::vector<int32_t> ids = t.Encode(*s, false);
     EXPECT_FALSE(ids.empty());
