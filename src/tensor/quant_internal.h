@@ -42,6 +42,10 @@ void DequantBlockQ4_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockIQ2_XXS(const uint8_t* block, float* out);  // [256]
 void DequantBlockQ8_K(const uint8_t* block, float* out);     // [256]
 
+// The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
+void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);
+void QuantizeActQ8_KScalar(const float* x, BlockQ8_K* out, int64_t n);
+
 using BlockDequantFn = void (*)(const uint8_t* block, float* out);
 // The scalar block dequantizer for a block type (above); nullptr for other types.
 BlockDequantFn ScalarBlockDequant(DType type);

@@ -313,6 +313,30 @@ TEST(QuantTest, ActQ8_KRoundTripWithinHalfStep) {
     }
 }
 
+TEST(QuantTest, FastActQuantizersMatchScalarBitForBit) {
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    auto x = Gaussian(1024 + 24, seed, std::pow(10.0f, static_cast<float>(seed % 7) - 3));
+    // Exact ties for the rounding: block 0 scaled so amax = 127 and d = 1.
+    for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16) + 0.5f;
+    x[31] = 127.0f;
+    x[100] = 0.0f;
+    if (seed % 3 == 0) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
+    if (seed % 4 == 1) {  // two equal |max|, opposite signs
+      x[300] = 50.0f;
+      x[301] = -50.0f;
+    }
+    const int64_t n8 = static_cast<int64_t>(x.size());  // 1048: a partial Q8_0 tail
+    std::vector<BlockQ8_0Act> a((n8 + 31) / 32), b(a.size());
+    QuantizeActQ8_0(x.data(), a.data(), n8);
+    internal::QuantizeActQ8_0Scalar(x.data(), b.data(), n8);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(BlockQ8_0Act)), 0) << seed;
+    std::vector<BlockQ8_K> c(4), d(4);
+    QuantizeActQ8_K(x.data(), c.data(), 1024);
+    internal::QuantizeActQ8_KScalar(x.data(), d.data(), 1024);
+    ASSERT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(BlockQ8_K)), 0) << seed;
+  }
+}
+
 TEST(QuantTest, FastDequantMatchesScalarBitForBit) {
   for (DType t : {DType::kQ8_0, DType::kQ2_K, DType::kQ4_K, DType::kIQ2_XXS, DType::kQ8_K}) {
     const DTypeInfo& info = GetDTypeInfo(t);
