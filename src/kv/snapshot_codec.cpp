@@ -550,6 +550,22 @@ std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes) {
   return t;
 }
 
+Expected<ScannedSnapshot> ScanSnapshotFile(const File& file) {
+  ScannedSnapshot out;
+  FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(file));
+  const SnapshotHeader& h = out.header;
+  FLASHKV_ASSIGN_OR_RETURN(std::string table,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
+  FLASHKV_ASSIGN_OR_RETURN(KvShape shape, ShapeOf(h, table));
+  FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, shape));
+  FLASHKV_ASSIGN_OR_RETURN(out.text,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kText)));
+  FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
+  out.tokens = DecodeSnapshotTokens(tokens);
+  return out;
+}
+
 Status CheckSnapshotCompatible(const SnapshotHeader& h, std::string_view layer_table,
                                const SnapshotIdentity& identity, const KvShape& shape) {
   if (h.identity.model != identity.model) {

@@ -113,6 +113,16 @@ Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSectio
 // The token ids of a tokens section's bytes.
 std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes);
 
+// What a cache scan needs of a file without reading its payload: the header, the text
+// and the token ids (both CRC-checked), and the layer table checked against the layer
+// section sizes. Errors as ReadSnapshotHeader.
+struct ScannedSnapshot {
+  SnapshotHeader header;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+Expected<ScannedSnapshot> ScanSnapshotFile(const File& file);
+
 // Checks that a snapshot may be restored into a state of `shape`: identity equal,
 // head_dim / n_swa / indexer_dim / layer count and every layer's compressor kind equal
 // (layer_table: the kLayerTable section's bytes), n_tokens <= shape.ctx_size. The error

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +66,20 @@ Expected<File> File::Create(const std::string& path, bool exclusive) {
 Expected<File> File::OpenReadWrite(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "opening", path);
+  return File(fd, path);
+}
+
+Expected<File> File::LockExclusive(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "opening lock file", path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return FailedPrecondition("{} is locked by another process", path);
+    }
+    return ErrnoStatus(err, "locking", path);
+  }
   return File(fd, path);
 }
 

@@ -31,6 +31,10 @@ class File {
   // Opens an existing file for positioned reads and writes (header patches).
   static Expected<File> OpenReadWrite(const std::string& path);
 
+  // Creates `path` if needed and takes an exclusive advisory lock (flock) on it, held
+  // until the File closes; kFailedPrecondition when another process holds it.
+  static Expected<File> LockExclusive(const std::string& path);
+
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }

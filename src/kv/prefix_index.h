@@ -1,0 +1,62 @@
+// The in-memory prefix indexes of DiskCache (internal to kv/): a radix tree over token
+// ids and a length-bucketed hash index over rendered texts. Both answer "which entries
+// are a prefix of this request", longest first. Must not: do I/O or know file formats.
+//
+// Threading: none; DiskCache guards them with its mutex.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flashkv {
+
+// A compressed trie: each edge holds a run of ids; a node may end one entry.
+class TokenPrefixIndex {
+ public:
+  TokenPrefixIndex();
+  ~TokenPrefixIndex();
+
+  // Adds (or replaces) the entry `key` for `tokens` (non-empty).
+  void Insert(const std::string& key, std::span<const int32_t> tokens);
+  // Removes the entry for `tokens`; false if none.
+  bool Erase(std::span<const int32_t> tokens);
+  // (key, length) of every entry whose ids are a prefix of `query` (or equal), longest
+  // first.
+  std::vector<std::pair<std::string, int64_t>> PrefixesOf(std::span<const int32_t> query) const;
+  size_t size() const { return size_; }
+  // Nodes in the tree (tests check that erasing merges them back).
+  size_t node_count() const;
+
+ private:
+  struct Node;
+  std::unique_ptr<Node> root_;
+  size_t size_ = 0;
+};
+
+// Texts bucketed by length with a 64-bit FNV-1a hash; one pass over a request's text
+// checks every bucket length it reaches. Hash hits are confirmed byte for byte.
+class TextPrefixIndex {
+ public:
+  void Insert(const std::string& key, std::string_view text);
+  void Erase(const std::string& key, std::string_view text);
+  // (key, text length) of every entry whose text is a byte prefix of `query`, longest
+  // first. `text_of` returns an entry's full text for the confirmation.
+  std::vector<std::pair<std::string, int64_t>> PrefixesOf(
+      std::string_view query,
+      const std::function<std::string_view(const std::string&)>& text_of) const;
+
+  static uint64_t Hash(std::string_view text);
+
+ private:
+  // length → (hash, key)
+  std::map<size_t, std::vector<std::pair<uint64_t, std::string>>> by_length_;
+};
+
+}  // namespace flashkv
