@@ -1,0 +1,367 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/stop_matcher.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/utf8.h"
+
+namespace flashkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+GenerationEvent ErrorEvent(Status status) {
+  GenerationEvent ev;
+  ev.kind = GenerationEvent::Kind::kError;
+  ev.error = std::move(status);
+  return ev;
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kCancelled:
+      return "cancelled";
+  }
+  return "error";
+}
+
+Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
+               EngineMetrics& metrics, const EngineOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      replay_(replay),
+      metrics_(metrics),
+      options_(options),
+      n_vocab_(model.config().n_vocab),
+      pool_(options.live_sessions, model.config().n_vocab,
+            [this] { return model_.NewState(options_.ctx_size); }) {}
+
+Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
+  const int64_t ctx = options_.ctx_size;
+  auto too_long = [&](int64_t n) {
+    return ResourceExhausted("Prompt has {} tokens, but the configured context size is {} tokens",
+                             n, ctx);
+  };
+  Resume r;
+
+  // Tier 1: a live session the prompt continues.
+  if (std::optional<LiveMatch> m =
+          pool_.FindBest(request.prompt_text, request.prompt_tokens, tokenizer_)) {
+    Session& s = pool_.at(m->slot);
+    const int64_t effective = int64_t(s.total_tokens() + m->continuation.size());
+    if (effective >= ctx) return too_long(effective);
+    for (int32_t id : m->continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
+    pool_.Touch(m->slot);
+    r.slot = m->slot;
+    r.live_hit = true;
+    r.cache.source = CacheSource::kLive;
+    r.cache.detail = LiveMatchKindName(m->kind);
+    r.cache.cached_tokens = int64_t(m->reused);
+    r.cache.prompt_tokens = effective;
+    return r;
+  }
+
+  // Tier 2, the disk snapshots, plugs in here once the disk cache exists: the longest
+  // snapshot whose text is a prefix of the prompt is restored into a fresh slot.
+
+  // Tier 3: nothing to reuse; a fresh slot (the least recently used session makes room).
+  const int64_t n = int64_t(request.prompt_tokens.size());
+  if (n >= ctx) return too_long(n);
+  if (n == 0) return InvalidArgument("empty prompt");
+  const bool full = pool_.live_count() >= pool_.capacity();
+  FLASHKV_ASSIGN_OR_RETURN(r.slot, pool_.AcquireFresh(next_session_id_++, [&](Session& old) {
+    spdlog::info("live session {} evicted ({} tokens)", old.id(), old.total_tokens());
+  }));
+  if (full) metrics_.RecordLiveEviction();
+  Session& s = pool_.at(r.slot);
+  for (int32_t id : request.prompt_tokens) s.AddPending(id, tokenizer_.TokenBytes(id));
+  r.cache.source = CacheSource::kNone;
+  r.cache.prompt_tokens = n;
+  return r;
+}
+
+Status Engine::Evaluate(Session& session, size_t n, bool want_logits) {
+  std::span<const int32_t> ids(session.pending().data(), n);
+  Status st =
+      model_.Forward(ids, session.state(), want_logits ? LogitsFor::kLast : LogitsFor::kNone,
+                     want_logits ? session.logits().data() : nullptr);
+  if (!st.ok()) {
+    // A failed pass may have written part of the chunk: the state is unusable.
+    spdlog::error("forward pass failed, dropping live session {}: {}", session.id(), st.ToString());
+    (void)session.Reset(session.id());
+    return st;
+  }
+  session.CommitPending(n, want_logits);
+  return Status::Ok();
+}
+
+Status Engine::Prefill(Session& session, RequestHandle& request, RequestTiming* timing) {
+  const Clock::time_point t0 = Clock::now();
+  const int64_t total = int64_t(session.pending().size());
+  int64_t done = 0;
+  const size_t chunk = size_t(std::max(1, options_.prefill_chunk));
+  while (!session.pending().empty()) {
+    if (request.cancelled()) return Cancelled("client went away during prefill");
+    const size_t n = std::min(chunk, session.pending().size());
+    const bool last = n == session.pending().size();
+    FLASHKV_RETURN_IF_ERROR(Evaluate(session, n, last));
+    done += int64_t(n);
+    GenerationEvent ev;
+    ev.kind = GenerationEvent::Kind::kPrefill;
+    ev.done = done;
+    ev.total = total;
+    request.Push(std::move(ev));
+  }
+  timing->prefill_tokens = total;
+  timing->prefill_ms = MsSince(t0);
+  return Status::Ok();
+}
+
+void Engine::Generate(Session& session, RequestHandle& request, GenerationResult* result) {
+  const GenerationRequest& req = request.request();
+  const Clock::time_point t0 = Clock::now();
+  const int32_t eos = tokenizer_.eos_id();
+  const int64_t room = int64_t(options_.ctx_size) - int64_t(session.total_tokens());
+  const int64_t max_new = req.max_tokens > 0 ? std::min<int64_t>(req.max_tokens, room) : room;
+
+  Sampler sampler(req.sampling);
+  StreamDecoder decoder(tokenizer_);
+  StopMatcher stops(req.stop);
+  std::optional<OutputParser> parser;
+  if (req.output == OutputMode::kChat) parser.emplace(req.thinking, req.tools_active);
+
+  // Clients get valid UTF-8 only (JSON), and resend what they got: everything past this
+  // point — events, the result, visible keys — uses the substituted text, while the
+  // session keeps the sampled bytes. Decoder pieces never split a valid character, so
+  // substituting per piece equals substituting the whole text.
+  auto emit = [&](std::string_view raw, bool final) {
+    std::string kept = stops.Feed(utf8::ReplaceInvalid(raw));
+    if (final) kept += stops.Flush();
+    result->text += kept;
+    if (!parser) {
+      if (!kept.empty()) {
+        GenerationEvent ev;
+        ev.kind = GenerationEvent::Kind::kText;
+        ev.text = std::move(kept);
+        request.Push(std::move(ev));
+      }
+      return;
+    }
+    std::vector<ChatEvent> events = parser->Feed(kept);
+    if (final) {
+      std::vector<ChatEvent> tail = parser->Finish();
+      events.insert(events.end(), std::make_move_iterator(tail.begin()),
+                    std::make_move_iterator(tail.end()));
+    }
+    for (ChatEvent& ce : events) {
+      if (ce.kind == ChatEvent::Kind::kDone) continue;
+      GenerationEvent ev;
+      ev.kind = GenerationEvent::Kind::kChat;
+      if (ce.kind == ChatEvent::Kind::kToolCallBegin) {
+        // Calls of an abandoned block are forgotten, so indices restart at its first call.
+        result->tool_call_ids.resize(size_t(std::max(0, ce.call_index)));
+        result->tool_call_ids.push_back(NewRandomId(req.tool_id_prefix));
+        ev.tool_call_id = result->tool_call_ids.back();
+      }
+      ev.chat = std::move(ce);
+      request.Push(std::move(ev));
+    }
+  };
+
+  FinishReason finish = FinishReason::kLength;
+  int64_t sampled = 0;
+  while (true) {
+    if (request.cancelled()) {
+      finish = FinishReason::kCancelled;
+      break;
+    }
+    if (sampled >= max_new) {
+      finish = FinishReason::kLength;
+      break;
+    }
+    const int32_t id = sampler.Sample(session.logits());
+    ++sampled;
+    if (sampled == 1) result->timing.first_token_ms = MsSince(t0);
+    session.AddPending(id, tokenizer_.TokenBytes(id));
+    if (id == eos) {
+      finish = FinishReason::kStop;
+      break;
+    }
+    ++result->completion_tokens;
+    Expected<std::string> piece = decoder.Push(id);
+    if (piece.ok()) emit(*piece, /*final=*/false);
+    if (stops.stopped()) {
+      finish = FinishReason::kStop;
+      result->stop_sequence = stops.matched();
+      break;
+    }
+    if (parser && parser->ShouldStop()) {
+      finish = FinishReason::kToolCalls;
+      break;
+    }
+    if (sampled >= max_new) {
+      finish = FinishReason::kLength;
+      break;  // the last token stays pending: nobody may need its logits
+    }
+    Status st = Evaluate(session, session.pending().size(), /*want_logits=*/true);
+    if (!st.ok()) {
+      finish = FinishReason::kError;
+      result->error = st.ToString();
+      break;
+    }
+  }
+  emit(decoder.Flush(), /*final=*/true);
+
+  result->timing.decode_tokens = sampled;
+  result->timing.decode_ms = MsSince(t0);
+  if (parser) {
+    result->parsed = parser->result();
+    result->tool_call_ids.resize(result->parsed.tool_calls.size());
+    for (std::string& id : result->tool_call_ids) {
+      if (id.empty()) id = NewRandomId(req.tool_id_prefix);
+    }
+    if (result->parsed.unterminated_tool_block && finish != FinishReason::kCancelled) {
+      finish = FinishReason::kError;
+      result->error = "unterminated tool call";
+    }
+    if (!result->parsed.tool_calls.empty() && finish == FinishReason::kStop) {
+      finish = FinishReason::kToolCalls;  // a block closed without tools_active stopping it
+    }
+  }
+  result->finish = finish;
+}
+
+std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
+                                                 const GenerationRequest& request,
+                                                 const GenerationResult& result) const {
+  std::vector<VisibleKey> keys;
+  if (request.output != OutputMode::kChat || request.history.empty()) return keys;
+  // After a stop sequence the KV holds text the client never saw; after an error or a
+  // cancel the client's next prompt is unknowable.
+  if (result.finish == FinishReason::kError || result.finish == FinishReason::kCancelled ||
+      !result.stop_sequence.empty()) {
+    return keys;
+  }
+  const bool ended_with_eos =
+      !session.pending().empty() && session.pending().back() == tokenizer_.eos_id();
+
+  ChatMessage reply;
+  reply.role = ChatRole::kAssistant;
+  reply.content = result.parsed.content;
+  reply.raw_dsml = result.parsed.raw_dsml;
+  for (size_t i = 0; i < result.parsed.tool_calls.size(); ++i) {
+    reply.tool_calls.push_back({result.tool_call_ids[i], result.parsed.tool_calls[i].name,
+                                result.parsed.tool_calls[i].arguments});
+  }
+  // Clients either resend the reasoning or drop it; render both. A user turn after the
+  // reply makes the template treat it as history (old reasoning dropped without tools),
+  // and everything before that turn's marker is what the next prompt starts with.
+  for (int with_reasoning = 1; with_reasoning >= 0; --with_reasoning) {
+    reply.reasoning = with_reasoning ? result.parsed.reasoning : std::string();
+    std::vector<ChatMessage> next = request.history;
+    next.push_back(reply);
+    next.push_back(ChatMessage{ChatRole::kUser, "x", {}, {}, {}, {}});
+    std::string text = RenderPrompt(next, request.prompt_options);
+    const size_t cut = text.rfind(kUserMarker);
+    if (cut == std::string::npos) continue;
+    text.resize(cut);
+    VisibleKey key;
+    key.text = std::move(text);
+    if (!ended_with_eos) key.append.push_back(tokenizer_.eos_id());
+    // The session's own text plus the EOS is found by the byte-prefix path already.
+    std::string exact = session.text();
+    if (!ended_with_eos) exact += tokenizer_.TokenBytes(tokenizer_.eos_id());
+    if (key.text == exact) continue;
+    bool duplicate = false;
+    for (const VisibleKey& k : keys) duplicate |= k.text == key.text;
+    if (!duplicate) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+void Engine::Run(RequestHandle& request) {
+  const GenerationRequest& req = request.request();
+  auto result = std::make_shared<GenerationResult>();
+  result->timing.queue_ms = MsSince(request.submitted());
+
+  Expected<Resume> resume = ResumeFor(req);
+  if (!resume.ok()) {
+    metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
+    request.Push(ErrorEvent(resume.status()));
+    return;
+  }
+  Session& session = pool_.at(resume->slot);
+  result->cache = resume->cache;
+  result->timing.restore_ms = resume->cache.restore_ms;
+  {
+    GenerationEvent ev;
+    ev.kind = GenerationEvent::Kind::kStarted;
+    ev.cache = result->cache;
+    request.Push(std::move(ev));
+  }
+
+  Status st = Prefill(session, request, &result->timing);
+  metrics_.RecordPrompt(resume->cache.source, resume->cache.cached_tokens,
+                        result->timing.prefill_tokens, resume->live_hit, resume->disk_looked_up);
+  metrics_.SetLiveSessions(pool_.live_count());
+  if (!st.ok()) {
+    metrics_.RecordTiming(result->timing);
+    if (st.code() == StatusCode::kCancelled) {
+      metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
+      result->finish = FinishReason::kCancelled;
+      GenerationEvent ev;
+      ev.kind = GenerationEvent::Kind::kDone;
+      ev.result = result;
+      request.Push(std::move(ev));
+    } else {
+      metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
+      request.Push(ErrorEvent(st));
+    }
+    return;
+  }
+
+  Generate(session, request, result.get());
+  result->timing.first_token_ms += result->timing.restore_ms + result->timing.prefill_ms;
+  if (!result->parsed.tool_calls.empty() && !result->parsed.raw_dsml.empty()) {
+    replay_.Remember(result->tool_call_ids, result->parsed.raw_dsml);
+  }
+  session.SetVisibleKeys(VisibleKeysAfter(session, req, *result));
+
+  metrics_.RecordTiming(result->timing);
+  metrics_.SetLiveSessions(pool_.live_count());
+  metrics_.RecordOutcome(result->finish == FinishReason::kCancelled
+                             ? EngineMetrics::Outcome::kCancelled
+                         : result->finish == FinishReason::kError ? EngineMetrics::Outcome::kFailed
+                                                                  : EngineMetrics::Outcome::kOk);
+  spdlog::info(
+      "request done: cache={} ({}) prompt={} cached={} prefill={} ({:.1f} ms) gen={} ({:.1f} "
+      "t/s) finish={} session={}",
+      CacheSourceName(result->cache.source), result->cache.detail, result->cache.prompt_tokens,
+      result->cache.cached_tokens, result->timing.prefill_tokens, result->timing.prefill_ms,
+      result->completion_tokens, result->timing.decode_tps(), FinishReasonName(result->finish),
+      session.id());
+  GenerationEvent ev;
+  ev.kind = GenerationEvent::Kind::kDone;
+  ev.result = result;
+  request.Push(std::move(ev));
+}
+
+}  // namespace flashkv

@@ -1,0 +1,77 @@
+// Engine: what the inference worker does with one request — the resume cascade (live
+// session → disk snapshot → cold prefill, spec §2.2), the chunked prefill of only the
+// missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop sequences, the
+// incremental chat parser, tool-call ids), and keeping the session keyed by what the
+// client will resend next (pending ids, visible keys, the exact-DSML replay map). Must
+// not: parse HTTP or build API shapes (server/ does), or be called from two threads.
+//
+// Threading: Run and OnShutdown are called by the Scheduler's worker thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "engine/engine_metrics.h"
+#include "engine/generation.h"
+#include "engine/request_handle.h"
+#include "engine/scheduler.h"
+#include "engine/session_pool.h"
+#include "engine/tool_replay_map.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashkv {
+
+struct EngineOptions {
+  int ctx_size = 32768;      // tokens one session can hold (every KvState is this big)
+  int live_sessions = 4;     // sessions kept in memory, LRU beyond that
+  int prefill_chunk = 2048;  // ids per forward call while prefilling; cancellation and
+                             // progress are checked between chunks, so this bounds how
+                             // long a vanished client keeps the worker busy
+};
+
+class Engine : public RequestRunner {
+ public:
+  // Everything passed in must outlive the engine.
+  Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay, EngineMetrics& metrics,
+         const EngineOptions& options);
+
+  void Run(RequestHandle& request) override;
+
+  const EngineOptions& options() const { return options_; }
+  const SessionPool& sessions() const { return pool_; }
+
+ private:
+  // Where a request continues from, decided by the cascade.
+  struct Resume {
+    int slot = -1;
+    CacheInfo cache;
+    bool live_hit = false;
+    bool disk_looked_up = false;
+  };
+  // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
+  Expected<Resume> ResumeFor(const GenerationRequest& request);
+  // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
+  // progress; Cancelled when the request is cancelled between chunks.
+  Status Prefill(Session& session, RequestHandle& request, RequestTiming* timing);
+  // Evaluates the first n pending ids in one forward call.
+  Status Evaluate(Session& session, size_t n, bool want_logits);
+  // Samples until a finish condition; fills result (but not cache/timing).
+  void Generate(Session& session, RequestHandle& request, GenerationResult* result);
+  // What the client will resend as the start of its next prompt, when that differs from
+  // the session's own text.
+  std::vector<VisibleKey> VisibleKeysAfter(const Session& session, const GenerationRequest& request,
+                                           const GenerationResult& result) const;
+
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  ToolReplayMap& replay_;
+  EngineMetrics& metrics_;
+  const EngineOptions options_;
+  const int n_vocab_;
+  SessionPool pool_;
+  int64_t next_session_id_ = 1;
+};
+
+}  // namespace flashkv

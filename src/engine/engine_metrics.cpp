@@ -1,0 +1,88 @@
+#include "engine/engine_metrics.h"
+
+namespace flashkv {
+
+const char* CacheSourceName(CacheSource source) {
+  switch (source) {
+    case CacheSource::kNone:
+      return "none";
+    case CacheSource::kLive:
+      return "live";
+    case CacheSource::kDisk:
+      return "disk";
+  }
+  return "none";
+}
+
+EngineStats EngineMetrics::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_;
+}
+
+void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled,
+                                 bool live_lookup_hit, bool disk_looked_up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (live_lookup_hit) {
+    ++s_.live_hits;
+  } else {
+    ++s_.live_misses;
+  }
+  if (disk_looked_up) {
+    if (source == CacheSource::kDisk) {
+      ++s_.disk_hits;
+    } else {
+      ++s_.disk_misses;
+    }
+  }
+  if (source == CacheSource::kLive) s_.prompt_tokens_live += uint64_t(reused);
+  if (source == CacheSource::kDisk) s_.prompt_tokens_disk += uint64_t(reused);
+  s_.prompt_tokens_prefill += uint64_t(prefilled);
+}
+
+void EngineMetrics::RecordTiming(const RequestTiming& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.prefill_tokens += uint64_t(t.prefill_tokens);
+  s_.prefill_seconds += t.prefill_ms / 1000.0;
+  s_.decode_tokens += uint64_t(t.decode_tokens);
+  s_.decode_seconds += t.decode_ms / 1000.0;
+  s_.restore_seconds += t.restore_ms / 1000.0;
+  if (t.prefill_tokens > 0) s_.last_prefill_tps = t.prefill_tps();
+  if (t.decode_tokens > 0) s_.last_decode_tps = t.decode_tps();
+}
+
+void EngineMetrics::RecordLiveEviction() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++s_.live_evictions;
+}
+
+void EngineMetrics::RecordOutcome(Outcome outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  switch (outcome) {
+    case Outcome::kOk:
+      ++s_.requests_ok;
+      break;
+    case Outcome::kCancelled:
+      ++s_.requests_cancelled;
+      break;
+    case Outcome::kFailed:
+      ++s_.requests_failed;
+      break;
+  }
+}
+
+void EngineMetrics::AddQueueDepth(int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.queue_depth += delta;
+}
+
+void EngineMetrics::AddActive(int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.active_requests += delta;
+}
+
+void EngineMetrics::SetLiveSessions(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.live_sessions = n;
+}
+
+}  // namespace flashkv

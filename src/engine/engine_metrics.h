@@ -1,0 +1,68 @@
+// EngineMetrics: process-wide counters of the engine (prompt tokens by cache tier, hits
+// and misses per tier, evictions, throughput), updated by the worker and read by the
+// server's /metrics. Must not: format them (server/ writes the Prometheus text).
+//
+// Threading: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "engine/request_timing.h"
+
+namespace flashkv {
+
+// Where the reused part of a prompt came from.
+enum class CacheSource { kNone, kLive, kDisk };
+const char* CacheSourceName(CacheSource source);  // "none" | "live" | "disk"
+
+struct EngineStats {
+  // Prompt tokens of finished prefills, by where they came from.
+  uint64_t prompt_tokens_live = 0;
+  uint64_t prompt_tokens_disk = 0;
+  uint64_t prompt_tokens_prefill = 0;
+  // Lookups per tier: a hit served the request's prefix, a miss fell through.
+  uint64_t live_hits = 0;
+  uint64_t live_misses = 0;
+  uint64_t disk_hits = 0;
+  uint64_t disk_misses = 0;
+  uint64_t live_evictions = 0;  // sessions pushed out of memory for a new one
+  // Throughput totals (a rate is tokens / seconds) and the last request's rates.
+  uint64_t prefill_tokens = 0;
+  double prefill_seconds = 0;
+  uint64_t decode_tokens = 0;
+  double decode_seconds = 0;
+  double last_prefill_tps = 0;
+  double last_decode_tps = 0;
+  double restore_seconds = 0;
+  // Requests by outcome.
+  uint64_t requests_ok = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_failed = 0;
+  // Gauges.
+  int64_t queue_depth = 0;    // submitted, not yet picked up
+  int64_t live_sessions = 0;  // sessions holding tokens
+  int64_t active_requests = 0;
+};
+
+class EngineMetrics {
+ public:
+  EngineStats Snapshot() const;
+
+  // One prompt was resolved: `reused` ids from `source`, `prefilled` evaluated.
+  void RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled, bool live_lookup_hit,
+                    bool disk_looked_up);
+  void RecordTiming(const RequestTiming& t);
+  void RecordLiveEviction();
+  enum class Outcome { kOk, kCancelled, kFailed };
+  void RecordOutcome(Outcome outcome);
+  void AddQueueDepth(int64_t delta);
+  void AddActive(int64_t delta);
+  void SetLiveSessions(int64_t n);
+
+ private:
+  mutable std::mutex mu_;
+  EngineStats s_;
+};
+
+}  // namespace flashkv

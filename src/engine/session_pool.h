@@ -1,0 +1,77 @@
+// SessionPool: the live tier — up to `capacity` Sessions kept in memory, the search for
+// the one a new prompt continues (exact token prefix, rendered-byte prefix, visible
+// transcript key; spec §2.2 steps 5–7), and LRU replacement when a prompt continues none.
+// Must not: run the model, read or write disk (the engine saves an evicted session through
+// the hook it passes), or parse requests.
+//
+// Threading: owned by the engine worker; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashkv {
+
+// How a prompt was found to continue a live session.
+enum class LiveMatchKind {
+  kToken,    // the session's ids are a prefix of the prompt's ids
+  kText,     // the session's decoded bytes are a prefix of the prompt text
+  kVisible,  // one of the session's visible keys is a prefix of the prompt text
+};
+const char* LiveMatchKindName(LiveMatchKind kind);  // "memory-token", ...
+
+struct LiveMatch {
+  int slot = -1;
+  LiveMatchKind kind = LiveMatchKind::kToken;
+  size_t reused = 0;  // ids already evaluated in the session that the request keeps
+  // Ids to decide after the session's tokens and pending ids: the rest of the prompt.
+  std::vector<int32_t> continuation;
+};
+
+class SessionPool {
+ public:
+  using StateFactory = std::function<Expected<KvState>()>;
+
+  // `make_state` allocates the KvState of a new slot (called at most `capacity` times).
+  SessionPool(int capacity, int n_vocab, StateFactory make_state);
+
+  int capacity() const { return capacity_; }
+  // Slots allocated so far (<= capacity); slot indices are stable.
+  int size() const { return int(sessions_.size()); }
+  Session& at(int slot) { return *sessions_[size_t(slot)]; }
+  const Session& at(int slot) const { return *sessions_[size_t(slot)]; }
+  // Sessions that hold at least one id.
+  int live_count() const;
+
+  // The session the prompt continues with the most reused ids (ties: the exact token key,
+  // then the most recent), or nullopt. A match always leaves at least one id to evaluate
+  // or logits to sample from. `tokenizer` encodes a text continuation (specials allowed).
+  std::optional<LiveMatch> FindBest(std::string_view prompt_text,
+                                    std::span<const int32_t> prompt_tokens,
+                                    const Tokenizer& tokenizer) const;
+
+  // A cleared slot for a new sequence with id `new_id`: an unused slot if any, else an
+  // empty one, else the least recently used, which is first handed to `on_evict` (to save
+  // it) when it holds ids. Errors only when allocating or clearing a KvState fails.
+  Expected<int> AcquireFresh(int64_t new_id, const std::function<void(Session&)>& on_evict);
+
+  // Marks the slot as just used.
+  void Touch(int slot) { at(slot).set_last_used(++clock_); }
+
+ private:
+  int capacity_;
+  int n_vocab_;
+  StateFactory make_state_;
+  std::vector<std::unique_ptr<Session>> sessions_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,404 @@
+#include "server/api_server.h"
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "chat/prompt_renderer.h"
+#include "engine/request_handle.h"
+#include "server/anthropic_messages.h"
+#include "server/api_errors.h"
+#include "server/openai_chat.h"
+#include "server/openai_responses.h"
+#include "server/sse.h"
+#include "server/usage.h"
+
+namespace flashkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How often a waiting HTTP thread wakes to check its client and send keepalives.
+constexpr milliseconds kPollInterval{100};
+
+// Status used for a request whose client left; nobody receives it, it only shows in
+// /metrics (nginx's "client closed request").
+constexpr int kClientGone = 499;
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+uint64_t RandomSeed() {
+  thread_local std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
+const char* IdPrefix(Dialect d) {
+  switch (d) {
+    case Dialect::kChatCompletions:
+      return "chatcmpl-";
+    case Dialect::kCompletions:
+      return "cmpl-";
+    case Dialect::kResponses:
+      return "resp_";
+    case Dialect::kAnthropic:
+      return "msg_";
+  }
+  return "";
+}
+
+std::unique_ptr<StreamEncoder> NewStream(Dialect d, const ResponseContext& ctx) {
+  switch (d) {
+    case Dialect::kChatCompletions:
+      return NewChatCompletionsStream(ctx);
+    case Dialect::kCompletions:
+      return NewCompletionsStream(ctx);
+    case Dialect::kResponses:
+      return NewResponsesStream(ctx);
+    case Dialect::kAnthropic:
+      return NewAnthropicStream(ctx);
+  }
+  return nullptr;
+}
+
+Json ResponseBody(Dialect d, const ResponseContext& ctx, const GenerationResult& r) {
+  switch (d) {
+    case Dialect::kChatCompletions:
+      return ChatCompletionResponse(ctx, r);
+    case Dialect::kCompletions:
+      return CompletionResponse(ctx, r);
+    case Dialect::kResponses:
+      return ResponsesResponse(ctx, r);
+    case Dialect::kAnthropic:
+      return AnthropicResponse(ctx, r);
+  }
+  return Json::object();
+}
+
+Expected<ApiRequest> ParseDialect(Dialect d, const Json& body) {
+  switch (d) {
+    case Dialect::kChatCompletions:
+      return ParseChatCompletionsRequest(body);
+    case Dialect::kCompletions:
+      return ParseCompletionsRequest(body);
+    case Dialect::kResponses:
+      return ParseResponsesRequest(body);
+    case Dialect::kAnthropic:
+      return ParseAnthropicRequest(body);
+  }
+  return Internal("unknown dialect");
+}
+
+}  // namespace
+
+struct ApiServer::Prepared {
+  ApiRequest api;
+  GenerationRequest gen;
+  int replayed = 0;  // assistant turns rendered with their exact sampled DSML
+};
+
+ApiServer::ApiServer(Scheduler& scheduler, const Tokenizer& tokenizer, ToolReplayMap& replay,
+                     EngineMetrics& metrics, ApiServerOptions options)
+    : scheduler_(scheduler),
+      tokenizer_(tokenizer),
+      replay_(replay),
+      metrics_(metrics),
+      options_(std::move(options)) {}
+
+std::string ApiServer::TransportErrorBody(const std::string& path, int status,
+                                          const std::string& message) {
+  return DumpJson(ErrorJson(DialectForPath(path), status, message));
+}
+
+HttpResponse ApiServer::Error(Dialect dialect, const Status& status) const {
+  const int code = HttpStatusFor(status);
+  Json body = ErrorJson(dialect, code, status.message());
+  if (status.code() == StatusCode::kResourceExhausted) {
+    Json& err = body["error"];
+    if (dialect != Dialect::kAnthropic) err["code"] = "context_length_exceeded";
+    err["n_ctx"] = options_.ctx_size;
+  }
+  return JsonResponse(code, body);
+}
+
+HttpResponse ApiServer::ContextError(Dialect dialect, int64_t n_prompt) const {
+  const std::string message =
+      fmt::format("Prompt has {} tokens, but the configured context size is {} tokens", n_prompt,
+                  options_.ctx_size);
+  Json body = ErrorJson(dialect, 400, message);
+  Json& err = body["error"];
+  if (dialect != Dialect::kAnthropic) {
+    err["param"] = dialect == Dialect::kResponses     ? "input"
+                   : dialect == Dialect::kCompletions ? "prompt"
+                                                      : "messages";
+    err["code"] = "context_length_exceeded";
+  }
+  err["n_prompt_tokens"] = n_prompt;
+  err["n_ctx"] = options_.ctx_size;
+  return JsonResponse(400, body);
+}
+
+bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
+                        HttpResponse* error) {
+  Expected<Json> body = ParseJsonObject(http.body);
+  if (!body.ok()) {
+    *error = Error(dialect, body.status());
+    return false;
+  }
+  Expected<ApiRequest> api = ParseDialect(dialect, *body);
+  if (!api.ok()) {
+    *error = Error(dialect, api.status());
+    return false;
+  }
+  p->api = std::move(*api);
+  ApiRequest& a = p->api;
+  if (options_.exact_dsml_replay) p->replayed = replay_.ApplyTo(&a.messages);
+
+  const ThinkingMode thinking = EffectiveThinkingMode(a.thinking, size_t(options_.ctx_size));
+  GenerationRequest& g = p->gen;
+  g.prompt_options.thinking = thinking;
+  g.prompt_options.tools = a.tools;
+  if (dialect == Dialect::kCompletions) {
+    g.prompt_text = RenderCompletionPrompt(a.prompt, thinking);
+    g.output = OutputMode::kRaw;
+  } else {
+    g.prompt_text = RenderPrompt(a.messages, g.prompt_options);
+    g.output = OutputMode::kChat;
+    g.history = a.messages;
+  }
+  g.prompt_tokens = tokenizer_.Encode(g.prompt_text, /*allow_specials=*/true);
+  if (int64_t(g.prompt_tokens.size()) >= options_.ctx_size) {
+    *error = ContextError(dialect, int64_t(g.prompt_tokens.size()));
+    return false;
+  }
+  g.thinking = thinking != ThinkingMode::kNone;
+  g.tools_active = !a.tools.empty();
+  g.tool_id_prefix = dialect == Dialect::kAnthropic ? "toolu_" : "call_";
+  g.max_tokens =
+      int(std::min<int64_t>(a.max_tokens.value_or(options_.default_max_tokens), INT32_MAX));
+  g.stop = a.stop;
+  g.sampling = a.sampling;
+  if (!a.seeded) g.sampling.seed = RandomSeed();
+  return true;
+}
+
+HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
+  Prepared p;
+  HttpResponse error;
+  if (!Prepare(http, dialect, &p, &error)) return error;
+
+  ResponseContext ctx;
+  ctx.id = NewRandomId(IdPrefix(dialect));
+  ctx.model = p.api.model.empty() ? options_.model_id : p.api.model;
+  ctx.created = int64_t(std::time(nullptr));
+  ctx.include_usage = p.api.include_usage;
+  ctx.reasoning_summary = p.api.reasoning_summary;
+
+  auto handle = std::make_shared<RequestHandle>(std::move(p.gen));
+  if (!scheduler_.Submit(handle)) {
+    return JsonResponse(503, ErrorJson(dialect, 503, "server shutting down"));
+  }
+
+  // Until the worker starts the request nothing is sent (the cache header needs its
+  // resume decision), but a client that leaves the queue is noticed.
+  std::optional<CacheInfo> started;
+  while (true) {
+    std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
+    if (!ev) {
+      if (!http.client_connected()) {
+        handle->Cancel();
+        HttpResponse gone;
+        gone.status = kClientGone;
+        return gone;
+      }
+      continue;
+    }
+    if (ev->kind == GenerationEvent::Kind::kError) {
+      if (ev->error.code() == StatusCode::kCancelled) {
+        HttpResponse gone;
+        gone.status = kClientGone;
+        return gone;
+      }
+      return Error(dialect, ev->error);
+    }
+    if (ev->kind == GenerationEvent::Kind::kStarted) {
+      started = ev->cache;
+      break;
+    }
+  }
+
+  if (!p.api.stream) {
+    while (true) {
+      std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
+      if (!ev) {
+        if (!http.client_connected()) handle->Cancel();
+        continue;  // the worker answers a cancel with a final event soon
+      }
+      if (ev->kind == GenerationEvent::Kind::kError) return Error(dialect, ev->error);
+      if (ev->kind != GenerationEvent::Kind::kDone) continue;
+      const GenerationResult& r = *ev->result;
+      if (r.finish == FinishReason::kCancelled) {
+        HttpResponse gone;
+        gone.status = kClientGone;
+        return gone;
+      }
+      HttpResponse resp = JsonResponse(200, ResponseBody(dialect, ctx, r));
+      resp.headers.emplace_back(kCacheHeader, CacheHeaderValue(r.cache));
+      return resp;
+    }
+  }
+
+  HttpResponse resp;
+  resp.content_type = "text/event-stream";
+  resp.headers.emplace_back(kCacheHeader, CacheHeaderValue(*started));
+  std::shared_ptr<StreamEncoder> encoder = NewStream(dialect, ctx);
+  const CacheInfo cache = *started;
+  const milliseconds keepalive{options_.keepalive_ms};
+  resp.stream = [handle, encoder, cache, keepalive](StreamWriter& w) {
+    Clock::time_point last_write = Clock::now();
+    auto send = [&](const std::string& data) {
+      if (data.empty()) return true;
+      last_write = Clock::now();
+      if (w.Write(data)) return true;
+      handle->Cancel();
+      return false;
+    };
+    if (!send(encoder->Start(cache))) return;
+    bool prefilling = true;
+    while (true) {
+      std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
+      if (!ev || ev->kind == GenerationEvent::Kind::kPrefill) {
+        // A timer, not prefill progress, drives keepalives: one chunk can take longer
+        // than a client's idle timeout.
+        if (Clock::now() - last_write >= keepalive) {
+          if (!send(SseComment(prefilling ? "prefill" : "keepalive"))) return;
+        }
+        if (!ev && !w.ClientConnected()) {
+          handle->Cancel();
+          return;
+        }
+        continue;
+      }
+      switch (ev->kind) {
+        case GenerationEvent::Kind::kChat:
+        case GenerationEvent::Kind::kText:
+          prefilling = false;
+          if (!send(encoder->Delta(*ev))) return;
+          break;
+        case GenerationEvent::Kind::kDone:
+          if (ev->result->finish != FinishReason::kCancelled) send(encoder->Finish(*ev->result));
+          return;
+        case GenerationEvent::Kind::kError:
+          send(encoder->Error(ev->error.message()));
+          return;
+        default:
+          break;
+      }
+    }
+  };
+  return resp;
+}
+
+HttpResponse ApiServer::CountTokens(const HttpRequest& http) {
+  Expected<Json> body = ParseJsonObject(http.body);
+  if (!body.ok()) return Error(Dialect::kAnthropic, body.status());
+  Json b = *body;
+  if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not required for counting
+  Expected<ApiRequest> api = ParseAnthropicRequest(b);
+  if (!api.ok()) return Error(Dialect::kAnthropic, api.status());
+  if (options_.exact_dsml_replay) replay_.ApplyTo(&api->messages);
+  PromptOptions po;
+  po.thinking = EffectiveThinkingMode(api->thinking, size_t(options_.ctx_size));
+  po.tools = api->tools;
+  const size_t n = tokenizer_.Encode(RenderPrompt(api->messages, po), true).size();
+  return JsonResponse(200, Json{{"input_tokens", n}});
+}
+
+Json ApiServer::ModelJson() const {
+  const int64_t ctx = options_.ctx_size;
+  return Json{{"id", options_.model_id},
+              {"object", "model"},
+              {"created", 1767225600},
+              {"owned_by", "flashkv"},
+              {"name", "DeepSeek V4 Flash"},
+              {"context_length", ctx},
+              {"top_provider",
+               {{"context_length", ctx},
+                {"max_completion_tokens", std::min<int64_t>(options_.default_max_tokens, ctx)},
+                {"is_moderated", false}}},
+              {"supported_parameters",
+               {"tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+                "stop", "seed", "stream", "reasoning_effort"}}};
+}
+
+HttpResponse ApiServer::Models(const HttpRequest&) {
+  return JsonResponse(200, Json{{"object", "list"}, {"data", Json::array({ModelJson()})}});
+}
+
+HttpResponse ApiServer::ModelById(const HttpRequest& http) {
+  if (http.path_param != options_.model_id) {
+    Json body = ErrorJson(Dialect::kChatCompletions, 404,
+                          fmt::format("The model '{}' does not exist", http.path_param));
+    body["error"]["code"] = "model_not_found";
+    return JsonResponse(404, body);
+  }
+  return JsonResponse(200, ModelJson());
+}
+
+HttpResponse ApiServer::Health(const HttpRequest&) {
+  const EngineStats s = metrics_.Snapshot();
+  return JsonResponse(200, Json{{"status", "ok"},
+                                {"model", options_.model_id},
+                                {"ctx", options_.ctx_size},
+                                {"queue_depth", s.queue_depth},
+                                {"active_requests", s.active_requests},
+                                {"live_sessions", s.live_sessions}});
+}
+
+HttpResponse ApiServer::Metrics(const HttpRequest&) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = PrometheusText(metrics_.Snapshot(), http_counters_.Snapshot());
+  return r;
+}
+
+void ApiServer::Route(HttpServer& http, bool post, const std::string& path,
+                      std::function<HttpResponse(const HttpRequest&)> fn) {
+  // Metrics label by route, not by the raw path, so ids cannot grow the label set.
+  auto counted = [this, path, fn](const HttpRequest& req) {
+    HttpResponse r = fn(req);
+    http_counters_.Count(path, r.status);
+    return r;
+  };
+  if (post) {
+    http.Post(path, counted);
+  } else {
+    http.Get(path, counted);
+  }
+}
+
+void ApiServer::Register(HttpServer& http) {
+  Route(http, false, "/v1/models", [this](const HttpRequest& r) { return Models(r); });
+  Route(http, false, "/v1/models/{param}", [this](const HttpRequest& r) { return ModelById(r); });
+  Route(http, false, "/health", [this](const HttpRequest& r) { return Health(r); });
+  Route(http, false, "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
+  Route(http, true, "/v1/chat/completions",
+        [this](const HttpRequest& r) { return Generate(r, Dialect::kChatCompletions); });
+  Route(http, true, "/v1/completions",
+        [this](const HttpRequest& r) { return Generate(r, Dialect::kCompletions); });
+  Route(http, true, "/v1/responses",
+        [this](const HttpRequest& r) { return Generate(r, Dialect::kResponses); });
+  Route(http, true, "/v1/messages",
+        [this](const HttpRequest& r) { return Generate(r, Dialect::kAnthropic); });
+  Route(http, true, "/v1/messages/count_tokens",
+        [this](const HttpRequest& r) { return CountTokens(r); });
+}
+
+}  // namespace flashkv

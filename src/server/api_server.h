@@ -1,0 +1,71 @@
+// ApiServer: the endpoints (spec §3.3) and the request pipeline every generation endpoint
+// shares — parse the dialect, resolve exact-DSML replay, render, tokenize, check the
+// context, queue for the engine worker, then answer with one body or an SSE stream
+// (keepalive comments on a timer while nothing else is sent; a vanished client cancels the
+// work). Must not: touch the model or KvStates (only the worker does, via the Scheduler),
+// or reach the filesystem.
+//
+// Threading: handlers run concurrently on HTTP threads; everything they share
+// (Scheduler, Tokenizer, ToolReplayMap, EngineMetrics, HttpCounters) is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/engine_metrics.h"
+#include "engine/scheduler.h"
+#include "engine/tool_replay_map.h"
+#include "server/api_request.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashkv {
+
+struct ApiServerOptions {
+  std::string model_id = "deepseek-v4-flash";  // the id /v1/models lists
+  int ctx_size = 32768;                        // prompts must have fewer tokens
+  int64_t default_max_tokens = 393216;  // when the client gives no limit (clamped to the context)
+  bool exact_dsml_replay = true;        // render sampled DSML for known tool-call ids
+  int keepalive_ms = 1000;              // SSE comment after this long without a write (<= 2 s)
+};
+
+class ApiServer {
+ public:
+  // Everything passed in must outlive the server.
+  ApiServer(Scheduler& scheduler, const Tokenizer& tokenizer, ToolReplayMap& replay,
+            EngineMetrics& metrics, ApiServerOptions options);
+
+  void Register(HttpServer& http);
+
+  // The body for errors the transport produces (401, 404, 413), in the path's dialect.
+  static std::string TransportErrorBody(const std::string& path, int status,
+                                        const std::string& message);
+
+ private:
+  struct Prepared;
+  HttpResponse Generate(const HttpRequest& http, Dialect dialect);
+  HttpResponse CountTokens(const HttpRequest& http);
+  HttpResponse Models(const HttpRequest& http);
+  HttpResponse ModelById(const HttpRequest& http);
+  HttpResponse Health(const HttpRequest& http);
+  HttpResponse Metrics(const HttpRequest& http);
+  // Parse, replay, render and tokenize. False: *error is the response to send.
+  bool Prepare(const HttpRequest& http, Dialect dialect, Prepared* out, HttpResponse* error);
+  HttpResponse Error(Dialect dialect, const Status& status) const;
+  HttpResponse ContextError(Dialect dialect, int64_t n_prompt) const;
+  // Adds the route, counting responses by status for /metrics.
+  void Route(HttpServer& http, bool post, const std::string& path,
+             std::function<HttpResponse(const HttpRequest&)> fn);
+  Json ModelJson() const;
+
+  Scheduler& scheduler_;
+  const Tokenizer& tokenizer_;
+  ToolReplayMap& replay_;
+  EngineMetrics& metrics_;
+  const ApiServerOptions options_;
+  HttpCounters http_counters_;
+};
+
+}  // namespace flashkv

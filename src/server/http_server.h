@@ -1,0 +1,98 @@
+// HttpServer: the HTTP transport behind a pimpl, so no other file sees cpp-httplib.
+// Routes map a request to an HttpResponse — a whole body, or a stream function that
+// writes chunks (SSE) until it is done or the client is gone. Also owns the transport
+// rules every endpoint shares: the request-body limit, the optional API key, CORS, and
+// telling a handler whether its client is still connected. Must not: know the APIs'
+// JSON (the error bodies it writes come from a function the API layer supplies) or
+// reach the filesystem (no static file serving; paths are matched, never opened).
+//
+// Threading: handlers run on the server's connection threads, many at once; they must be
+// thread-safe and must not throw (a throw becomes a 500).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace flashkv {
+
+struct HttpRequest {
+  std::string method;
+  std::string path;  // without the query string
+  std::string body;
+  std::multimap<std::string, std::string> headers;  // names lower-cased
+  // Captured path segment for routes registered with a trailing "{param}".
+  std::string path_param;
+  // False once the client has closed its connection (polls the socket; cheap).
+  std::function<bool()> client_connected;
+
+  // The first value of a header (name in any case), or "".
+  std::string Header(std::string_view name) const;
+};
+
+// What a stream function writes through.
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Sends bytes as one chunk; false when the client is gone (stop writing then).
+  virtual bool Write(std::string_view data) = 0;
+  virtual bool ClientConnected() = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // When set, the response is streamed with chunked encoding: called once, it writes
+  // until done. `body` is ignored then.
+  std::function<void(StreamWriter&)> stream;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (see HttpServer::port)
+  size_t max_body_bytes = size_t(64) << 20;
+  int threads = 64;  // connection threads; a streaming client holds one for its request
+  bool cors = false;
+  std::string api_key;  // non-empty: required as "Authorization: Bearer" or "x-api-key"
+  // Paths that never need the API key (health checks).
+  std::vector<std::string> public_paths = {"/health"};
+  // The JSON body for an error the transport produces itself (401, 404, 413, ...).
+  std::function<std::string(const std::string& path, int status, const std::string& message)>
+      error_body;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // `path` is exact, or ends in "{param}" to capture one trailing path segment.
+  void Get(const std::string& path, HttpHandler handler);
+  void Post(const std::string& path, HttpHandler handler);
+
+  // Binds the listening socket; the port is known after this.
+  Status Bind();
+  int port() const;
+  // Serves until Stop(); returns after the listener closed.
+  Status Serve();
+  // Closes the listener; in-flight requests finish on their threads. Thread-safe.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flashkv

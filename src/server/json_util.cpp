@@ -1,0 +1,117 @@
+#include "server/json_util.h"
+
+#include <cmath>
+
+namespace flashkv {
+namespace {
+
+// Depth of the deepest array/object, by a scan that skips strings (so it is cheap and
+// runs before the parser, which would otherwise recurse into hostile nesting).
+bool DepthWithin(std::string_view s, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* JsonTypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::boolean:
+      return "boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      return "number";
+    default:
+      return "value";
+  }
+}
+
+Expected<Json> ParseJsonObject(std::string_view body) {
+  if (!DepthWithin(body, kMaxJsonDepth)) {
+    return InvalidArgument("JSON nesting deeper than {} levels", kMaxJsonDepth);
+  }
+  Json j;
+  try {
+    j = Json::parse(body.begin(), body.end());
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." → the tail.
+    const size_t colon = what.find("parse error");
+    if (colon != std::string::npos) what = what.substr(colon);
+    return InvalidArgument("invalid JSON body: {}", what);
+  }
+  if (!j.is_object())
+    return InvalidArgument("request body must be a JSON object, not {}", JsonTypeName(j));
+  return j;
+}
+
+std::string DumpJson(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Expected<std::optional<std::string>> OptString(const Json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string())
+    return InvalidArgument("'{}' must be a string, not {}", key, JsonTypeName(*it));
+  return std::optional<std::string>(it->get<std::string>());
+}
+
+Expected<std::optional<bool>> OptBool(const Json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean())
+    return InvalidArgument("'{}' must be a boolean, not {}", key, JsonTypeName(*it));
+  return std::optional<bool>(it->get<bool>());
+}
+
+Expected<std::optional<double>> OptNumber(const Json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number())
+    return InvalidArgument("'{}' must be a number, not {}", key, JsonTypeName(*it));
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) return InvalidArgument("'{}' must be finite", key);
+  return std::optional<double>(v);
+}
+
+Expected<std::optional<int64_t>> OptInt(const Json& obj, std::string_view key, int64_t lo,
+                                        int64_t hi) {
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<double> v, OptNumber(obj, key));
+  if (!v) return std::optional<int64_t>();
+  if (std::floor(*v) != *v) return InvalidArgument("'{}' must be an integer, not {}", key, *v);
+  if (*v < double(lo) || *v > double(hi)) {
+    return InvalidArgument("'{}' must be between {} and {}, not {}", key, lo, hi, *v);
+  }
+  return std::optional<int64_t>(int64_t(*v));
+}
+
+}  // namespace flashkv

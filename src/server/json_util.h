@@ -1,0 +1,42 @@
+// JSON helpers for the API layer: parsing request bodies with a nesting limit and clear
+// messages, typed field access that names the field at fault, and serialisation that
+// never fails on the invalid UTF-8 a model can generate. Must not: know any API's fields.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "util/status.h"
+
+namespace flashkv {
+
+using Json = nlohmann::ordered_json;
+
+// Deepest nesting of arrays/objects a request may have (ds4 uses the same bound).
+inline constexpr int kMaxJsonDepth = 256;
+
+// The body as a JSON object. InvalidArgument: "invalid JSON at byte N: …", "request body
+// must be a JSON object", "JSON nesting deeper than 256 levels". Strings must be valid
+// UTF-8 (the parser rejects anything else).
+Expected<Json> ParseJsonObject(std::string_view body);
+
+// Serialises with invalid UTF-8 replaced by U+FFFD (generated text may split characters).
+std::string DumpJson(const Json& value);
+
+// Typed optional fields: absent or null → nullopt; wrong type → InvalidArgument naming
+// `key` and the expected type.
+Expected<std::optional<std::string>> OptString(const Json& obj, std::string_view key);
+Expected<std::optional<bool>> OptBool(const Json& obj, std::string_view key);
+Expected<std::optional<double>> OptNumber(const Json& obj, std::string_view key);
+// An integral number (2.0 accepted, 2.5 not) within [lo, hi].
+Expected<std::optional<int64_t>> OptInt(const Json& obj, std::string_view key, int64_t lo,
+                                        int64_t hi);
+
+// The JSON type name for messages ("string", "array", ...).
+const char* JsonTypeName(const Json& value);
+
+}  // namespace flashkv

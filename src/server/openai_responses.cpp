@@ -1,0 +1,433 @@
+#include "server/openai_responses.h"
+
+#include "engine/tool_replay_map.h"
+#include "server/sse.h"
+#include "server/usage.h"
+
+namespace flashkv {
+namespace {
+
+// Text of a message item's content: a string, null, or text-like parts. Other parts
+// (images, files) cannot be rendered for this model, so they are refused, not dropped.
+Expected<std::string> ItemText(const Json& content, const std::string& where) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    return InvalidArgument("'{}' must be a string or an array of parts", where);
+  std::string out;
+  for (const Json& p : content) {
+    if (!p.is_object()) return InvalidArgument("'{}' parts must be objects", where);
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(p, "type"));
+    const std::string t = type.value_or("");
+    if (t != "input_text" && t != "output_text" && t != "text" && t != "summary_text" &&
+        t != "reasoning_text") {
+      return InvalidArgument("'{}' part type \"{}\" is not supported", where, t);
+    }
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> text, OptString(p, "text"));
+    out += text.value_or("");
+  }
+  return out;
+}
+
+Expected<std::string> OutputText(const Json& output, const std::string& where) {
+  if (output.is_string()) return output.get<std::string>();
+  if (output.is_array()) {
+    std::string out;
+    for (const Json& p : output) {
+      if (p.is_object()) {
+        auto t = p.find("text");
+        if (t != p.end() && t->is_string()) out += t->get<std::string>();
+      }
+    }
+    return out;
+  }
+  if (output.is_null()) return std::string();
+  return InvalidArgument("'{}' must be a string or an array of parts", where);
+}
+
+Status ParseInput(const Json& input, ApiRequest* req) {
+  if (input.is_string()) {
+    req->messages.push_back(ChatMessage{ChatRole::kUser, input.get<std::string>(), {}, {}, {}, {}});
+    return Status::Ok();
+  }
+  if (!input.is_array() || input.empty())
+    return InvalidArgument("'input' must be a string or a non-empty array");
+  std::string pending_reasoning;  // a reasoning item belongs to the next assistant turn
+  bool last_was_call = false;     // adjacent calls join one assistant turn
+  for (size_t i = 0; i < input.size(); ++i) {
+    const Json& item = input[i];
+    const std::string where = "input[" + std::to_string(i) + "]";
+    if (!item.is_object())
+      return InvalidArgument("'{}' must be an object, not {}", where, JsonTypeName(item));
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type_opt, OptString(item, "type"));
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> status, OptString(item, "status"));
+    if (status && *status != "completed") {
+      return InvalidArgument("'{}.status' \"{}\" is not supported (only completed items)", where,
+                             *status);
+    }
+    const std::string type = type_opt.value_or("message");
+    const bool is_call = type == "function_call" || type == "custom_tool_call";
+    if (type == "message") {
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> role, OptString(item, "role"));
+      ChatMessage m;
+      const std::string r = role.value_or("user");
+      if (r == "user") {
+        m.role = ChatRole::kUser;
+      } else if (r == "assistant") {
+        m.role = ChatRole::kAssistant;
+        m.reasoning = std::exchange(pending_reasoning, {});
+      } else if (r == "system" || r == "developer") {
+        m.role = ChatRole::kSystem;
+      } else {
+        return InvalidArgument("'{}.role' \"{}\" is not supported", where, r);
+      }
+      auto c = item.find("content");
+      if (c != item.end()) {
+        FLASHKV_ASSIGN_OR_RETURN(m.content, ItemText(*c, where + ".content"));
+      }
+      req->messages.push_back(std::move(m));
+    } else if (is_call) {
+      ToolCall call;
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> call_id, OptString(item, "call_id"));
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(item, "name"));
+      if (!name || name->empty()) return InvalidArgument("'{}.name' is required", where);
+      call.id = call_id.value_or("");
+      call.name = *name;
+      if (type == "function_call") {
+        FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> args, OptString(item, "arguments"));
+        call.arguments = args.value_or("{}");
+      } else {
+        FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> in, OptString(item, "input"));
+        call.arguments = DumpJson(Json{{"input", in.value_or("")}});
+      }
+      if (!last_was_call || req->messages.empty() ||
+          req->messages.back().role != ChatRole::kAssistant) {
+        ChatMessage m;
+        m.role = ChatRole::kAssistant;
+        m.reasoning = std::exchange(pending_reasoning, {});
+        req->messages.push_back(std::move(m));
+      }
+      req->messages.back().tool_calls.push_back(std::move(call));
+    } else if (type == "function_call_output" || type == "custom_tool_call_output") {
+      ChatMessage m;
+      m.role = ChatRole::kTool;
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> call_id, OptString(item, "call_id"));
+      m.tool_call_id = call_id.value_or("");
+      auto out = item.find("output");
+      if (out != item.end()) {
+        FLASHKV_ASSIGN_OR_RETURN(m.content, OutputText(*out, where + ".output"));
+      }
+      req->messages.push_back(std::move(m));
+    } else if (type == "reasoning") {
+      for (const char* key : {"summary", "content"}) {
+        auto parts = item.find(key);
+        if (parts == item.end() || !parts->is_array()) continue;
+        for (const Json& p : *parts) {
+          if (!p.is_object()) continue;
+          auto t = p.find("text");
+          if (t != p.end() && t->is_string()) pending_reasoning += t->get<std::string>();
+        }
+      }
+    } else if (type == "compaction" || type == "context_compaction") {
+      // Opaque to this server; the visible history is what gets rendered.
+    } else {
+      return InvalidArgument("'{}.type' \"{}\" is not supported", where, type);
+    }
+    if (type != "reasoning") last_was_call = is_call;
+  }
+  return Status::Ok();
+}
+
+// Item ids and the output array, shared by the body and the stream so both agree.
+struct OutputIds {
+  std::string reasoning = NewRandomId("rs_");
+  std::string message = NewRandomId("msg_");
+  std::vector<std::string> calls;  // "fc_…" per call
+};
+
+const char* StatusOf(FinishReason f) {
+  switch (f) {
+    case FinishReason::kLength:
+      return "incomplete";
+    case FinishReason::kError:
+    case FinishReason::kCancelled:
+      return "failed";
+    default:
+      return "completed";
+  }
+}
+
+Json ReasoningItem(const std::string& id, const std::string& text) {
+  return {{"id", id},
+          {"type", "reasoning"},
+          {"summary", Json::array({{{"type", "summary_text"}, {"text", text}}})}};
+}
+
+Json MessageItem(const std::string& id, const std::string& text, const char* status) {
+  return {
+      {"id", id},
+      {"type", "message"},
+      {"status", status},
+      {"role", "assistant"},
+      {"content",
+       Json::array({{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}}})}};
+}
+
+Json CallItem(const std::string& id, const std::string& call_id, const ParsedToolCall& c,
+              const char* status) {
+  return {{"id", id},       {"type", "function_call"}, {"status", status},
+          {"name", c.name}, {"call_id", call_id},      {"arguments", c.arguments}};
+}
+
+// The whole response object. `reasoning`/`content`: the texts to report (as streamed).
+Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, OutputIds* ids,
+                    const std::string& reasoning, const std::string& content) {
+  Json resp{{"id", ctx.id},
+            {"object", "response"},
+            {"created_at", ctx.created},
+            {"status", "in_progress"},
+            {"model", ctx.model},
+            {"error", nullptr},
+            {"incomplete_details", nullptr},
+            {"output", Json::array()},
+            {"parallel_tool_calls", true},
+            {"tool_choice", "auto"},
+            {"tools", Json::array()}};
+  if (r == nullptr) return resp;
+  const char* status = StatusOf(r->finish);
+  resp["status"] = status;
+  if (r->finish == FinishReason::kLength)
+    resp["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  if (r->finish == FinishReason::kError || r->finish == FinishReason::kCancelled) {
+    resp["error"] = {{"code", "server_error"},
+                     {"message", r->error.empty() ? "generation failed" : r->error}};
+  }
+  Json& out = resp["output"];
+  if (ctx.reasoning_summary && !reasoning.empty())
+    out.push_back(ReasoningItem(ids->reasoning, reasoning));
+  if (!content.empty() || r->parsed.tool_calls.empty())
+    out.push_back(MessageItem(ids->message, content, "completed"));
+  while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
+  for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
+    out.push_back(
+        CallItem(ids->calls[i], r->tool_call_ids[i], r->parsed.tool_calls[i], "completed"));
+  }
+  resp["usage"] = ResponsesUsage(*r);
+  return resp;
+}
+
+class ResponsesStream : public StreamEncoder {
+ public:
+  explicit ResponsesStream(const ResponseContext& ctx) : ctx_(ctx) {}
+
+  std::string Start(const CacheInfo&) override {
+    Json resp = ResponseObject(ctx_, nullptr, &ids_, {}, {});
+    return Event("response.created", {{"response", resp}}) +
+           Event("response.in_progress", {{"response", resp}});
+  }
+
+  std::string Delta(const GenerationEvent& ev) override {
+    if (ev.kind != GenerationEvent::Kind::kChat) return {};
+    const ChatEvent& c = ev.chat;
+    std::string out;
+    if (c.kind == ChatEvent::Kind::kReasoning && ctx_.reasoning_summary && !c.text.empty()) {
+      if (reasoning_index_ < 0) {
+        reasoning_index_ = next_index_++;
+        out +=
+            Event("response.output_item.added",
+                  {{"output_index", reasoning_index_},
+                   {"item",
+                    {{"id", ids_.reasoning}, {"type", "reasoning"}, {"summary", Json::array()}}}});
+        out += Event("response.reasoning_summary_part.added",
+                     {{"item_id", ids_.reasoning},
+                      {"output_index", reasoning_index_},
+                      {"summary_index", 0},
+                      {"part", {{"type", "summary_text"}, {"text", ""}}}});
+      }
+      reasoning_ += c.text;
+      out += Event("response.reasoning_summary_text.delta", {{"item_id", ids_.reasoning},
+                                                             {"output_index", reasoning_index_},
+                                                             {"summary_index", 0},
+                                                             {"delta", c.text}});
+    } else if (c.kind == ChatEvent::Kind::kContent && !c.text.empty()) {
+      out += CloseReasoning();
+      OpenMessage(&out);
+      content_ += c.text;
+      out += Event("response.output_text.delta", {{"item_id", ids_.message},
+                                                  {"output_index", message_index_},
+                                                  {"content_index", 0},
+                                                  {"delta", c.text}});
+    }
+    return out;
+  }
+
+  std::string Finish(const GenerationResult& r) override {
+    std::string out = CloseReasoning();
+    if (message_index_ < 0 && r.parsed.tool_calls.empty()) OpenMessage(&out);
+    if (message_index_ >= 0) {
+      out += Event("response.output_text.done", {{"item_id", ids_.message},
+                                                 {"output_index", message_index_},
+                                                 {"content_index", 0},
+                                                 {"text", content_}});
+      out +=
+          Event("response.content_part.done",
+                {{"item_id", ids_.message},
+                 {"output_index", message_index_},
+                 {"content_index", 0},
+                 {"part",
+                  {{"type", "output_text"}, {"text", content_}, {"annotations", Json::array()}}}});
+      out += Event("response.output_item.done",
+                   {{"output_index", message_index_},
+                    {"item", MessageItem(ids_.message, content_, "completed")}});
+    }
+    // Codex reads calls from output_item.done, so arguments go out whole, once.
+    while (ids_.calls.size() < r.parsed.tool_calls.size()) ids_.calls.push_back(NewRandomId("fc_"));
+    for (size_t i = 0; i < r.parsed.tool_calls.size(); ++i) {
+      const int index = next_index_++;
+      const ParsedToolCall& c = r.parsed.tool_calls[i];
+      Json added = CallItem(ids_.calls[i], r.tool_call_ids[i], c, "in_progress");
+      added["arguments"] = "";
+      out += Event("response.output_item.added", {{"output_index", index}, {"item", added}});
+      out += Event("response.function_call_arguments.delta",
+                   {{"item_id", ids_.calls[i]}, {"output_index", index}, {"delta", c.arguments}});
+      out +=
+          Event("response.function_call_arguments.done",
+                {{"item_id", ids_.calls[i]}, {"output_index", index}, {"arguments", c.arguments}});
+      out += Event("response.output_item.done",
+                   {{"output_index", index},
+                    {"item", CallItem(ids_.calls[i], r.tool_call_ids[i], c, "completed")}});
+    }
+    Json resp = ResponseObject(ctx_, &r, &ids_, reasoning_, content_);
+    const std::string status = resp["status"].get<std::string>();
+    const std::string name = status == "completed"    ? "response.completed"
+                             : status == "incomplete" ? "response.incomplete"
+                                                      : "response.failed";
+    out += Event(name, {{"response", std::move(resp)}});
+    return out;
+  }
+
+  std::string Error(const std::string& message) override {
+    GenerationResult failed;
+    failed.finish = FinishReason::kError;
+    failed.error = message;
+    Json resp = ResponseObject(ctx_, &failed, &ids_, reasoning_, content_);
+    return Event("error", {{"code", "server_error"}, {"message", message}, {"param", nullptr}}) +
+           Event("response.failed", {{"response", std::move(resp)}});
+  }
+
+ private:
+  // Each event carries its type and a sequence number right after it.
+  std::string Event(const std::string& type, Json fields) {
+    Json ev{{"type", type}, {"sequence_number", seq_++}};
+    for (auto& [k, v] : fields.items()) ev[k] = std::move(v);
+    return SseEvent(type, ev);
+  }
+  void OpenMessage(std::string* out) {
+    if (message_index_ >= 0) return;
+    message_index_ = next_index_++;
+    Json item{{"id", ids_.message},
+              {"type", "message"},
+              {"status", "in_progress"},
+              {"role", "assistant"},
+              {"content", Json::array()}};
+    *out += Event("response.output_item.added",
+                  {{"output_index", message_index_}, {"item", std::move(item)}});
+    *out +=
+        Event("response.content_part.added",
+              {{"item_id", ids_.message},
+               {"output_index", message_index_},
+               {"content_index", 0},
+               {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+  }
+  std::string CloseReasoning() {
+    if (reasoning_index_ < 0 || reasoning_closed_) return {};
+    reasoning_closed_ = true;
+    std::string out;
+    out += Event("response.reasoning_summary_text.done", {{"item_id", ids_.reasoning},
+                                                          {"output_index", reasoning_index_},
+                                                          {"summary_index", 0},
+                                                          {"text", reasoning_}});
+    out += Event("response.reasoning_summary_part.done",
+                 {{"item_id", ids_.reasoning},
+                  {"output_index", reasoning_index_},
+                  {"summary_index", 0},
+                  {"part", {{"type", "summary_text"}, {"text", reasoning_}}}});
+    out += Event(
+        "response.output_item.done",
+        {{"output_index", reasoning_index_}, {"item", ReasoningItem(ids_.reasoning, reasoning_)}});
+    return out;
+  }
+
+  ResponseContext ctx_;
+  OutputIds ids_;
+  int64_t seq_ = 0;
+  int next_index_ = 0;
+  int reasoning_index_ = -1;
+  bool reasoning_closed_ = false;
+  int message_index_ = -1;
+  std::string reasoning_;
+  std::string content_;
+};
+
+}  // namespace
+
+Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
+  ApiRequest req;
+  req.dialect = Dialect::kResponses;
+  for (const char* key : {"previous_response_id", "conversation"}) {
+    auto it = body.find(key);
+    if (it != body.end() && !it->is_null()) {
+      return InvalidArgument("'{}' is not supported; replay the full input instead", key);
+    }
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> instructions,
+                           OptString(body, "instructions"));
+  if (instructions && !instructions->empty()) {
+    req.messages.push_back(ChatMessage{ChatRole::kSystem, *instructions, {}, {}, {}, {}});
+  }
+  auto input = body.find("input");
+  if (input == body.end() || input->is_null()) return InvalidArgument("'input' is required");
+  FLASHKV_RETURN_IF_ERROR(ParseInput(*input, &req));
+  bool has_turn = false;
+  for (const ChatMessage& m : req.messages) has_turn |= m.role != ChatRole::kSystem;
+  if (!has_turn) return InvalidArgument("'input' has no user, assistant or tool item");
+
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> model, OptString(body, "model"));
+  req.model = model.value_or("");
+  std::optional<std::string> effort;
+  if (auto r = body.find("reasoning"); r != body.end() && !r->is_null()) {
+    if (!r->is_object()) return InvalidArgument("'reasoning' must be an object");
+    FLASHKV_ASSIGN_OR_RETURN(effort, OptString(*r, "effort"));
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> summary, OptString(*r, "summary"));
+    req.reasoning_summary = summary == "auto" || summary == "concise" || summary == "detailed";
+  }
+  FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
+  FLASHKV_RETURN_IF_ERROR(ParseSampling(body, &req));
+  FLASHKV_ASSIGN_OR_RETURN(req.max_tokens,
+                           ParseMaxTokens(body, {"max_output_tokens", "max_tokens"}));
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<bool> stream, OptBool(body, "stream"));
+  req.stream = stream.value_or(false);
+  FLASHKV_RETURN_IF_ERROR(ParseTools(body, &req.tools));
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    if (tc->is_object()) return InvalidArgument("forced tool_choice is not supported");
+    if (!tc->is_string()) return InvalidArgument("'tool_choice' must be a string");
+    const std::string choice = tc->get<std::string>();
+    if (choice == "none") {
+      req.tools.clear();
+    } else if (choice != "auto") {
+      return InvalidArgument("tool_choice={} is not supported (use auto or none)", choice);
+    }
+  }
+  return req;
+}
+
+Json ResponsesResponse(const ResponseContext& ctx, const GenerationResult& r) {
+  OutputIds ids;
+  return ResponseObject(ctx, &r, &ids, r.parsed.reasoning, r.parsed.content);
+}
+
+std::unique_ptr<StreamEncoder> NewResponsesStream(const ResponseContext& ctx) {
+  return std::make_unique<ResponsesStream>(ctx);
+}
+
+}  // namespace flashkv
