@@ -7,7 +7,7 @@ CMAKE_FLAGS  ?=
 TINY_MODEL   := models/flashkv-tiny.gguf
 FLASHKV      := $(BUILD)/flashkv
 
-.PHONY: all deps build run test test-asan bench format clean
+.PHONY: all deps build tiny run test test-asan bench format clean
 
 all: build
 
@@ -20,11 +20,13 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-$(TINY_MODEL): | build
+# Remade when the generator or the tokenizer changes, so a stale tiny model never lingers.
+TINY_INPUTS  := $(wildcard src/convert/tiny_model*.cpp src/convert/ds4_*.cpp src/convert/vocab_fit.cpp) \
+                models/tokenizer/tokenizer.json
+$(TINY_MODEL): $(TINY_INPUTS) | build
 	$(FLASHKV) make-tiny $(TINY_MODEL)
 
-tiny: build
-	@test -f $(TINY_MODEL) || $(FLASHKV) make-tiny $(TINY_MODEL)
+tiny: build $(TINY_MODEL)
 
 run: build tiny
 	$(FLASHKV) run --model $(TINY_MODEL) -p "Hello! Who are you?" -n 32
