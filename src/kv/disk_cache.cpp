@@ -730,6 +730,56 @@ class DiskCache::Impl {
   std::thread writer_;
 };
 
+Expected<CacheDirectoryView> InspectCacheDirectory(
+    const std::string& dir, const std::optional<SnapshotIdentity>& identity) {
+  CacheDirectoryView view;
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<DirEntry> files, ListDirectory(dir));
+  for (const DirEntry& f : files) {
+    const std::string path = JoinPath(dir, f.name);
+    view.total_bytes += f.size;
+    if (f.is_dir && f.name == kQuarantineDir) {
+      auto q = ListDirectory(path);
+      if (!q.ok()) return q.status();
+      for (const DirEntry& qf : *q) {
+        view.total_bytes += qf.size;
+        ++view.quarantined_files;
+      }
+      continue;
+    }
+    if (f.name.find(kTempMarker) != std::string::npos) ++view.temp_files;
+    Sha1Digest key;
+    if (!f.is_regular || !ParseSnapshotFileName(f.name, &key)) continue;
+    auto file = File::OpenRead(path);
+    Expected<ScannedSnapshot> scan =
+        file.ok() ? ScanSnapshotFile(*file) : Expected<ScannedSnapshot>(file.status());
+    if (scan.ok() && TokensKey(scan->tokens) != key) {
+      scan = Corrupt("file name does not match the SHA1 of its token ids");
+    }
+    if (!scan.ok()) {
+      view.damaged.emplace_back(path, scan.status());
+      continue;
+    }
+    DiskCacheEntry e;
+    e.key = Sha1Hex(key);
+    e.path = path;
+    e.n_tokens = scan->header.n_tokens;
+    e.file_bytes = f.size;
+    e.reason = scan->header.reason;
+    e.hit_count = scan->header.hit_count;
+    e.created_ms = scan->header.created_ms;
+    e.last_used_ms = scan->header.last_used_ms;
+    e.numerics = scan->header.identity.numerics;
+    e.loadable = identity && scan->header.identity == *identity;
+    e.text = std::move(scan->text);
+    view.entries.push_back(std::move(e));
+  }
+  std::sort(view.entries.begin(), view.entries.end(),
+            [](const DiskCacheEntry& a, const DiskCacheEntry& b) {
+              return a.n_tokens != b.n_tokens ? a.n_tokens > b.n_tokens : a.key < b.key;
+            });
+  return view;
+}
+
 DiskCache::DiskCache(std::unique_ptr<Impl> impl, DiskCacheOptions options)
     : impl_(std::move(impl)), options_(std::move(options)) {}
 

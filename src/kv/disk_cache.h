@@ -149,6 +149,19 @@ class DiskCache {
   DiskCacheOptions options_;
 };
 
+// A read-only look at a cache directory for tools (`flashkv kv ls`): every `.kv` file's
+// header, text and ids, without the lock (a server may be running) and without moving
+// anything. Damaged files are listed with their error.
+struct CacheDirectoryView {
+  std::vector<DiskCacheEntry> entries;  // longest first; `loadable` compares to `identity`
+  std::vector<std::pair<std::string, Status>> damaged;  // path, why
+  uint64_t total_bytes = 0;                             // every regular file, quarantine too
+  uint64_t temp_files = 0;
+  uint64_t quarantined_files = 0;
+};
+Expected<CacheDirectoryView> InspectCacheDirectory(
+    const std::string& dir, const std::optional<SnapshotIdentity>& identity = std::nullopt);
+
 // File name helpers (the only place `.kv` names are made): "<40 hex>.kv".
 std::string SnapshotFileName(const Sha1Digest& key);
 // The key of a snapshot file name, or false for any other name.
