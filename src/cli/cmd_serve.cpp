@@ -21,6 +21,9 @@
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
 #include "gguf/gguf_file.h"
+#include "kv/cache_policy.h"
+#include "kv/disk_cache.h"
+#include "kv/model_fingerprint.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -43,6 +46,11 @@ struct ServeFlags {
   int prefill_chunk = 2048;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
+  // Disk KV cache (tier 2), ds4-server's flags.
+  std::string kv_disk_dir;
+  uint64_t kv_disk_space_mb = 4096;
+  std::string kv_quarantine = "on";
+  CachePolicyOptions kv_policy;
 };
 
 std::string DefaultModel() {
@@ -86,6 +94,23 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// The disk cache, keyed to this model file and numerics so another model's snapshots are
+// never loaded into this one.
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const ServeFlags& f, const GgufFile& file,
+                                                   const ModelOptions& mo) {
+  if (f.kv_quarantine != "on" && f.kv_quarantine != "off") {
+    return InvalidArgument("--kv-quarantine must be on or off, got '{}'", f.kv_quarantine);
+  }
+  DiskCacheOptions o;
+  o.dir = f.kv_disk_dir;
+  o.budget_bytes = f.kv_disk_space_mb << 20;
+  o.quarantine = f.kv_quarantine == "on";
+  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fp, ModelFingerprint(file));
+  o.identity = SnapshotIdentity{
+      fp, fmt::format("{}/{}", NumericsModeName(mo.numerics), ActQuantModeName(mo.act_quant))};
+  return DiskCache::Open(o);
+}
+
 Status RunServe(const ServeFlags& f) {
   if (f.ctx < 16) return InvalidArgument("--ctx must be at least 16");
   if (f.tokens < 1) return InvalidArgument("--tokens must be positive");
@@ -116,13 +141,29 @@ Status RunServe(const ServeFlags& f) {
   ro.model_path = model_path;
   ro.threads = f.threads;
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open(ro));
+  FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv_policy));
 
   EngineMetrics metrics;
+  std::unique_ptr<DiskCache> disk;
+  if (!f.kv_disk_dir.empty()) {
+    if (f.kv_disk_space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
+    // A cache that cannot open (another server holds the directory, no permission) is
+    // reported; the server still runs from memory, as ds4 does.
+    auto opened = OpenDiskCache(f, gguf, rt->model().options());
+    if (opened.ok()) {
+      disk = std::move(*opened);
+      metrics.SetDiskCache(disk.get());
+    } else {
+      spdlog::error("disk KV cache disabled: {}", opened.status().ToString());
+    }
+  }
   ToolReplayMap replay(size_t(f.tool_memory_max_ids));
   EngineOptions eo;
   eo.ctx_size = f.ctx;
   eo.live_sessions = f.live_sessions;
   eo.prefill_chunk = f.prefill_chunk;
+  eo.disk = disk.get();
+  eo.policy = policy;
   Engine engine(rt->model(), *tokenizer, replay, metrics, eo);
   Scheduler scheduler(engine, metrics);
   scheduler.Start();
@@ -192,6 +233,28 @@ void RegisterServe(CLI::App& app) {
                 "render clients' tool calls canonically instead of the sampled bytes");
   cmd->add_option("--tool-memory-max-ids", f->tool_memory_max_ids,
                   "tool-call ids remembered for exact replay")
+      ->capture_default_str();
+  cmd->add_option("--kv-disk-dir", f->kv_disk_dir,
+                  "disk KV cache directory: snapshots survive evictions and restarts");
+  cmd->add_option("--kv-disk-space-mb", f->kv_disk_space_mb, "disk KV cache budget (MiB)")
+      ->capture_default_str();
+  cmd->add_option("--kv-quarantine", f->kv_quarantine,
+                  "on: move damaged cache files to quarantine/; off: delete them")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-min-tokens", f->kv_policy.min_tokens,
+                  "never save or load snapshots shorter than this")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-cold-max-tokens", f->kv_policy.cold_max_tokens,
+                  "cold saves only for first prompts up to this long (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-continued-interval-tokens", f->kv_policy.continued_interval_tokens,
+                  "spacing of continued snapshots (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-boundary-trim-tokens", f->kv_policy.boundary_trim_tokens,
+                  "tail tokens trimmed before a cold boundary")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-boundary-align-tokens", f->kv_policy.boundary_align_tokens,
+                  "align cold and continued boundaries to this (0: off)")
       ->capture_default_str();
   cmd->callback([f] {
     Status s = RunServe(*f);

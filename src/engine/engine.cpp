@@ -8,6 +8,7 @@
 #include "engine/stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/utf8.h"
+#include "util/file_io.h"
 
 namespace flashkv {
 namespace {
@@ -52,7 +53,151 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       options_(options),
       n_vocab_(model.config().n_vocab),
       pool_(options.live_sessions, model.config().n_vocab,
-            [this] { return model_.NewState(options_.ctx_size); }) {}
+            [this] { return model_.NewState(options_.ctx_size); }),
+      disk_(options.disk),
+      markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
+  if (disk_ != nullptr) LoadReplayFromDisk();
+}
+
+void Engine::ImportReplay(const std::vector<SnapshotExtension>& extensions) {
+  for (const SnapshotExtension& e : extensions) {
+    if (e.tag != kReplayMapTag) continue;
+    Expected<size_t> n = replay_.DecodeTrailer(e.bytes);
+    if (!n.ok()) spdlog::warn("tool replay map in snapshot: {}", n.status().ToString());
+  }
+}
+
+void Engine::LoadReplayFromDisk() {
+  // Clients resend tool calls from before a restart; their exact bytes live in the
+  // snapshots' trailers. Reading them up front lets the first request after a restart
+  // render the sampled DSML, so its text still matches the snapshot it continues.
+  size_t files = 0;
+  for (const DiskCacheEntry& e : disk_->List()) {
+    if (!e.loadable) continue;
+    Expected<File> f = File::OpenRead(e.path);
+    if (!f.ok()) continue;
+    Expected<SnapshotHeader> h = ReadSnapshotHeader(*f);
+    if (!h.ok()) continue;
+    const SnapshotSection* sec = h->Find(SnapshotSectionKind::kExtension, kReplayMapTag);
+    if (sec == nullptr) continue;
+    Expected<std::string> bytes = ReadSnapshotSection(*f, *sec);
+    if (!bytes.ok()) continue;
+    ImportReplay({SnapshotExtension{kReplayMapTag, std::move(*bytes)}});
+    ++files;
+  }
+  if (files > 0) spdlog::info("tool replay map: {} ids from {} snapshot(s)", replay_.size(), files);
+}
+
+void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
+  if (disk_ == nullptr || !session.logits_valid() || session.tokens().empty()) return;
+  const int64_t n = int64_t(session.tokens().size());
+  if ((reason == SaveReason::kEvict || reason == SaveReason::kShutdown) &&
+      !options_.policy.ShouldSaveSession(n)) {
+    return;
+  }
+  SnapshotContent c;
+  c.tokens = session.tokens();
+  c.logits = session.logits();
+  c.reason = reason;
+  std::string text(session.evaluated_text());
+  if (visible && !session.visible_keys().empty()) {
+    // Filed under what the client will resend, so a text lookup after a restart finds it;
+    // the ids that text covers beyond the evaluated ones travel with it.
+    const VisibleKey& key = session.visible_keys().front();
+    text = key.text;
+    std::string tail;
+    auto put = [&tail](int32_t id) {
+      for (int i = 0; i < 4; ++i) tail.push_back(char((uint32_t(id) >> (8 * i)) & 0xff));
+    };
+    for (int32_t id : session.pending()) put(id);
+    for (int32_t id : key.append) put(id);
+    if (!tail.empty()) c.extensions.push_back({kVisibleTailTag, std::move(tail)});
+  }
+  std::string trailer = replay_.EncodeTrailer(text);
+  if (!trailer.empty()) c.extensions.push_back({kReplayMapTag, std::move(trailer)});
+  c.text = text;
+  Expected<std::string> key = disk_->Save(session.state(), c);
+  if (!key.ok()) {
+    spdlog::info("kv: {} snapshot of {} tokens not saved: {}", SaveReasonName(reason), n,
+                 key.status().message());
+    return;
+  }
+  session.set_last_saved_tokens(n);
+  spdlog::info("kv: {} snapshot of session {} ({} tokens) queued as {}", SaveReasonName(reason),
+               session.id(), n, *key);
+}
+
+void Engine::OnShutdown() {
+  if (disk_ == nullptr) return;
+  for (int i = 0; i < pool_.size(); ++i) SaveSession(pool_.at(i), SaveReason::kShutdown, true);
+  Status st = disk_->Flush();
+  if (!st.ok()) spdlog::warn("kv: shutdown writes: {}", st.ToString());
+}
+
+bool Engine::TryDisk(const GenerationRequest& request, int slot, Resume* r, Status* error) {
+  r->disk_looked_up = true;
+  Session& s = pool_.at(slot);
+  DiskLookup lookup;
+  lookup.tokens = request.prompt_tokens;
+  lookup.text = request.prompt_text;
+  lookup.min_tokens = options_.policy.min_load_tokens();
+  lookup.max_tokens = options_.ctx_size - 1;
+  Expected<DiskHit> hit = disk_->Load(lookup, s.state());
+  if (!hit.ok()) {
+    if (hit.status().code() != StatusCode::kNotFound) {
+      spdlog::warn("kv: disk lookup failed: {}", hit.status().ToString());
+    }
+    // A failed load clears the state; make the session agree.
+    (void)s.Reset(s.id());
+    return false;
+  }
+  // The snapshot's ids are authoritative. A token hit continues with the request's own
+  // ids; a text hit tokenizes only the text after the snapshot's.
+  std::vector<int32_t> continuation;
+  if (hit->by_text) {
+    for (const SnapshotExtension& e : hit->extensions) {
+      if (e.tag != kVisibleTailTag) continue;
+      for (size_t i = 0; i + 4 <= e.bytes.size(); i += 4) {
+        uint32_t v = 0;
+        for (int b = 0; b < 4; ++b) v |= uint32_t(uint8_t(e.bytes[i + size_t(b)])) << (8 * b);
+        continuation.push_back(int32_t(v));
+      }
+    }
+    std::vector<int32_t> rest =
+        tokenizer_.EncodeChatPrompt(std::string_view(request.prompt_text).substr(hit->text_bytes));
+    continuation.insert(continuation.end(), rest.begin(), rest.end());
+  } else {
+    continuation.assign(request.prompt_tokens.begin() + ptrdiff_t(hit->tokens.size()),
+                        request.prompt_tokens.end());
+  }
+  for (int32_t id : continuation) {
+    if (id < 0 || size_t(id) >= tokenizer_.vocab_size()) {
+      *error = Corrupt("snapshot {} continues with token id {} outside the vocabulary",
+                       hit->entry.path, id);
+      (void)s.Reset(s.id());
+      return true;
+    }
+  }
+  ImportReplay(hit->extensions);
+  Expected<std::string> text = tokenizer_.Decode(hit->tokens);
+  const size_t reused = hit->tokens.size();
+  s.AdoptRestored(std::move(hit->tokens), text.ok() ? std::move(*text) : std::string(),
+                  hit->logits);
+  const int64_t effective = int64_t(reused + continuation.size());
+  if (effective >= options_.ctx_size) {
+    *error = ResourceExhausted("Prompt has {} tokens, but the configured context size is {} tokens",
+                               effective, options_.ctx_size);
+    return true;
+  }
+  for (int32_t id : continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
+  r->slot = slot;
+  r->cache.source = CacheSource::kDisk;
+  r->cache.detail = hit->by_text ? "disk-text" : "disk-token";
+  r->cache.cached_tokens = int64_t(reused);
+  r->cache.prompt_tokens = effective;
+  r->cache.restore_ms = hit->load_ms;
+  return true;
+}
 
 Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   const int64_t ctx = options_.ctx_size;
@@ -79,18 +224,28 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
     return r;
   }
 
-  // Tier 2, the disk snapshots, plugs in here once the disk cache exists: the longest
-  // snapshot whose text is a prefix of the prompt is restored into a fresh slot.
-
-  // Tier 3: nothing to reuse; a fresh slot (the least recently used session makes room).
+  // No live session continues the prompt: a fresh slot. The least recently used session
+  // makes room, and goes to disk first.
   const int64_t n = int64_t(request.prompt_tokens.size());
   if (n >= ctx) return too_long(n);
   if (n == 0) return InvalidArgument("empty prompt");
   const bool full = pool_.live_count() >= pool_.capacity();
   FLASHKV_ASSIGN_OR_RETURN(r.slot, pool_.AcquireFresh(next_session_id_++, [&](Session& old) {
     spdlog::info("live session {} evicted ({} tokens)", old.id(), old.total_tokens());
+    SaveSession(old, SaveReason::kEvict, /*visible=*/true);
   }));
   if (full) metrics_.RecordLiveEviction();
+
+  // Tier 2: the longest disk snapshot the prompt continues.
+  if (disk_ != nullptr) {
+    Status error;
+    if (TryDisk(request, r.slot, &r, &error)) {
+      if (!error.ok()) return error;
+      return r;
+    }
+  }
+
+  // Tier 3: prefill from the first token.
   Session& s = pool_.at(r.slot);
   for (int32_t id : request.prompt_tokens) s.AddPending(id, tokenizer_.TokenBytes(id));
   r.cache.source = CacheSource::kNone;
@@ -113,16 +268,31 @@ Status Engine::Evaluate(Session& session, size_t n, bool want_logits) {
   return Status::Ok();
 }
 
-Status Engine::Prefill(Session& session, RequestHandle& request, RequestTiming* timing) {
+Status Engine::Prefill(Session& session, RequestHandle& request,
+                       const std::vector<int64_t>& save_points, std::optional<int64_t> cold,
+                       RequestTiming* timing) {
   const Clock::time_point t0 = Clock::now();
   const int64_t total = int64_t(session.pending().size());
   int64_t done = 0;
   const size_t chunk = size_t(std::max(1, options_.prefill_chunk));
+  size_t next_point = 0;
   while (!session.pending().empty()) {
     if (request.cancelled()) return Cancelled("client went away during prefill");
-    const size_t n = std::min(chunk, session.pending().size());
+    size_t n = std::min(chunk, session.pending().size());
+    const int64_t pos = int64_t(session.tokens().size());
+    while (next_point < save_points.size() && save_points[next_point] <= pos) ++next_point;
+    bool at_point = false;
+    if (next_point < save_points.size() && save_points[next_point] <= pos + int64_t(n)) {
+      n = size_t(save_points[next_point] - pos);
+      at_point = true;
+    }
     const bool last = n == session.pending().size();
-    FLASHKV_RETURN_IF_ERROR(Evaluate(session, n, last));
+    FLASHKV_RETURN_IF_ERROR(Evaluate(session, n, last || at_point));
+    if (at_point) {
+      const bool is_cold = cold && *cold == save_points[next_point];
+      SaveSession(session, is_cold ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
+      ++next_point;
+    }
     done += int64_t(n);
     GenerationEvent ev;
     ev.kind = GenerationEvent::Kind::kPrefill;
@@ -227,6 +397,10 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       result->error = st.ToString();
       break;
     }
+    if (disk_ != nullptr && options_.policy.IsContinuedFrontier(int64_t(session.tokens().size()),
+                                                                session.last_saved_tokens())) {
+      SaveSession(session, SaveReason::kContinued, /*visible=*/false);
+    }
   }
   emit(decoder.Flush(), /*final=*/true);
 
@@ -274,7 +448,9 @@ std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
   // Clients either resend the reasoning or drop it; render both. A user turn after the
   // reply makes the template treat it as history (old reasoning dropped without tools),
   // and everything before that turn's marker is what the next prompt starts with.
-  for (int with_reasoning = 1; with_reasoning >= 0; --with_reasoning) {
+  // The key this client most likely resends comes first (disk saves use it).
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool with_reasoning = (pass == 0) == request.replays_reasoning;
     reply.reasoning = with_reasoning ? result.parsed.reasoning : std::string();
     std::vector<ChatMessage> next = request.history;
     next.push_back(reply);
@@ -318,7 +494,17 @@ void Engine::Run(RequestHandle& request) {
     request.Push(std::move(ev));
   }
 
-  Status st = Prefill(session, request, &result->timing);
+  std::vector<int64_t> save_points;
+  std::optional<int64_t> cold;
+  if (disk_ != nullptr) {
+    if (resume->cache.source == CacheSource::kNone) {
+      cold = options_.policy.ColdBoundary(session.pending(), markers_);
+    }
+    save_points = options_.policy.SavePoints(int64_t(session.tokens().size()),
+                                             int64_t(session.total_tokens()), cold,
+                                             session.last_saved_tokens());
+  }
+  Status st = Prefill(session, request, save_points, cold, &result->timing);
   metrics_.RecordPrompt(resume->cache.source, resume->cache.cached_tokens,
                         result->timing.prefill_tokens, resume->live_hit, resume->disk_looked_up);
   metrics_.SetLiveSessions(pool_.live_count());

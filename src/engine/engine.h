@@ -18,18 +18,28 @@
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
 #include "engine/tool_replay_map.h"
+#include "kv/cache_policy.h"
+#include "kv/disk_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashkv {
 
 struct EngineOptions {
-  int ctx_size = 32768;      // tokens one session can hold (every KvState is this big)
-  int live_sessions = 4;     // sessions kept in memory, LRU beyond that
-  int prefill_chunk = 2048;  // ids per forward call while prefilling; cancellation and
-                             // progress are checked between chunks, so this bounds how
-                             // long a vanished client keeps the worker busy
+  int ctx_size = 32768;       // tokens one session can hold (every KvState is this big)
+  int live_sessions = 4;      // sessions kept in memory, LRU beyond that
+  int prefill_chunk = 2048;   // ids per forward call while prefilling; cancellation and
+                              // progress are checked between chunks, so this bounds how
+                              // long a vanished client keeps the worker busy
+  DiskCache* disk = nullptr;  // tier 2 (snapshots on disk); null: memory only
+  CachePolicy policy;         // when to write snapshots (with a disk cache)
 };
+
+// Extension tags of the snapshots the engine writes.
+inline constexpr uint32_t kReplayMapTag = SnapshotTag("KTM1");  // ToolReplayMap trailer
+// u32 ids the snapshot's text covers beyond its tokens (a visible key's pending ids and
+// appended EOS): a text hit continues after them.
+inline constexpr uint32_t kVisibleTailTag = SnapshotTag("VKA1");
 
 class Engine : public RequestRunner {
  public:
@@ -38,6 +48,8 @@ class Engine : public RequestRunner {
          const EngineOptions& options);
 
   void Run(RequestHandle& request) override;
+  // Saves every live session worth keeping (reason shutdown) and waits for the writes.
+  void OnShutdown() override;
 
   const EngineOptions& options() const { return options_; }
   const SessionPool& sessions() const { return pool_; }
@@ -52,9 +64,19 @@ class Engine : public RequestRunner {
   };
   // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
   Expected<Resume> ResumeFor(const GenerationRequest& request);
+  // Tier 2: restores the longest usable snapshot into the fresh session at `slot`.
+  bool TryDisk(const GenerationRequest& request, int slot, Resume* r, Status* error);
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
-  // progress; Cancelled when the request is cancelled between chunks.
-  Status Prefill(Session& session, RequestHandle& request, RequestTiming* timing);
+  // progress, pausing at `save_points` (absolute token counts) to write snapshots
+  // (`cold` names the cold one); Cancelled when the request is cancelled between chunks.
+  Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
+                 std::optional<int64_t> cold, RequestTiming* timing);
+  // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
+  // preferred visible key when it has one (evict, shutdown). Never fails the request.
+  void SaveSession(Session& session, SaveReason reason, bool visible);
+  // Merges the replay-map trailers of a restored snapshot, or of every entry at start.
+  void ImportReplay(const std::vector<SnapshotExtension>& extensions);
+  void LoadReplayFromDisk();
   // Evaluates the first n pending ids in one forward call.
   Status Evaluate(Session& session, size_t n, bool want_logits);
   // Samples until a finish condition; fills result (but not cache/timing).
@@ -71,6 +93,8 @@ class Engine : public RequestRunner {
   const EngineOptions options_;
   const int n_vocab_;
   SessionPool pool_;
+  DiskCache* disk_;
+  ChatMarkerIds markers_;  // for the cold-save chat anchor
   int64_t next_session_id_ = 1;
 };
 

@@ -15,8 +15,23 @@ const char* CacheSourceName(CacheSource source) {
 }
 
 EngineStats EngineMetrics::Snapshot() const {
+  EngineStats out;
+  const DiskCache* disk = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out = s_;
+    disk = disk_;
+  }
+  if (disk != nullptr) {
+    out.disk_enabled = true;
+    out.disk = disk->stats();
+  }
+  return out;
+}
+
+void EngineMetrics::SetDiskCache(const DiskCache* disk) {
   std::lock_guard<std::mutex> lock(mu_);
-  return s_;
+  disk_ = disk;
 }
 
 void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled,

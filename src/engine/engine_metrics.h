@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "engine/request_timing.h"
+#include "kv/disk_cache.h"
 
 namespace flashkv {
 
@@ -43,6 +44,9 @@ struct EngineStats {
   int64_t queue_depth = 0;    // submitted, not yet picked up
   int64_t live_sessions = 0;  // sessions holding tokens
   int64_t active_requests = 0;
+  // The disk tier, when there is one.
+  bool disk_enabled = false;
+  DiskCacheStats disk;
 };
 
 class EngineMetrics {
@@ -59,10 +63,13 @@ class EngineMetrics {
   void AddQueueDepth(int64_t delta);
   void AddActive(int64_t delta);
   void SetLiveSessions(int64_t n);
+  // Snapshot() then includes its stats; `disk` must outlive this object.
+  void SetDiskCache(const DiskCache* disk);
 
  private:
   mutable std::mutex mu_;
   EngineStats s_;
+  const DiskCache* disk_ = nullptr;
 };
 
 }  // namespace flashkv

@@ -37,6 +37,10 @@ struct GenerationRequest {
   // the text the client will resend next turn (visible keys). Empty for completions.
   std::vector<ChatMessage> history;
   PromptOptions prompt_options;
+  // Whether this client resends reasoning with its history (Anthropic and chat clients
+  // mostly do; Codex on Responses does not). Picks which visible key a disk snapshot of
+  // the session is filed under.
+  bool replays_reasoning = true;
 };
 
 enum class FinishReason {

@@ -48,10 +48,16 @@ class Session {
   size_t total_tokens() const { return tokens_.size() + pending_.size(); }
   // Bytes of tokens() followed by pending(), as the tokenizer decodes them.
   const std::string& text() const { return text_; }
+  // Bytes of tokens() alone.
+  std::string_view evaluated_text() const {
+    return std::string_view(text_).substr(0, text_.size() - pending_bytes_);
+  }
 
   // Next-token logits after tokens(), [n_vocab]; meaningful only when has_logits().
   std::span<float> logits() { return logits_; }
   std::span<const float> logits() const { return logits_; }
+  // True when logits() are the next-token logits after tokens() (pending ids aside).
+  bool logits_valid() const { return logits_valid_; }
   // True when logits() belong to the last evaluated token and nothing is pending.
   bool has_logits() const { return logits_valid_ && pending_.empty(); }
 
@@ -64,6 +70,15 @@ class Session {
   const std::vector<VisibleKey>& visible_keys() const { return visible_keys_; }
   // Replaces the visible keys; valid until the session changes.
   void SetVisibleKeys(std::vector<VisibleKey> keys) { visible_keys_ = std::move(keys); }
+
+  // Takes over a state restored from a disk snapshot: state() already holds `tokens`;
+  // `text` is their decoded bytes and `logits` [n_vocab] the next-token logits after them.
+  void AdoptRestored(std::vector<int32_t> tokens, std::string text, std::span<const float> logits);
+
+  // Token count of the last disk snapshot taken of (or restored into) this session; the
+  // continued-save schedule counts from here.
+  int64_t last_saved_tokens() const { return last_saved_tokens_; }
+  void set_last_saved_tokens(int64_t n) { last_saved_tokens_ = n; }
 
   // Forgets everything (after a failed forward pass, or to reuse the slot). `new_id`
   // names the sequence that will use it next.
@@ -79,10 +94,13 @@ class Session {
   std::vector<int32_t> tokens_;
   std::vector<int32_t> pending_;
   std::string text_;
-  std::vector<float> logits_;  // [n_vocab]
+  std::vector<uint32_t> pending_piece_bytes_;  // [pending_.size()] bytes of each pending id
+  size_t pending_bytes_ = 0;                   // their sum: the tail of text_
+  std::vector<float> logits_;                  // [n_vocab]
   bool logits_valid_ = false;
   std::vector<VisibleKey> visible_keys_;
   uint64_t last_used_ = 0;
+  int64_t last_saved_tokens_ = 0;
 };
 
 }  // namespace flashkv

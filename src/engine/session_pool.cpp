@@ -90,12 +90,12 @@ std::optional<LiveMatch> SessionPool::FindBest(std::string_view prompt_text,
                             prompt_tokens.end());
       break;
     case LiveMatchKind::kText:
-      m.continuation = tokenizer.Encode(prompt_text.substr(s.text().size()), true);
+      m.continuation = tokenizer.EncodeChatPrompt(prompt_text.substr(s.text().size()));
       break;
     case LiveMatchKind::kVisible: {
       m.continuation = best->key->append;
       std::vector<int32_t> rest =
-          tokenizer.Encode(prompt_text.substr(best->key->text.size()), true);
+          tokenizer.EncodeChatPrompt(prompt_text.substr(best->key->text.size()));
       m.continuation.insert(m.continuation.end(), rest.begin(), rest.end());
       break;
     }

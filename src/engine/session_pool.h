@@ -53,7 +53,7 @@ class SessionPool {
 
   // The session the prompt continues with the most reused ids (ties: the exact token key,
   // then the most recent), or nullopt. A match always leaves at least one id to evaluate
-  // or logits to sample from. `tokenizer` encodes a text continuation (specials allowed).
+  // or logits to sample from. `tokenizer` encodes a text continuation (EncodeChatPrompt).
   std::optional<LiveMatch> FindBest(std::string_view prompt_text,
                                     std::span<const int32_t> prompt_tokens,
                                     const Tokenizer& tokenizer) const;

@@ -173,7 +173,7 @@ bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
     g.output = OutputMode::kChat;
     g.history = a.messages;
   }
-  g.prompt_tokens = tokenizer_.Encode(g.prompt_text, /*allow_specials=*/true);
+  g.prompt_tokens = tokenizer_.EncodeChatPrompt(g.prompt_text);
   if (int64_t(g.prompt_tokens.size()) >= options_.ctx_size) {
     *error = ContextError(dialect, int64_t(g.prompt_tokens.size()));
     return false;
@@ -184,6 +184,7 @@ bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
   g.max_tokens =
       int(std::min<int64_t>(a.max_tokens.value_or(options_.default_max_tokens), INT32_MAX));
   g.stop = a.stop;
+  g.replays_reasoning = dialect != Dialect::kResponses;  // Codex drops reasoning items
   g.sampling = a.sampling;
   if (!a.seeded) g.sampling.seed = RandomSeed();
   return true;
@@ -317,7 +318,7 @@ HttpResponse ApiServer::CountTokens(const HttpRequest& http) {
   PromptOptions po;
   po.thinking = EffectiveThinkingMode(api->thinking, size_t(options_.ctx_size));
   po.tools = api->tools;
-  const size_t n = tokenizer_.Encode(RenderPrompt(api->messages, po), true).size();
+  const size_t n = tokenizer_.EncodeChatPrompt(RenderPrompt(api->messages, po)).size();
   return JsonResponse(200, Json{{"input_tokens", n}});
 }
 

@@ -79,6 +79,33 @@ std::string PrometheusText(const EngineStats& s,
   Family(&out, "flashkv_active_requests", "gauge", "Requests the worker is running (0 or 1).");
   Sample(&out, "flashkv_active_requests", "", s.active_requests);
 
+  if (s.disk_enabled) {
+    const DiskCacheStats& d = s.disk;
+    Family(&out, "flashkv_disk_bytes", "gauge",
+           "Bytes in the disk KV cache directory (with queued writes).");
+    Sample(&out, "flashkv_disk_bytes", "", d.used_bytes);
+    Family(&out, "flashkv_disk_budget_bytes", "gauge",
+           "The disk KV cache budget (--kv-disk-space-mb).");
+    Sample(&out, "flashkv_disk_budget_bytes", "", d.budget_bytes);
+    Family(&out, "flashkv_disk_entries", "gauge", "Loadable snapshots in the disk KV cache.");
+    Sample(&out, "flashkv_disk_entries", "", d.entries);
+    Family(&out, "flashkv_disk_evictions_total", "counter",
+           "Snapshots deleted to stay within the budget.");
+    Sample(&out, "flashkv_disk_evictions_total", "", d.evictions);
+    Family(&out, "flashkv_disk_saves_total", "counter", "Snapshot writes by result.");
+    Sample(&out, "flashkv_disk_saves_total", "result=\"ok\"", d.saves);
+    Sample(&out, "flashkv_disk_saves_total", "result=\"failed\"", d.save_failures);
+    Sample(&out, "flashkv_disk_saves_total", "result=\"skipped\"", d.save_skipped);
+    Family(&out, "flashkv_disk_load_failures_total", "counter",
+           "Snapshots that failed to load (damaged or foreign).");
+    Sample(&out, "flashkv_disk_load_failures_total", "", d.load_failures);
+    Family(&out, "flashkv_disk_quarantined_total", "counter", "Damaged snapshots moved aside.");
+    Sample(&out, "flashkv_disk_quarantined_total", "", d.quarantined);
+    Family(&out, "flashkv_disk_pending_writes", "gauge",
+           "Snapshots queued for the background writer.");
+    Sample(&out, "flashkv_disk_pending_writes", "", d.pending_writes);
+  }
+
   Family(&out, "flashkv_http_requests_total", "counter",
          "HTTP requests by endpoint and status code.");
   for (const auto& [key, n] : http) {
