@@ -35,7 +35,7 @@ test: build tiny
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
 
 $(BUILD_ASAN)/build.ninja:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHKV_SANITIZE=ON -DFLASHKV_CUDA=OFF
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHKV_SANITIZE=ON -DFLASHKV_CUDA=OFF $(CMAKE_FLAGS)
 
 test-asan: deps $(BUILD_ASAN)/build.ninja
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
