@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "backend/device_ptr.h"
+#include "backend/rope_params.h"
 #include "tensor/dtype.h"
 #include "util/status.h"
 
@@ -197,11 +198,11 @@ class Backend {
   // The sum of squares is accumulated in double (ds4). out may alias x.
   virtual void RmsNorm(DevPtr<const float> x, int n_rows, int n, const Weight* weight, float eps,
                        DevPtr<float> out) = 0;
-  // Interleaved RoPE on the trailing n_rot channels of each [head_dim] head.
-  // x: [n_rows, n_heads, head_dim]; row r sits at position pos0 + r·pos_step.
-  // freqs: [n_rot/2] angular frequency per pair; inverse rotates by −angle.
-  virtual void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, int n_rot, int64_t pos0,
-                    int64_t pos_step, DevPtr<const float> freqs, bool inverse) = 0;
+  // Interleaved RoPE on the trailing rope.n_rot channels of each [head_dim] head, angles
+  // as rope_params.h defines them. x: [n_rows, n_heads, head_dim]; row r sits at position
+  // pos0 + r·pos_step; inverse rotates by −angle.
+  virtual void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+                    int64_t pos0, int64_t pos_step, bool inverse) = 0;
   // FP8 E4M3 round trip of x[r, 0:n_prefix] in 64-wide blocks with a power-of-two scale
   // (ds4 / official KV simulation). x: [n_rows, row_dim].
   virtual void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) = 0;

@@ -125,8 +125,13 @@ class DiskCache::Impl {
     }
     writer_ = std::thread([this] { WriterLoop(); });
     const DiskCacheStats s = stats();
-    spdlog::info("kv cache: {} ({} entries, {} other models', {:.1f} / {:.1f} MiB)", opt_.dir,
-                 s.entries, s.foreign_entries, Mib(s.used_bytes), Mib(s.budget_bytes));
+    if (opt_.identity) {
+      spdlog::info("kv cache: {} ({} entries, {} of other models, {:.1f} / {:.1f} MiB)", opt_.dir,
+                   s.entries, s.foreign_entries, Mib(s.used_bytes), Mib(s.budget_bytes));
+    } else {
+      spdlog::info("kv cache: {} opened for maintenance ({} entries, {:.1f} MiB)", opt_.dir,
+                   s.foreign_entries, Mib(s.used_bytes));
+    }
     return Status::Ok();
   }
 
@@ -287,15 +292,19 @@ class DiskCache::Impl {
         freed += r->entry.file_bytes;
       }
     }
+    if (freed < excess && new_value > 0) {
+      return ResourceExhausted(
+          "not admitted: it would be the first entry evicted ({:.1f} MiB needed, {:.1f} MiB of "
+          "less valuable entries)",
+          Mib(excess), Mib(freed));
+    }
+    // Without a new entry (start-up, gc) evict what can go even if files that are never
+    // deleted (unrelated, being written) keep the directory over the budget.
     if (freed < excess) {
-      if (new_value > 0) {
-        return ResourceExhausted(
-            "not admitted: it would be the first entry evicted ({:.1f} MiB needed, {:.1f} MiB of "
-            "less valuable entries)",
-            Mib(excess), Mib(freed));
-      }
-      return ResourceExhausted("{:.1f} MiB over the budget after evicting every entry",
-                               Mib(excess - freed));
+      spdlog::warn(
+          "kv cache: {:.1f} MiB over the budget after evicting every entry (files that "
+          "are not cache entries count too)",
+          Mib(excess - freed));
     }
     // Commit: out of the index, bytes doomed until the deletions run.
     std::sort(q_taken.rbegin(), q_taken.rend());
@@ -669,10 +678,10 @@ class DiskCache::Impl {
     return RemoveFile(path);
   }
 
-  Expected<int> Collect(uint64_t budget) {
+  Expected<int> Collect(std::optional<uint64_t> budget) {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Victim> victims;
-    FLASHKV_RETURN_IF_ERROR(PlanLocked(0, 0, budget == 0 ? opt_.budget_bytes : budget, &victims));
+    FLASHKV_RETURN_IF_ERROR(PlanLocked(0, 0, budget.value_or(opt_.budget_bytes), &victims));
     const int n = DeleteVictims(victims);
     SettleLocked(victims, n);
     return n;
@@ -821,7 +830,7 @@ std::vector<DiskCacheEntry> DiskCache::List() const {
 Status DiskCache::Remove(std::string_view key_prefix) {
   return impl_->Remove(key_prefix);
 }
-Expected<int> DiskCache::Collect(uint64_t budget_bytes) {
+Expected<int> DiskCache::Collect(std::optional<uint64_t> budget_bytes) {
   return impl_->Collect(budget_bytes);
 }
 DiskCacheStats DiskCache::stats() const {

@@ -137,8 +137,9 @@ class DiskCache {
   // Deletes an entry (a unique key prefix of at least 4 hex digits is enough).
   Status Remove(std::string_view key_prefix);
   // Evicts by the rule above until the directory holds at most `budget_bytes` (the
-  // configured budget when 0). Returns how many files were deleted.
-  Expected<int> Collect(uint64_t budget_bytes = 0);
+  // configured budget when unset), or nothing evictable is left. Returns how many files
+  // were deleted.
+  Expected<int> Collect(std::optional<uint64_t> budget_bytes = std::nullopt);
   DiskCacheStats stats() const;
 
   class Impl;
