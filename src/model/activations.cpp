@@ -4,9 +4,11 @@
 
 namespace flashkv {
 
-Expected<Activations> Activations::Allocate(Backend& backend, const ModelConfig& c, int capacity) {
+Expected<Activations> Activations::Allocate(Backend& backend, const ModelConfig& c, int capacity,
+                                            int logits_rows) {
   Activations a;
   a.capacity = capacity;
+  a.logits_rows = logits_rows;
   const size_t T = size_t(capacity);
   auto alloc = [&](auto& ptr, size_t elems) -> Status {
     using Elem = std::remove_const_t<std::remove_pointer_t<decltype(ptr.get())>>;
@@ -47,7 +49,7 @@ Expected<Activations> Activations::Allocate(Backend& backend, const ModelConfig&
   FLASHKV_RETURN_IF_ERROR(alloc(a.sh_up, T * c.n_ff_exp));
   FLASHKV_RETURN_IF_ERROR(alloc(a.sh_mid, T * c.n_ff_exp));
   FLASHKV_RETURN_IF_ERROR(alloc(a.y, T * c.n_embd));
-  FLASHKV_RETURN_IF_ERROR(alloc(a.logits, T * c.n_vocab));
+  FLASHKV_RETURN_IF_ERROR(alloc(a.logits, size_t(logits_rows) * c.n_vocab));
   return a;
 }
 

@@ -47,11 +47,15 @@ struct Activations {
 
   // Head.
   DevPtr<float> y;       // [T, n_embd]
-  DevPtr<float> logits;  // [T, n_vocab]
+  DevPtr<float> logits;  // [logits_rows, n_vocab]
+  int logits_rows = 0;   // 1 unless a chunk asked for every position's logits
 
   std::vector<DeviceBuffer> storage;
 
-  static Expected<Activations> Allocate(Backend& backend, const ModelConfig& c, int capacity);
+  // Sizes everything for `capacity` tokens and `logits_rows` rows of logits (a prefill that
+  // only needs the last token's logits keeps the [T, n_vocab] buffer out of memory).
+  static Expected<Activations> Allocate(Backend& backend, const ModelConfig& c, int capacity,
+                                        int logits_rows);
 };
 
 }  // namespace flashkv

@@ -37,12 +37,12 @@ void AttentionSublayer(ChunkContext& c, int l) {
   be.RmsNorm(a.q_lat, T, cfg.q_lora_rank, &w.attn_q_a_norm, eps, a.q_lat);
   be.MatMul(w.attn_q_b, a.q_lat, T, a.q, aq);
   be.RmsNorm(a.q, T * cfg.n_head, cfg.head_dim, nullptr, eps, a.q);
-  be.Rope(a.q, T, cfg.n_head, cfg.head_dim, cfg.n_rot, c.pos0, 1, c.freqs(l), false);
+  be.Rope(a.q, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, false);
 
   // c_t = RMSNorm(W_kv x) · kv_norm; RoPE at pos; stored precision (official: FP8 + F16)
   be.MatMul(w.attn_kv, a.xn, T, a.kv, aq);
   be.RmsNorm(a.kv, T, cfg.head_dim, &w.attn_kv_norm, eps, a.kv);
-  be.Rope(a.kv, T, 1, cfg.head_dim, cfg.n_rot, c.pos0, 1, c.freqs(l), false);
+  be.Rope(a.kv, T, 1, cfg.head_dim, c.rope(l), c.pos0, 1, false);
   RoundStoredKvRows(c, a.kv, T);
 
   // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
@@ -80,7 +80,7 @@ void AttentionSublayer(ChunkContext& c, int l) {
   be.StoreWindowRows(a.kv, c.pos0, T, cfg.n_swa, cfg.head_dim, st.ring);
 
   // Undo the rotation the values carried: RoPE at −pos on each head's tail
-  be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, cfg.n_rot, c.pos0, 1, c.freqs(l), true);
+  be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, true);
 
   // out = W_ob · concat_j(W_oa[j] · heads of group j)
   be.MatMulGrouped(w.attn_output_a, a.heads, T, cfg.n_out_group, a.low, aq);

@@ -23,17 +23,17 @@ struct ChunkContext {
   const ModelWeights& weights;
   Activations& act;
   KvState& kv;
-  DevPtr<const float> main_freqs;      // [n_rot/2] sliding layers
-  DevPtr<const float> compress_freqs;  // [n_rot/2] compressed layers
+  const RopeParams& main_rope;      // sliding layers
+  const RopeParams& compress_rope;  // compressed layers, their compressors and indexer
   HcParams hc;
   int64_t pos0;  // position of the chunk's first token
   int n_tokens;
 
   bool official() const { return opt.numerics == NumericsMode::kOfficial; }
   ActQuantMode aq() const { return opt.act_quant; }
-  // The RoPE table of a layer's attention (spec §4.2).
-  DevPtr<const float> freqs(int layer) const {
-    return cfg.is_compressed(layer) ? compress_freqs : main_freqs;
+  // The RoPE of a layer's attention (spec §4.2).
+  const RopeParams& rope(int layer) const {
+    return cfg.is_compressed(layer) ? compress_rope : main_rope;
   }
 };
 

@@ -39,7 +39,7 @@ void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
 
   // Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position w·m
   be.RmsNorm(rows, n_new, s.d_c, s.norm, cfg.rms_eps, rows);
-  be.Rope(rows, n_new, 1, s.d_c, cfg.n_rot, first * m, m, c.compress_freqs, false);
+  be.Rope(rows, n_new, 1, s.d_c, c.compress_rope, first * m, m, false);
 
   // Official stored precision. Like ds4, the row width picks the simulation: head_dim
   // rows get FP8 on the no-RoPE dims, indexer rows Hadamard + FP4; then F16.

@@ -29,8 +29,7 @@ void IndexerSelect(ChunkContext& c, int l) {
   if (needs_scores) {
     // qI = W_Iq q_lat, compress-RoPE at pos; official: Hadamard + FP4
     be.MatMul(w.indexer_q_b, a.q_lat, T, a.idx_q, c.aq());
-    be.Rope(a.idx_q, T, cfg.indexer_heads, cfg.indexer_head_dim, cfg.n_rot, c.pos0, 1,
-            c.compress_freqs, false);
+    be.Rope(a.idx_q, T, cfg.indexer_heads, cfg.indexer_head_dim, c.compress_rope, c.pos0, 1, false);
     if (c.official()) be.HadamardFp4(a.idx_q, T * cfg.indexer_heads, cfg.indexer_head_dim);
     // ω = W_Iw x (scaled by (H_I·d_I)^-1/2 inside the selection)
     be.MatMul(w.indexer_proj, a.xn, T, a.idx_w, c.aq());

@@ -31,14 +31,8 @@ Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& b
   if (!weights.ok()) return weights.status().WithContext(path);
   m->weights_ = std::move(*weights);
 
-  // RoPE tables live on the device for the Rope op.
-  const std::vector<float> main = MainRopeFrequencies(m->config_);
-  const std::vector<float> comp = CompressRopeFrequencies(m->config_);
-  FLASHKV_ASSIGN_OR_RETURN(m->rope_tables_, backend.Alloc(sizeof(float) * main.size() * 2));
-  FLASHKV_RETURN_IF_ERROR(
-      backend.Write(m->rope_tables_.as<float>(), main.data(), sizeof(float) * main.size()));
-  FLASHKV_RETURN_IF_ERROR(backend.Write(m->rope_tables_.as<float>() + main.size(), comp.data(),
-                                        sizeof(float) * comp.size()));
+  m->main_rope_ = MainRope(m->config_);
+  m->compress_rope_ = CompressRope(m->config_);
   spdlog::info("model {}: {} layers, n_embd {}, vocab {}, numerics {}, act-quant {}",
                m->config_.name.empty() ? path : m->config_.name, m->config_.n_layer,
                m->config_.n_embd, m->config_.n_vocab, NumericsModeName(opts.numerics),
@@ -64,10 +58,12 @@ Expected<KvState> Model::NewState(int ctx_size) const {
   return KvState::Create(backend_, StateShape(ctx_size));
 }
 
-Status Model::EnsureActivations(int capacity) {
-  if (act_.capacity >= capacity) return Status::Ok();
+Status Model::EnsureActivations(int capacity, int logits_rows) {
+  if (act_.capacity >= capacity && act_.logits_rows >= logits_rows) return Status::Ok();
+  capacity = std::max(capacity, act_.capacity);
+  logits_rows = std::max(logits_rows, act_.logits_rows);
   act_ = Activations();  // free the smaller set first
-  FLASHKV_ASSIGN_OR_RETURN(act_, Activations::Allocate(backend_, config_, capacity));
+  FLASHKV_ASSIGN_OR_RETURN(act_, Activations::Allocate(backend_, config_, capacity, logits_rows));
   return Status::Ok();
 }
 
@@ -103,15 +99,15 @@ Status Model::ForwardChunk(std::span<const int32_t> tokens, KvState& state, Logi
                            float* logits) {
   const int T = static_cast<int>(tokens.size());
   if (T == 0) return Status::Ok();
-  FLASHKV_RETURN_IF_ERROR(EnsureActivations(T));
+  FLASHKV_RETURN_IF_ERROR(EnsureActivations(T, which == LogitsFor::kAll ? T : 1));
   ChunkContext c{backend_,
                  config_,
                  options_,
                  weights_,
                  act_,
                  state,
-                 rope_tables_.as<float>(),
-                 rope_tables_.as<float>() + size_t(config_.n_rot / 2),
+                 main_rope_,
+                 compress_rope_,
                  MakeHcParams(config_),
                  state.n_tokens(),
                  T};

@@ -61,7 +61,7 @@ class Model {
 
  private:
   Model(GgufFile file, ModelConfig config, ModelOptions options, Backend& backend);
-  Status EnsureActivations(int capacity);
+  Status EnsureActivations(int capacity, int logits_rows);
   Status ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
                       float* logits);
 
@@ -70,7 +70,8 @@ class Model {
   ModelOptions options_;
   Backend& backend_;
   ModelWeights weights_;
-  DeviceBuffer rope_tables_;  // [n_rot/2] main, then [n_rot/2] compress
+  RopeParams main_rope_;
+  RopeParams compress_rope_;
   Activations act_;
   std::vector<float> observer_buf_;
   LayerObserver observer_;

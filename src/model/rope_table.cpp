@@ -2,53 +2,53 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 namespace flashkv {
-namespace {
 
-// Dimension index (in pairs' channel units) at which a rotation of β turns completes in
-// the original context: n_rot · ln(L0 / (2π·β)) / (2 ln θ).
-double CorrectionDim(int n_rot, uint64_t orig_ctx, double beta, double base) {
-  return n_rot * std::log(double(orig_ctx) / (beta * 2.0 * std::numbers::pi)) /
-         (2.0 * std::log(base));
+void YarnCorrectionDims(int n_rot, uint64_t orig_ctx, float base, float beta_fast, float beta_slow,
+                        float* lo, float* hi) {
+  const float pi = 3.14159265358979323846f;
+  auto cd = [&](float beta) {
+    return float(n_rot) * std::log(float(orig_ctx) / (beta * 2.0f * pi)) / (2.0f * std::log(base));
+  };
+  *lo = std::fmax(0.0f, std::floor(cd(beta_fast)));
+  *hi = std::fmin(float(n_rot - 1), std::ceil(cd(beta_slow)));
 }
 
-}  // namespace
+RopeParams PlainRope(int n_rot, float base) {
+  RopeParams p;
+  p.n_rot = n_rot;
+  p.freq_base = base;
+  return p;
+}
 
-std::vector<float> PlainRopeFrequencies(int n_rot, double base) {
-  std::vector<float> f(n_rot / 2);
-  for (int i = 0; i < n_rot / 2; ++i) f[i] = float(std::pow(base, -2.0 * i / n_rot));
+RopeParams YarnRope(int n_rot, float base, float factor, uint64_t orig_ctx, float beta_fast,
+                    float beta_slow) {
+  RopeParams p = PlainRope(n_rot, base);
+  p.freq_scale = 1.0f / factor;
+  p.ext_factor = 1.0f;
+  YarnCorrectionDims(n_rot, orig_ctx, base, beta_fast, beta_slow, &p.corr_lo, &p.corr_hi);
+  // No magnitude factor (spec §4.2). ds4 passes the inverse of its helper's factor and lets
+  // the helper multiply it back; the float product is kept so angles match ds4 bit for bit.
+  const float magnitude = 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  p.mscale = (1.0f / magnitude) * magnitude;
+  return p;
+}
+
+RopeParams MainRope(const ModelConfig& c) {
+  return PlainRope(c.n_rot, c.rope_freq_base);
+}
+
+RopeParams CompressRope(const ModelConfig& c) {
+  if (c.rope_scaling_factor <= 1.0f) return PlainRope(c.n_rot, c.compress_rope_freq_base);
+  return YarnRope(c.n_rot, c.compress_rope_freq_base, c.rope_scaling_factor, c.rope_orig_ctx,
+                  c.yarn_beta_fast, c.yarn_beta_slow);
+}
+
+std::vector<float> RopeFrequencies(const RopeParams& p) {
+  std::vector<float> f(p.n_rot / 2);
+  for (int i = 0; i < p.n_rot / 2; ++i) f[i] = RopeAngle(p, 1, i);
   return f;
-}
-
-std::vector<float> YarnRopeFrequencies(int n_rot, double base, double factor, uint64_t orig_ctx,
-                                       double beta_fast, double beta_slow, double* lo_out,
-                                       double* hi_out) {
-  const double lo = std::max(0.0, std::floor(CorrectionDim(n_rot, orig_ctx, beta_fast, base)));
-  const double hi =
-      std::min(double(n_rot - 1), std::ceil(CorrectionDim(n_rot, orig_ctx, beta_slow, base)));
-  if (lo_out) *lo_out = lo;
-  if (hi_out) *hi_out = hi;
-  const double span = std::max(0.001, hi - lo);
-  std::vector<float> f(n_rot / 2);
-  for (int i = 0; i < n_rot / 2; ++i) {
-    const double extrap = std::pow(base, -2.0 * i / n_rot);
-    const double gamma = std::clamp((i - lo) / span, 0.0, 1.0);  // 1: fully interpolated
-    f[i] = float(extrap * ((1.0 - gamma) + gamma / factor));
-  }
-  return f;
-}
-
-std::vector<float> MainRopeFrequencies(const ModelConfig& c) {
-  return PlainRopeFrequencies(c.n_rot, c.rope_freq_base);
-}
-
-std::vector<float> CompressRopeFrequencies(const ModelConfig& c) {
-  if (c.rope_scaling_factor <= 1.0f)
-    return PlainRopeFrequencies(c.n_rot, c.compress_rope_freq_base);
-  return YarnRopeFrequencies(c.n_rot, c.compress_rope_freq_base, c.rope_scaling_factor,
-                             c.rope_orig_ctx, c.yarn_beta_fast, c.yarn_beta_slow);
 }
 
 }  // namespace flashkv

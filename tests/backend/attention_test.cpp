@@ -89,10 +89,15 @@ TEST(AttentionTest, WindowRowsGoToRingSlotsByPosition) {
 
 TEST(RopeTest, RotatesTrailingPairsAndInverts) {
   CpuBackend be(nullptr);
-  auto freqs = Upload<float>(be, {0.5f});
-  // Two rows (positions 3 and 5 with step 2), one head of 4: the last pair rotates.
+  // θ = 0.25 turns pair 0 by the position itself.
+  RopeParams rope;
+  rope.n_rot = 2;
+  rope.freq_base = 0.25f;
+  // Two rows (positions 3 and 5 with step 2), one head of 4: the last pair rotates by 1.5
+  // and 2.5 after the interpolation scale 0.5.
+  rope.freq_scale = 0.5f;
   auto x = Upload<float>(be, {7, 8, 1, 0, 7, 8, 0, 2});
-  be.Rope(x.ptr(), 2, 1, 4, 2, 3, 2, freqs.ptr(), false);
+  be.Rope(x.ptr(), 2, 1, 4, rope, 3, 2, false);
   auto v = x.Get(be);
   EXPECT_EQ(v[0], 7);
   EXPECT_EQ(v[1], 8);
@@ -100,7 +105,7 @@ TEST(RopeTest, RotatesTrailingPairsAndInverts) {
   EXPECT_NEAR(v[3], std::sin(1.5), 1e-6);
   EXPECT_NEAR(v[6], -2 * std::sin(2.5), 1e-6);
   EXPECT_NEAR(v[7], 2 * std::cos(2.5), 1e-6);
-  be.Rope(x.ptr(), 2, 1, 4, 2, 3, 2, freqs.ptr(), true);
+  be.Rope(x.ptr(), 2, 1, 4, rope, 3, 2, true);
   v = x.Get(be);
   EXPECT_NEAR(v[2], 1, 1e-6);
   EXPECT_NEAR(v[3], 0, 1e-6);

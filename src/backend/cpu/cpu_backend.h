@@ -49,8 +49,8 @@ class CpuBackend final : public Backend {
 
   void RmsNorm(DevPtr<const float> x, int n_rows, int n, const Weight* weight, float eps,
                DevPtr<float> out) override;
-  void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, int n_rot, int64_t pos0,
-            int64_t pos_step, DevPtr<const float> freqs, bool inverse) override;
+  void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+            int64_t pos0, int64_t pos_step, bool inverse) override;
   void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) override;
   void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) override;
   void F16Round(DevPtr<float> x, size_t n) override;

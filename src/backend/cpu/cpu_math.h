@@ -26,17 +26,33 @@ inline float SoftplusStable(float x) {
   return std::log1p(std::exp(x));
 }
 
-// Σ a[i]·b[i] in eight fp32 lanes, lanes summed pairwise at the end, tail sequential.
-// The order depends only on n, so every caller (batch or single token) gets the same bits.
-inline float DotLanes(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+// out[r] = Σ_i q[i]·rows[r][i], each summed sequentially in i (ds4's dot_f32 order on x86),
+// four rows at a time so the independent chains overlap in the pipeline.
+inline void DotsSequential(const float* q, const float* const* rows, int n_rows, int64_t n,
+                           float* out) {
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    const float* r0 = rows[r];
+    const float* r1 = rows[r + 1];
+    const float* r2 = rows[r + 2];
+    const float* r3 = rows[r + 3];
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      a0 += q[i] * r0[i];
+      a1 += q[i] * r1[i];
+      a2 += q[i] * r2[i];
+      a3 += q[i] * r3[i];
+    }
+    out[r] = a0;
+    out[r + 1] = a1;
+    out[r + 2] = a2;
+    out[r + 3] = a3;
   }
-  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  for (; r < n_rows; ++r) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; ++i) acc += q[i] * rows[r][i];
+    out[r] = acc;
+  }
 }
 
 // y[i] += a · x[i].

@@ -1,7 +1,7 @@
 // Attention: sink attention of every (token, head) over its visible rows (spec §4.3), in
-// ds4's order: raw window rows oldest first (earlier positions from the ring, this
-// chunk's from kv_new), then compressed rows by ascending id; max-subtracted exps with the
-// sink in the denominator; weights accumulated into the output, scaled by 1/denominator.
+// ds4's order (each q·kv summed sequentially): raw window rows oldest first (earlier positions from
+// the ring, this chunk's from kv_new), then compressed rows by ascending id; max-subtracted exps
+// with the sink in the denominator; weights accumulated into the output, scaled by 1/denominator.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -57,8 +57,9 @@ void CpuBackend::Attention(const AttentionArgs& a) {
 
       const float* qh = a.q.get() + (size_t(i) * a.n_head + h) * d;
       float max_score = sinks[h];
+      cpu::DotsSequential(qh, rows, n_rows, d, score);
       for (int r = 0; r < n_rows; ++r) {
-        score[r] = cpu::DotLanes(qh, rows[r], d) * a.scale;
+        score[r] *= a.scale;
         if (score[r] > max_score) max_score = score[r];
       }
       float* oh = a.out.get() + (size_t(i) * a.n_head + h) * d;

@@ -1,6 +1,7 @@
-// Rope: interleaved rotation of the trailing n_rot channels of each head (spec §4.2).
-// The angle pos·ω is formed and its cos/sin evaluated in double, then rounded to float,
-// so large positions keep full precision; the rotation itself is fp32.
+// Rope: interleaved rotation of the trailing n_rot channels of each head (spec §4.2), in
+// ds4's float arithmetic (rope_params.h): per row the angles are built by repeated float
+// multiplication from the position, mixed by the YaRN ramp, and cosf/sinf are scaled by
+// mscale. Pairs share an angle across heads, so it is computed once per (row, pair).
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
@@ -8,26 +9,34 @@
 
 namespace flashkv {
 
-void CpuBackend::Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, int n_rot,
-                      int64_t pos0, int64_t pos_step, DevPtr<const float> freqs, bool inverse) {
+void CpuBackend::Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim,
+                      const RopeParams& rope, int64_t pos0, int64_t pos_step, bool inverse) {
   float* xs = x.get();
-  const float* f = freqs.get();
-  const int n_nope = head_dim - n_rot;
-  const int n_pairs = n_rot / 2;
+  const int n_nope = head_dim - rope.n_rot;
+  const float theta_scale = std::pow(rope.freq_base, -2.0f / float(rope.n_rot));
+  const float sin_sign = inverse ? -1.0f : 1.0f;
+  const float ramp_span = std::fmax(0.001f, rope.corr_hi - rope.corr_lo);
   Parallel(n_rows, 4, [&](size_t r0, size_t r1, int) {
     for (size_t r = r0; r < r1; ++r) {
-      const double pos = double(pos0 + int64_t(r) * pos_step);
-      for (int i = 0; i < n_pairs; ++i) {
-        const double angle = pos * double(f[i]);
-        const float c = float(std::cos(angle));
-        const float s = inverse ? -float(std::sin(angle)) : float(std::sin(angle));
+      float theta_extrap = float(pos0 + int64_t(r) * pos_step);
+      for (int i = 0; i < rope.n_rot; i += 2) {
+        const float theta_interp = rope.freq_scale * theta_extrap;
+        float theta = theta_interp;
+        if (rope.ext_factor != 0.0f) {
+          const float y = (float(i / 2) - rope.corr_lo) / ramp_span;
+          const float ramp_mix = (1.0f - std::fmin(1.0f, std::fmax(0.0f, y))) * rope.ext_factor;
+          theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+        }
+        const float c = std::cos(theta) * rope.mscale;
+        const float s = sin_sign * std::sin(theta) * rope.mscale;
         for (int h = 0; h < n_heads; ++h) {
           float* tail = xs + (r * n_heads + h) * size_t(head_dim) + n_nope;
-          const float x0 = tail[2 * i];
-          const float x1 = tail[2 * i + 1];
-          tail[2 * i] = x0 * c - x1 * s;
-          tail[2 * i + 1] = x0 * s + x1 * c;
+          const float x0 = tail[i];
+          const float x1 = tail[i + 1];
+          tail[i] = x0 * c - x1 * s;
+          tail[i + 1] = x0 * s + x1 * c;
         }
+        theta_extrap *= theta_scale;
       }
     }
   });

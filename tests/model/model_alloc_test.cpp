@@ -1,0 +1,71 @@
+// The per-token path allocates nothing once a context has run: this binary counts every
+// operator new and decodes a few tokens after a warm-up.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace {
+std::atomic<long> g_news{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, size_t) noexcept {
+  std::free(p);
+}
+
+namespace flashkv {
+namespace {
+
+TEST(ModelAllocTest, DecodeStepsDoNotAllocate) {
+  for (ModelOptions opts : {ModelOptions{NumericsMode::kOfficial, ActQuantMode::kQ8},
+                            ModelOptions{NumericsMode::kHf, ActQuantMode::kOff}}) {
+    ThreadPool pool(2);
+    CpuBackend be(&pool);
+    auto model = Model::Load(testing::Ds4TinyPath(), be, &opts);
+    ASSERT_TRUE(model.ok());
+    auto state = (*model)->NewState(160);
+    ASSERT_TRUE(state.ok());
+    std::vector<int32_t> prompt(140);
+    for (int i = 0; i < 140; ++i) prompt[i] = (i * 7 + 3) % 1000;
+    std::vector<float> logits((*model)->config().n_vocab);
+    ASSERT_TRUE((*model)->Forward(prompt, *state, LogitsFor::kLast, logits.data()).ok());
+    int32_t next = 11;
+    ASSERT_TRUE((*model)->Forward({&next, 1}, *state, LogitsFor::kLast, logits.data()).ok());
+
+    const long before = g_news.load();
+    for (int step = 0; step < 8; ++step) {
+      next = (next * 13 + 5) % 1000;
+      const Status s = (*model)->Forward({&next, 1}, *state, LogitsFor::kLast, logits.data());
+      ASSERT_TRUE(s.ok());
+    }
+    EXPECT_EQ(g_news.load() - before, 0);
+  }
+}
+
+}  // namespace
+}  // namespace flashkv
