@@ -113,7 +113,7 @@ class DiskCache::Impl {
     FLASHKV_RETURN_IF_ERROR(CreateDirectories(opt_.dir, 0700));
     FLASHKV_ASSIGN_OR_RETURN(lock_, File::LockExclusive(JoinPath(opt_.dir, kLockName)));
     const std::string pid = std::to_string(::getpid()) + "\n";
-    (void)::ftruncate(lock_.fd(), 0);
+    if (::ftruncate(lock_.fd(), 0) != 0) return IoError("truncating {}", lock_.path());
     FLASHKV_RETURN_IF_ERROR(lock_.WriteAt(0, pid.data(), pid.size()));
     FLASHKV_RETURN_IF_ERROR(Scan());
     {
