@@ -151,6 +151,13 @@ struct MoeArgs {
   ActQuantMode act_quant;
 };
 
+// A device range and a host range of the same size (ReadMany / WriteMany).
+struct HostCopy {
+  DevPtr<void> device;
+  void* host;
+  size_t bytes;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -163,6 +170,10 @@ class Backend {
   virtual void FreeBuffer(void* data) = 0;
   virtual Status Write(DevPtr<void> dst, const void* src, size_t bytes) = 0;
   virtual Status Read(DevPtr<const void> src, void* dst, size_t bytes) = 0;
+  // Many transfers in one call, so a GPU backend can pipeline them through pinned staging
+  // (a snapshot moves a few hundred sections). The defaults loop over Read / Write.
+  virtual Status ReadMany(const HostCopy* copies, size_t n);
+  virtual Status WriteMany(const HostCopy* copies, size_t n);
   // Waits for queued ops; reports a sticky device error.
   virtual Status Synchronize() = 0;
   // Places a weight on the device. The CPU backend uses the host bytes in place (they

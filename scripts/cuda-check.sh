@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# CUDA check in two halves, because the GPU machine has the CUDA toolkit but not flashkv's
+# Debian dependencies, and its time is scarce:
+#   scripts/cuda-check.sh stage    (here) build the CUDA test and benchmark binaries (and,
+#                                  with STAGE_FLASHKV=1, the flashkv binary) in
+#                                  build-cuda/ and stage them, the shared libraries they
+#                                  need and the tiny-model fixtures in .devcarry/
+#   scripts/cuda-check.sh device [tests|bench|all] [bench args...]
+#                                  (on the GPU machine, from the repo root, with
+#                                  .devcarry carried) run the GPU tests and/or the Flash
+#                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
+# The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
+# half recreates them as links.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODE=${1:-}
+shift || true
+
+stage() {
+  local B=build-cuda
+  if [[ ! -f $B/build.ninja ]]; then
+    cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON -DFLASHKV_NATIVE=OFF \
+      -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
+  fi
+  ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
+  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
+  rm -rf .devcarry
+  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib \
+    .devcarry/shared/fixtures/ds4-tiny
+  cp $B/tests/backend/cuda/backend_cuda_test .devcarry/build-cuda/tests/backend/cuda/
+  cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
+  [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
+  strip .devcarry/build-cuda/bench/flashkv_bench_cuda \
+    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test
+  # Non-system libraries the binaries link (the CUDA runtime is static).
+  for bin in .devcarry/build-cuda/bench/flashkv_bench_cuda \
+    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}; do
+    ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
+      | xargs -r -I{} cp -L {} .devcarry/lib/
+  done
+  local F=../shared/fixtures
+  cp $F/ds4-tiny/{ds4-tiny.gguf,reference.json,prefill_logits.f32,decode_logits.f32,noactq_logits.f32} \
+    .devcarry/shared/fixtures/ds4-tiny/
+  cp -r $F/hf-tiny-a .devcarry/shared/fixtures/
+  chmod -R u+w .devcarry
+  du -sh .devcarry
+}
+
+device() {
+  local what=${1:-all}
+  shift || true
+  OUT=${OUT:-$ROOT/out-cuda}
+  mkdir -p "$OUT"
+  # Recreate the build-time paths.
+  mkdir -p /work
+  [[ -e /work/main ]] || ln -s "$ROOT" /work/main
+  [[ -e /work/shared ]] || ln -s "$ROOT/.devcarry/shared" /work/shared
+  [[ -e $ROOT/build-cuda ]] || ln -s "$ROOT/.devcarry/build-cuda" "$ROOT/build-cuda"
+  export LD_LIBRARY_PATH=$ROOT/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,power.limit \
+    --format=csv > "$OUT/gpu.txt" 2>&1 || true
+  cat "$OUT/gpu.txt"
+  local rc=0
+  if [[ $what == tests || $what == all ]]; then
+    /work/main/build-cuda/tests/backend/cuda/backend_cuda_test --gtest_color=no \
+      --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |max\|d\||argmax|snapshot|Failure|Expected|Which is|actual|error' \
+      "$OUT/gpu-tests.log" | head -150 || true
+  fi
+  if [[ $what == bench || $what == all ]]; then
+    /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
+      | tee "$OUT/bench.log" || rc=1
+  fi
+  return $rc
+}
+
+case $MODE in
+  stage) stage ;;
+  device) device "$@" ;;
+  *)
+    echo "usage: $0 stage | device [tests|bench|all] [bench args...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,385 @@
+// CudaBackend: device setup, memory, host transfers through pinned staging, weight
+// placement, and the sticky error. The ops live in op_*.cu.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backend/cuda/cuda_launchers.h"
+#include "backend/cuda/cuda_state.h"
+#include "tensor/iq2_tables.h"
+
+namespace flashkv {
+namespace {
+
+Status CudaStatus(const char* what, cudaError_t e) {
+  return Internal("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+// Whether the host range is page-locked (cudaHostAlloc'd or registered), so the copy
+// engine can read it directly.
+bool IsPinned(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();  // clear the error a plain pointer may leave
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
+void CudaBackend::State::Fail(const std::string& what) {
+  std::lock_guard<std::mutex> lock(error_mu);
+  if (error.empty()) error = what;
+}
+
+void CudaBackend::State::FailCuda(const char* what, cudaError_t e) {
+  Fail(fmt::format("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+void CudaBackend::State::Flush() {
+  std::string failed;
+  const cudaError_t e = queue->Flush(&failed);
+  if (e != cudaSuccess) FailCuda(("launching " + failed).c_str(), e);
+}
+
+void* CudaBackend::State::Scratch(CudaScratch slot, size_t bytes) {
+  const size_t i = size_t(slot);
+  if (scratch_bytes[i] >= bytes && scratch[i] != nullptr) return scratch[i];
+  // Regrowing: earlier launches may still use the old buffer.
+  Flush();
+  cudaStreamSynchronize(stream);
+  if (scratch[i] != nullptr) cudaFree(scratch[i]);
+  scratch[i] = nullptr;
+  scratch_bytes[i] = 0;
+  const size_t want = std::max<size_t>(bytes + bytes / 4, 256);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, want);
+  if (e != cudaSuccess) {
+    FailCuda(fmt::format("allocating {} bytes of scratch", want).c_str(), e);
+    return nullptr;
+  }
+  scratch[i] = p;
+  scratch_bytes[i] = want;
+  return p;
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<State> state) : s_(std::move(state)) {}
+
+CudaBackend::~CudaBackend() {
+  if (!s_) return;
+  s_->Flush();
+  cudaStreamSynchronize(s_->stream);
+  s_->queue.reset();
+  for (void* p : s_->weight_allocs) cudaFree(p);
+  for (void* p : s_->scratch) {
+    if (p != nullptr) cudaFree(p);
+  }
+  if (s_->iq2_grid != nullptr) cudaFree(const_cast<uint64_t*>(s_->iq2_grid));
+  for (int i = 0; i < State::kStagingBuffers; ++i) {
+    if (s_->staging[i] != nullptr) cudaFreeHost(s_->staging[i]);
+    if (s_->staging_done[i] != nullptr) cudaEventDestroy(s_->staging_done[i]);
+  }
+  cudaStreamDestroy(s_->stream);
+}
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    return Unsupported("no CUDA device available ({})",
+                       e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+  }
+  if (options.device < 0 || options.device >= count) {
+    return InvalidArgument("CUDA device {} does not exist ({} present)", options.device, count);
+  }
+  auto s = std::make_unique<State>();
+  s->device = options.device;
+  if ((e = cudaSetDevice(s->device)) != cudaSuccess) return CudaStatus("cudaSetDevice", e);
+  if ((e = cudaGetDeviceProperties(&s->prop, s->device)) != cudaSuccess) {
+    return CudaStatus("cudaGetDeviceProperties", e);
+  }
+  if (s->prop.major < 7) {
+    return Unsupported("CUDA device {} is compute capability {}.{}; flashkv needs 7.0 or newer",
+                       s->prop.name, s->prop.major, s->prop.minor);
+  }
+  if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    return CudaStatus("cudaStreamCreate", e);
+  }
+  for (int i = 0; i < State::kStagingBuffers; ++i) {
+    if ((e = cudaHostAlloc(&s->staging[i], State::kStagingBytes, cudaHostAllocDefault)) !=
+        cudaSuccess) {
+      return CudaStatus("allocating pinned staging", e);
+    }
+    if ((e = cudaEventCreateWithFlags(&s->staging_done[i], cudaEventDisableTiming)) !=
+        cudaSuccess) {
+      return CudaStatus("cudaEventCreate", e);
+    }
+  }
+  bool graphs = true;
+  if (options.graphs >= 0) {
+    graphs = options.graphs != 0;
+  } else if (const char* env = std::getenv("FLASHKV_CUDA_GRAPHS")) {
+    graphs = std::strcmp(env, "0") != 0;
+  }
+  s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs);
+  {
+    void* grid = nullptr;
+    if ((e = cudaMalloc(&grid, sizeof(kIq2xxsGrid))) != cudaSuccess ||
+        (e = cudaMemcpy(grid, kIq2xxsGrid, sizeof(kIq2xxsGrid), cudaMemcpyHostToDevice)) !=
+            cudaSuccess) {
+      return CudaStatus("uploading the IQ2_XXS grid", e);
+    }
+    s->iq2_grid = static_cast<const uint64_t*>(grid);
+  }
+  std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
+  spdlog::info("cuda backend: {} (graphs {})", be->DeviceDescription(), graphs ? "on" : "off");
+  return be;
+}
+
+std::string CudaBackend::DeviceDescription() const {
+  return fmt::format("{}, {} SMs, {:.1f} GiB, sm_{}{}", s_->prop.name, s_->prop.multiProcessorCount,
+                     double(s_->prop.totalGlobalMem) / double(1ull << 30), s_->prop.major,
+                     s_->prop.minor);
+}
+
+uint64_t CudaBackend::graph_launches() const {
+  return s_->queue->graph_launches();
+}
+uint64_t CudaBackend::direct_launches() const {
+  return s_->queue->direct_launches();
+}
+void CudaBackend::SetProfiling(bool on) {
+  s_->Flush();
+  s_->queue->SetProfiling(on);
+}
+std::string CudaBackend::ProfileReport(bool reset) {
+  s_->Flush();
+  return s_->queue->ProfileReport(reset);
+}
+
+Expected<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
+  s_->Flush();
+  void* p = nullptr;
+  const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  cudaError_t e = cudaMalloc(&p, rounded);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted("cannot allocate {} bytes of GPU memory: {}", bytes,
+                             cudaGetErrorString(e));
+  }
+  if ((e = cudaMemsetAsync(p, 0, rounded, s_->stream)) != cudaSuccess) {
+    cudaFree(p);
+    return CudaStatus("clearing a new buffer", e);
+  }
+  return DeviceBuffer(this, p, bytes);
+}
+
+void CudaBackend::FreeBuffer(void* data) {
+  s_->Flush();
+  cudaStreamSynchronize(s_->stream);
+  cudaFree(data);
+}
+
+Status CudaBackend::Synchronize() {
+  s_->Flush();
+  const cudaError_t e = cudaStreamSynchronize(s_->stream);
+  if (e != cudaSuccess) s_->FailCuda("synchronize", e);
+  std::lock_guard<std::mutex> lock(s_->error_mu);
+  if (!s_->error.empty()) return Internal("cuda backend: {}", s_->error);
+  return Status::Ok();
+}
+
+Status CudaBackend::Write(DevPtr<void> dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  const HostCopy c{dst, const_cast<void*>(src), bytes};
+  return WriteMany(&c, 1);
+}
+
+Status CudaBackend::Read(DevPtr<const void> src, void* dst, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  const HostCopy c{DevPtr<void>(const_cast<void*>(src.get())), dst, bytes};
+  return ReadMany(&c, 1);
+}
+
+// The host side of both directions walks the copies as one byte stream cut into
+// staging-sized pieces; pinned host ranges bypass staging.
+namespace {
+
+struct Piece {
+  uint8_t* dev;
+  uint8_t* host;
+  size_t bytes;
+  size_t staging_off;
+};
+
+}  // namespace
+
+Status CudaBackend::ReadMany(const HostCopy* copies, size_t n_copies) {
+  State& s = *s_;
+  s.Flush();
+  cudaError_t e = cudaSuccess;
+  // Pinned destinations: straight copies, all queued before one wait.
+  bool any_pinned = false;
+  std::vector<const HostCopy*> staged;
+  for (const HostCopy& c : std::span<const HostCopy>(copies, n_copies)) {
+    if (c.bytes == 0) continue;
+    if (c.bytes >= (size_t(1) << 20) && IsPinned(c.host)) {
+      e = cudaMemcpyAsync(c.host, c.device.get(), c.bytes, cudaMemcpyDeviceToHost, s.stream);
+      if (e != cudaSuccess) return CudaStatus("device to host copy", e);
+      any_pinned = true;
+    } else {
+      staged.push_back(&c);
+    }
+  }
+  // Staged: fill buffer b with pieces of the stream, record an event, drain it on the host
+  // while the other buffer fills.
+  std::array<std::vector<Piece>, State::kStagingBuffers> filled;
+  size_t ci = 0, coff = 0;  // position in `staged`
+  auto fill = [&](int b) -> bool {
+    filled[b].clear();
+    size_t used = 0;
+    while (ci < staged.size() && used < State::kStagingBytes) {
+      const HostCopy& c = *staged[ci];
+      const size_t n = std::min(c.bytes - coff, State::kStagingBytes - used);
+      Piece p{static_cast<uint8_t*>(c.device.get()) + coff, static_cast<uint8_t*>(c.host) + coff, n,
+              used};
+      e = cudaMemcpyAsync(static_cast<uint8_t*>(s.staging[b]) + used, p.dev, n,
+                          cudaMemcpyDeviceToHost, s.stream);
+      if (e != cudaSuccess) return false;
+      filled[b].push_back(p);
+      used += n;
+      coff += n;
+      if (coff == c.bytes) {
+        ++ci;
+        coff = 0;
+      }
+    }
+    if (filled[b].empty()) return true;
+    e = cudaEventRecord(s.staging_done[b], s.stream);
+    return e == cudaSuccess;
+  };
+  if (!fill(0) || !fill(1)) return CudaStatus("device to host copy", e);
+  for (int b = 0; !filled[b].empty(); b ^= 1) {
+    if ((e = cudaEventSynchronize(s.staging_done[b])) != cudaSuccess) {
+      s.FailCuda("device to host copy", e);
+      break;
+    }
+    for (const Piece& p : filled[b]) {
+      std::memcpy(p.host, static_cast<uint8_t*>(s.staging[b]) + p.staging_off, p.bytes);
+    }
+    if (!fill(b)) return CudaStatus("device to host copy", e);
+  }
+  if (any_pinned || staged.empty()) {
+    if ((e = cudaStreamSynchronize(s.stream)) != cudaSuccess) s.FailCuda("device to host copy", e);
+  }
+  std::lock_guard<std::mutex> lock(s.error_mu);
+  if (!s.error.empty()) return Internal("cuda backend: {}", s.error);
+  return Status::Ok();
+}
+
+Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
+  State& s = *s_;
+  s.Flush();
+  cudaError_t e = cudaSuccess;
+  std::array<bool, State::kStagingBuffers> busy{};
+  int b = 0;
+  size_t used = 0;
+  auto submit = [&]() -> bool {
+    busy[b] = true;
+    e = cudaEventRecord(s.staging_done[b], s.stream);
+    b ^= 1;
+    used = 0;
+    if (busy[b]) {
+      e = cudaEventSynchronize(s.staging_done[b]);
+      busy[b] = false;
+    }
+    return e == cudaSuccess;
+  };
+  for (const HostCopy& c : std::span<const HostCopy>(copies, n_copies)) {
+    if (c.bytes == 0) continue;
+    if (c.bytes >= (size_t(1) << 20) && IsPinned(c.host)) {
+      e = cudaMemcpyAsync(c.device.get(), c.host, c.bytes, cudaMemcpyHostToDevice, s.stream);
+      if (e != cudaSuccess) return CudaStatus("host to device copy", e);
+      continue;
+    }
+    size_t off = 0;
+    while (off < c.bytes) {
+      const size_t n = std::min(c.bytes - off, State::kStagingBytes - used);
+      uint8_t* stage = static_cast<uint8_t*>(s.staging[b]) + used;
+      std::memcpy(stage, static_cast<const uint8_t*>(c.host) + off, n);
+      e = cudaMemcpyAsync(static_cast<uint8_t*>(c.device.get()) + off, stage, n,
+                          cudaMemcpyHostToDevice, s.stream);
+      if (e != cudaSuccess) return CudaStatus("host to device copy", e);
+      used += n;
+      off += n;
+      if (used == State::kStagingBytes && !submit()) return CudaStatus("host to device copy", e);
+    }
+  }
+  // The staging buffers are reused by the next call: wait for the copies out of them.
+  if ((e = cudaStreamSynchronize(s.stream)) != cudaSuccess) s.FailCuda("host to device copy", e);
+  std::lock_guard<std::mutex> lock(s.error_mu);
+  if (!s.error.empty()) return Internal("cuda backend: {}", s.error);
+  return Status::Ok();
+}
+
+Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
+  FLASHKV_ASSIGN_OR_RETURN(uint64_t row_bytes, RowBytes(src.type, src.ne[0]));
+  const uint64_t need = row_bytes * src.ne[1] * src.ne[2];
+  if (need > src.nbytes) {
+    return Corrupt("{} bytes needed for shape [{}, {}, {}], tensor holds {}", need, src.ne[0],
+                   src.ne[1], src.ne[2], src.nbytes);
+  }
+  s_->Flush();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<uint64_t>(need, 256));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted("cannot allocate {} bytes of GPU memory for {}: {}", need, src.name,
+                             cudaGetErrorString(e));
+  }
+  s_->weight_allocs.push_back(p);
+  Status st = Write(DevPtr<void>(p), src.host_data, need);
+  if (!st.ok()) return st.WithContext(src.name);
+  Weight w;
+  w.name = src.name;
+  w.type = src.type;
+  w.ne = src.ne;
+  w.row_bytes = row_bytes;
+  w.data = DevPtr<const uint8_t>(static_cast<const uint8_t*>(p));
+  return w;
+}
+
+Expected<Weight> CudaBackend::RandomWeight(const std::string& name, DType type,
+                                           std::array<uint64_t, 3> ne, uint64_t fill_seed,
+                                           float scale) {
+  FLASHKV_ASSIGN_OR_RETURN(uint64_t row_bytes, RowBytes(type, ne[0]));
+  const uint64_t rows = ne[1] * ne[2];
+  const uint64_t need = row_bytes * rows;
+  s_->Flush();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<uint64_t>(need, 256));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted("cannot allocate {} bytes of GPU memory for {}: {}", need, name,
+                             cudaGetErrorString(e));
+  }
+  s_->weight_allocs.push_back(p);
+  cuda::LaunchRandomFill(*s_, static_cast<uint8_t*>(p), type, ne[0], rows, row_bytes, fill_seed,
+                         scale);
+  Weight w;
+  w.name = name;
+  w.type = type;
+  w.ne = ne;
+  w.row_bytes = row_bytes;
+  w.data = DevPtr<const uint8_t>(static_cast<const uint8_t*>(p));
+  return w;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,120 @@
+// CudaBackend: the Backend on one NVIDIA GPU (built for sm_90, H100/H200). Device buffers
+// come from cudaMalloc; ops are kernels queued on one stream, so they run in call order
+// and the host never waits except in Read, Write and Synchronize. Weights are copied to
+// the device by PlaceWeight and owned by the backend until it is destroyed.
+// Must not: own policy (numerics modes, layer structure) — see backend.h. This header is
+// plain C++ (no CUDA headers) so the CLI and tests compile it with the host compiler.
+//
+// Exactness: every kernel computes an output with a float order fixed by the op's shape
+// arguments, never by n_tokens, so chunked prefill equals token-by-token decode bit for bit
+// (backend.h's batching contract). With ActQuantMode::kQ8 the quantized dot products
+// (Q8_0, Q2_K, Q4_K, IQ2_XXS) reproduce ds4's CPU kernels bit for bit; everything else
+// agrees with the CPU backend to rounding (docs/CUDA.md has the details).
+//
+// Launch queue: kernel launches are recorded and issued at the next host-visible point
+// (Read, Write, Synchronize, Alloc, free). A recorded sequence whose launch shapes repeat
+// (a decode step) is replayed as a CUDA graph, with only the changed kernel arguments
+// updated, which removes per-launch overhead from decoding. FLASHKV_CUDA_GRAPHS=0 turns
+// graphs off.
+//
+// Not thread-safe: one forward pass at a time, like CpuBackend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace flashkv {
+
+struct CudaBackendOptions {
+  int device = 0;
+  // -1: FLASHKV_CUDA_GRAPHS from the environment (default on); 0 off; 1 on.
+  int graphs = -1;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Opens the device and creates the stream; an error when no usable GPU is present.
+  static Expected<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  // "NVIDIA H200, 132 SMs, 139.8 GiB, sm_90" — for logs and benchmark records.
+  std::string DeviceDescription() const;
+
+  Expected<DeviceBuffer> Alloc(size_t bytes) override;
+  void FreeBuffer(void* data) override;
+  Status Write(DevPtr<void> dst, const void* src, size_t bytes) override;
+  Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
+  Status Synchronize() override;
+  Expected<Weight> PlaceWeight(const WeightSource& src) override;
+
+  // One pipelined pass through the pinned staging buffers for all the copies (host ranges
+  // may be pageable; pinned ones of 1 MiB or more are copied directly).
+  Status ReadMany(const HostCopy* copies, size_t n) override;
+  Status WriteMany(const HostCopy* copies, size_t n) override;
+
+  // A weight whose bytes are generated on the device: `fill_seed` seeds a hash that makes
+  // valid random blocks of `type` (finite scales, values of unit order times `scale`).
+  // For benchmarks of model shapes whose files would not fit on disk.
+  Expected<Weight> RandomWeight(const std::string& name, DType type, std::array<uint64_t, 3> ne,
+                                uint64_t fill_seed, float scale);
+  // Launches recorded so far that ran through a CUDA graph (for tests and benchmarks).
+  uint64_t graph_launches() const;
+  uint64_t direct_launches() const;
+  // Per-kernel timing for benchmarks (turns graphs off while on); the report lists kernels
+  // by total time.
+  void SetProfiling(bool on);
+  std::string ProfileReport(bool reset);
+
+  void Fill(DevPtr<float> dst, float value, size_t n) override;
+  void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) override;
+  void Add(DevPtr<const float> a, DevPtr<const float> b, DevPtr<float> out, size_t n) override;
+  void EmbedRows(const Weight& table, DevPtr<const int32_t> tokens, int n_tokens, int n_copies,
+                 DevPtr<float> out) override;
+  void SwiGlu(DevPtr<const float> gate, DevPtr<const float> up, DevPtr<float> out, size_t n,
+              float clamp) override;
+
+  void MatMul(const Weight& w, DevPtr<const float> x, int n_tokens, DevPtr<float> y,
+              ActQuantMode aq) override;
+  void MatMulGrouped(const Weight& w, DevPtr<const float> x, int n_tokens, int n_groups,
+                     DevPtr<float> y, ActQuantMode aq) override;
+
+  void RmsNorm(DevPtr<const float> x, int n_rows, int n, const Weight* weight, float eps,
+               DevPtr<float> out) override;
+  void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+            int64_t pos0, int64_t pos_step, bool inverse) override;
+  void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) override;
+  void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) override;
+  void F16Round(DevPtr<float> x, size_t n) override;
+
+  void HcPre(DevPtr<const float> x_hc, int n_tokens, const Weight& fn, const Weight& scale,
+             const Weight& base, const HcParams& p, DevPtr<float> u, DevPtr<float> post,
+             DevPtr<float> comb) override;
+  void HcPost(DevPtr<const float> x_hc, DevPtr<const float> f, DevPtr<const float> post,
+              DevPtr<const float> comb, int n_tokens, const HcParams& p,
+              DevPtr<float> out) override;
+  void HcHead(DevPtr<const float> x_hc, int n_tokens, const Weight& fn, const Weight& scale,
+              const Weight& base, const HcParams& p, DevPtr<float> y) override;
+
+  void CompressorUpdate(const CompressorArgs& a) override;
+  void IndexerTopK(const IndexerArgs& a) override;
+  void Attention(const AttentionArgs& a) override;
+  void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
+                       int head_dim, DevPtr<float> ring) override;
+
+  void RouterSelect(const RouterArgs& a) override;
+  void MoeExperts(const MoeArgs& a) override;
+
+  // Implementation state (CUDA types), defined in cuda_state.h.
+  struct State;
+
+ private:
+  explicit CudaBackend(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,74 @@
+// CudaBackend::State: the CUDA objects behind a CudaBackend — device, stream, launch queue,
+// pinned staging buffers for host transfers, growable device scratch, placed weights — and
+// the sticky error. Internal to backend/cuda/ (includes the CUDA runtime).
+// Must not: format messages with fmt in .cu files (nvcc rejects fmt's consteval checks);
+// errors from kernels' host side go through Fail(), defined in a .cpp.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/launch_queue.h"
+
+namespace flashkv {
+
+// Scratch slots: each op that needs device temporaries owns one, grown to the largest size
+// seen and then reused (so decode steps never allocate and graph arguments stay stable).
+enum class CudaScratch : int {
+  kActQuant,     // MatMul/MatMulGrouped: quantized activations
+  kHcFlat,       // HcPre/HcHead: normalised streams [n_tokens, hc_dim]
+  kHcMix,        // HcPre/HcHead: mix projections [n_tokens, mix]
+  kIndexScores,  // IndexerTopK: [n_tokens, n_vis]
+  kAttnPartial,  // Attention: per row-chunk partial softmax states
+  kMoeXq,        // MoeExperts: quantized inputs
+  kMoeMid,       // MoeExperts: [n_tokens·n_used, n_ff] mids
+  kMoeMidQ,      // MoeExperts: quantized mids
+  kMoeDown,      // MoeExperts: [n_tokens·n_used, n_embd] down projections per slot
+  kMoeTiles,     // MoeExperts: expert-sorted pair list and tile table
+  kCount
+};
+
+struct CudaBackend::State {
+  int device = 0;
+  cudaDeviceProp prop{};
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::LaunchQueue> queue;
+
+  // Pinned staging for pageable host memory: kStagingBuffers chunks of kStagingBytes,
+  // filled and drained alternately so the copy engine and the host memcpy overlap.
+  static constexpr size_t kStagingBytes = size_t(16) << 20;
+  static constexpr int kStagingBuffers = 2;
+  std::array<void*, kStagingBuffers> staging{};
+  std::array<cudaEvent_t, kStagingBuffers> staging_done{};
+
+  std::array<void*, size_t(CudaScratch::kCount)> scratch{};
+  std::array<size_t, size_t(CudaScratch::kCount)> scratch_bytes{};
+
+  std::vector<void*> weight_allocs;    // freed with the backend
+  const uint64_t* iq2_grid = nullptr;  // device copy of kIq2xxsGrid [256]
+
+  std::mutex error_mu;
+  std::string error;  // first failure, reported by the next Read/Write/Synchronize
+
+  // Records a failure (keeps the first).
+  void Fail(const std::string& what);
+  void FailCuda(const char* what, cudaError_t e);
+  // Device scratch of at least `bytes` for `slot` (flushes and waits before regrowing).
+  void* Scratch(CudaScratch slot, size_t bytes);
+  // Issues the recorded launches; records a launch error.
+  void Flush();
+
+  template <typename A>
+  void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args) {
+    queue->Launch(kernel, grid, block, smem, args);
+  }
+};
+
+}  // namespace flashkv

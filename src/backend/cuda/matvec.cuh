@@ -1,0 +1,227 @@
+// WarpRowDot: one warp computes one (or NR) weight rows against up to NT activation rows
+// (tokens or expert slots). The weight row is read once per call whatever NT is, and the arithmetic
+// for each activation row is the same for every NT and every position in the tile, so an
+// output does not depend on how tokens were batched (backend.h's batching contract).
+//   fp32 activations: lane l multiply-adds units l, l+32, … in order (fused multiply-add),
+//     then an xor-tree over the 32 lanes.
+//   q8 activations: per block (Q8_0) or super-block (K-quants) a float term is formed from
+//     exact integer sums, and the terms are folded in block order by lane t for token t
+//     with unfused adds — ds4's CPU order, so the bits equal ref::DotQ8.
+// On return lane t < nt holds the dot products of activation row t (for NT = 1, every lane).
+// Must not: know what the rows mean (matmul, experts, HC projections all use it).
+#pragma once
+
+#include "backend/cuda/quant_dev.cuh"
+
+namespace flashkv::cuda {
+
+// Floats of fold scratch one warp needs (shared memory), for NT <= 8.
+inline constexpr int kFoldFloats = 4 * 8 * 9;  // Q4_K: 4 slots × 8 tokens × 9; Q8_0: 32 × 8
+
+// fp32 activations. The lane handles units unit0, unit0 + stride, … (stride a multiple of
+// 32: one warp, or several warps splitting a row); acc[r][t] gets the lane's partial sums
+// reduced over the warp (every lane holds them). NR weight rows share the activations.
+template <DType T, int NT, int NR>
+__device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const float* const* x,
+                                              int nt, int n, int unit0, int stride,
+                                              const uint64_t* iq2_grid, float (&acc)[NR][NT]) {
+  constexpr int U = Unit<T>::kValues;
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+  }
+  const int units = n / U;
+#pragma unroll 2
+  for (int u = unit0; u < units; u += stride) {
+    float v[NR][U];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) DequantUnit<T>(wrows[r], u, v[r], iq2_grid);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < nt) {
+        const float4* xt = reinterpret_cast<const float4*>(x[t] + size_t(u) * U);
+#pragma unroll
+        for (int j = 0; j < U / 4; ++j) {
+          const float4 q = __ldg(xt + j);
+#pragma unroll
+          for (int r = 0; r < NR; ++r) {
+            acc[r][t] = __fmaf_rn(v[r][4 * j], q.x, acc[r][t]);
+            acc[r][t] = __fmaf_rn(v[r][4 * j + 1], q.y, acc[r][t]);
+            acc[r][t] = __fmaf_rn(v[r][4 * j + 2], q.z, acc[r][t]);
+            acc[r][t] = __fmaf_rn(v[r][4 * j + 3], q.w, acc[r][t]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
+}
+
+// The float term of one block (Q8_0) or super-block (Q2_K, IQ2_XXS) of a weight row
+// against activation row xr; valid in the lane that owns the block (Q8_0: every lane;
+// K-quants: every lane of the 8-lane group, after an exact integer reduction).
+template <DType T>
+__device__ __forceinline__ float BlockTerm(const uint8_t* wrow, const uint8_t* xr, int blk,
+                                           bool valid, int w, const uint64_t* iq2_grid) {
+  if constexpr (T == DType::kQ8_0) {
+    if (!valid) return 0.0f;
+    const uint8_t* wblk = wrow + 34 * size_t(blk);
+    const uint8_t* xb = xr + size_t(kQ8_0ActBytes) * blk;
+    const int isum = Q8_0BlockIsum(wblk, xb);
+    return __fmul_rn(__fmul_rn(LoadHalfDev(wblk), *reinterpret_cast<const float*>(xb)),
+                     float(isum));
+  } else if constexpr (T == DType::kQ2_K) {
+    const uint8_t* wblk = wrow + 84 * size_t(valid ? blk : 0);
+    const uint8_t* xb = xr + size_t(kQ8_KBytes) * (valid ? blk : 0);
+    int isum = 0, summs = 0;
+    if (valid) Q2KUnitIsum(wblk, w, xb, &isum, &summs);
+    isum = GroupSumInt<8>(isum);
+    summs = GroupSumInt<8>(summs);
+    if (!valid) return 0.0f;
+    const float dy = *reinterpret_cast<const float*>(xb);
+    const float dall = __fmul_rn(dy, LoadHalfDev(wblk + 80));
+    const float dmin = __fmul_rn(dy, LoadHalfDev(wblk + 82));
+    return __fsub_rn(__fmul_rn(dall, float(isum)), __fmul_rn(dmin, float(summs)));
+  } else {  // IQ2_XXS
+    const uint8_t* wblk = wrow + 66 * size_t(valid ? blk : 0);
+    const uint8_t* xb = xr + size_t(kQ8_KBytes) * (valid ? blk : 0);
+    int bsum = valid ? Iq2xxsUnitIsum(wblk, w, xb, iq2_grid) : 0;
+    bsum = GroupSumInt<8>(bsum);
+    if (!valid) return 0.0f;
+    const float d = __fmul_rn(LoadHalfDev(wblk), *reinterpret_cast<const float*>(xb));
+    return __fmul_rn(d, float(bsum));
+  }
+}
+
+// q8 activations. x[t] points at the activation blocks of row t; fold: kFoldFloats floats
+// of this warp's shared memory (used when NT > 1 or for Q4_K). The terms of kBatch passes
+// are computed before any is folded, so their loads are in flight together.
+template <DType T, int NT, int NR>
+__device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const uint8_t* const* x,
+                                             int nt, int n, float* fold, const uint64_t* iq2_grid,
+                                             float (&out)[NR]) {
+  const int lane = threadIdx.x & 31;
+  if constexpr (T == DType::kQ4_K) {
+    // Q4_K (not on ds4's hot path): one super-block per 8 lanes per pass, 9-float records.
+    const int nsb = n / 256;
+    const int grp = lane >> 3;
+    const int w = lane & 7;
+    constexpr int R = 9;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      float facc = 0.0f;
+      float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int base = 0; base < nsb; base += 4) {
+        const int sb = base + grp;
+        const bool valid = sb < nsb;
+        const uint8_t* wblk = wrows[r] + size_t(144) * (valid ? sb : 0);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t < nt) {
+            const uint8_t* xb = x[t] + size_t(kQ8_KBytes) * (valid ? sb : 0);
+            int lanes[8], summ = 0;
+            if (valid) {
+              Q4KUnitIsum(wblk, w, xb, lanes, &summ);
+            } else {
+#pragma unroll
+              for (int l = 0; l < 8; ++l) lanes[l] = 0;
+            }
+#pragma unroll
+            for (int l = 0; l < 8; ++l) lanes[l] = GroupSumInt<8>(lanes[l]);
+            summ = GroupSumInt<8>(summ);
+            if (valid && w == 0) {
+              const float dy = *reinterpret_cast<const float*>(xb);
+              const float d = __fmul_rn(LoadHalfDev(wblk), dy);
+              const float dmin = __fmul_rn(LoadHalfDev(wblk + 2), dy);
+              float* rec = fold + (grp * NT + t) * R;
+#pragma unroll
+              for (int l = 0; l < 8; ++l) rec[l] = __fmul_rn(d, float(lanes[l]));
+              rec[8] = __fmul_rn(dmin, float(summ));
+            }
+          }
+        }
+        __syncwarp();
+        if (lane < nt) {
+          const int cnt = min(4, nsb - base);
+          for (int i = 0; i < cnt; ++i) {
+            const float* rec = fold + (i * NT + lane) * R;
+#pragma unroll
+            for (int l = 0; l < 8; ++l) sums[l] = __fadd_rn(sums[l], rec[l]);
+            facc = __fsub_rn(facc, rec[8]);
+          }
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int l = 0; l < 8; ++l) facc = __fadd_rn(facc, sums[l]);
+      out[r] = facc;
+    }
+  } else {
+    // Q8_0: 32 blocks per pass (one per lane); Q2_K / IQ2_XXS: 4 super-blocks per pass.
+    constexpr bool kQ8_0 = T == DType::kQ8_0;
+    constexpr int kPerPass = kQ8_0 ? 32 : 4;
+    constexpr int kBatch = 4;
+    const int nblk = kQ8_0 ? n / 32 : n / 256;
+    const int mine = kQ8_0 ? lane : (lane >> 3);  // block index within a pass
+    const int w = lane & 7;
+    float facc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) facc[r] = 0.0f;
+    for (int base = 0; base < nblk; base += kPerPass * kBatch) {
+      float term[NR][kBatch][NT];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int blk = base + i * kPerPass + mine;
+        const bool valid = blk < nblk;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+#pragma unroll
+          for (int r = 0; r < NR; ++r) {
+            term[r][i][t] = t < nt ? BlockTerm<T>(wrows[r], x[t], blk, valid, w, iq2_grid) : 0.0f;
+          }
+        }
+      }
+      // Fold in block order with unfused adds.
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int first = base + i * kPerPass;
+        const int cnt = min(kPerPass, nblk - first);
+        if (cnt <= 0) break;
+        if constexpr (NT == 1) {
+          for (int k = 0; k < cnt; ++k) {
+            const int src = kQ8_0 ? k : 8 * k;
+#pragma unroll
+            for (int r = 0; r < NR; ++r) {
+              facc[r] = __fadd_rn(facc[r], __shfl_sync(kFullMask, term[r][i][0], src));
+            }
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < NR; ++r) {
+            if (kQ8_0 || w == 0) {
+#pragma unroll
+              for (int t = 0; t < NT; ++t) fold[mine * NT + t] = term[r][i][t];
+            }
+            __syncwarp();
+            if (lane < nt) {
+              for (int k = 0; k < cnt; ++k) facc[r] = __fadd_rn(facc[r], fold[k * NT + lane]);
+            }
+            __syncwarp();
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      if constexpr (T == DType::kIQ2_XXS) facc[r] = __fmul_rn(0.125f, facc[r]);
+      out[r] = facc[r];
+    }
+  }
+}
+
+}  // namespace flashkv::cuda

@@ -1,0 +1,60 @@
+// Host-side entry points of the weight-product kernels (op_matmul.cu), shared by the ops
+// that project activations: MatMul, MatMulGrouped, MoeExperts, HcPre/HcHead.
+// Internal to backend/cuda/.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_state.h"
+#include "tensor/dot.h"
+
+namespace flashkv::cuda {
+
+// One launch of weight rows against activation rows. Plain mode (tiles == nullptr): token
+// t reads x + t·x_row_bytes (+ the group slice) and writes y + t·y_row_floats. Tile mode
+// (expert products): tile j = tiles[3j .. 3j+2] = (expert, start, count) names `count`
+// entries pairs[start …]; entry p reads x row p / pair_div and writes y row p.
+struct MatVecArgs {
+  const uint8_t* w = nullptr;  // [experts, rows, row_bytes]
+  uint64_t row_bytes = 0;
+  uint64_t expert_bytes = 0;
+  int rows = 0;  // output rows
+  int n = 0;     // values per weight row
+  const uint8_t* x = nullptr;
+  uint64_t x_row_bytes = 0;
+  int n_tokens = 0;            // plain mode
+  int rows_per_group = 0;      // grouped: row r reads slice r / rows_per_group (0: none)
+  uint64_t x_group_bytes = 0;  // bytes between slices of one token
+  float* y = nullptr;
+  uint64_t y_row_floats = 0;
+  const int32_t* tiles = nullptr;
+  const int32_t* pairs = nullptr;
+  int pair_div = 1;
+  int n_tiles = 0;  // tile mode: grid size (tiles past the real ones have count 0)
+  int tile_nt = 8;  // tile mode: most entries per tile (1 or 8)
+  const uint64_t* iq2_grid = nullptr;
+};
+
+// Expert gate/up: mid[p, r] = silu(min(g, λ)) · clamp(u, ±λ) · route_w[p] with g, u the
+// gate and up rows r of the tile's expert against x row p / pair_div.
+struct GateUpArgs {
+  MatVecArgs mv;  // w = gate; y = mid [pairs, rows]
+  const uint8_t* w_up = nullptr;
+  const float* route_w = nullptr;  // [pairs]
+  float clamp = 0.0f;
+};
+
+// Which activation blocks a weight type takes in q8 mode (none for F32/F16/BF16).
+ActQuant Q8ActFor(DType wtype);
+// Bytes of one quantized activation row of n values.
+uint64_t Q8ActRowBytes(ActQuant q, int n);
+
+// Quantizes rows [n_rows, n] (row stride n floats) into `out` (n_rows × Q8ActRowBytes).
+void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n_rows, int n,
+                        uint8_t* out);
+// y = W x with fp32 (q8 = false) or quantized (q8 = true) activations. Returns false for
+// a type/shape the kernels do not cover (the caller records the error).
+bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& a);
+bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a);
+
+}  // namespace flashkv::cuda

@@ -1,0 +1,424 @@
+// MatMul, MatMulGrouped and the shared weight-product kernels: activation quantizers
+// (ds4's Q8_0 / Q8_K, bit for bit) and MatVecKernel / GateUpKernel, one warp per weight
+// row and up to 8 tokens (or expert slots) per block row, so each weight row is read once
+// per 8 activation rows. See matvec.cuh for the float order.
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/matvec.cuh"
+#include "backend/cuda/matvec_launch.h"
+
+namespace flashkv {
+namespace cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+struct QuantArgs {
+  const float* x;  // [n_rows, n]
+  uint8_t* out;    // [n_rows, row_bytes]
+  int n;
+  int n_rows;
+  uint64_t row_bytes;
+};
+
+// One warp per 32 values: d = amax / 127, q = rint(x · (1/d)) clamped (ds4
+// quantize_q8_0_activation).
+__global__ void QuantizeQ8_0Kernel(QuantArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int per_row = a.n / 32;
+  if (blk >= int64_t(per_row) * a.n_rows) return;
+  const int64_t row = blk / per_row;
+  const int b = int(blk % per_row);
+  const float x = a.x[row * a.n + b * 32 + lane];
+  const float amax = WarpMax(fabsf(x));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  uint8_t* o = a.out + row * a.row_bytes + size_t(kQ8_0ActBytes) * b;
+  if (lane == 0) *reinterpret_cast<float*>(o) = d;
+  const int q = min(max(__float2int_rn(__fmul_rn(x, id)), -128), 127);
+  o[4 + lane] = uint8_t(int8_t(q));
+}
+
+// One warp per 256 values: the first element of largest |x| sets iscale = -127 / x_max,
+// q = rint(iscale · x) clamped, d = 1 / iscale, bsums per 16 (ds4 / GGML q8_K).
+__global__ void QuantizeQ8_KKernel(QuantArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int per_row = a.n / 256;
+  if (blk >= int64_t(per_row) * a.n_rows) return;
+  const int64_t row = blk / per_row;
+  const int b = int(blk % per_row);
+  const float* x = a.x + row * a.n + b * 256 + lane * 8;
+  float v[8];
+  float amax = 0.0f;
+  int idx = 0x7fffffff;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = x[j];
+    const float ax = fabsf(v[j]);
+    if (ax > amax) {
+      amax = ax;
+      idx = lane * 8 + j;
+    }
+  }
+  // Largest |x|, the lowest index on ties.
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float oa = __shfl_xor_sync(kFullMask, amax, o);
+    const int oi = __shfl_xor_sync(kFullMask, idx, o);
+    if (oa > amax || (oa == amax && oi < idx)) {
+      amax = oa;
+      idx = oi;
+    }
+  }
+  uint8_t* o = a.out + row * a.row_bytes + size_t(kQ8_KBytes) * b;
+  int8_t* qs = reinterpret_cast<int8_t*>(o + 4);
+  int16_t* bsums = reinterpret_cast<int16_t*>(o + 260);
+  if (amax == 0.0f) {
+    if (lane == 0) *reinterpret_cast<float*>(o) = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) qs[lane * 8 + j] = 0;
+    if (lane < 16) bsums[lane] = 0;
+    return;
+  }
+  const float xmax = a.x[row * a.n + b * 256 + idx];
+  const float iscale = __fdiv_rn(-127.0f, xmax);
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int q = min(max(__float2int_rn(__fmul_rn(iscale, v[j])), -128), 127);
+    qs[lane * 8 + j] = int8_t(q);
+    sum += q;
+  }
+  sum += __shfl_xor_sync(kFullMask, sum, 1);
+  if ((lane & 1) == 0) bsums[lane >> 1] = int16_t(sum);
+  if (lane == 0) *reinterpret_cast<float*>(o) = __fdiv_rn(1.0f, iscale);
+}
+
+// Resolves activation row t of the block's tile: its x pointer and its y row.
+struct TileRows {
+  int nt = 0;
+  int expert = 0;
+  int xrow[8];
+  int yrow[8];
+};
+
+template <int NT>
+__device__ __forceinline__ TileRows ResolveTile(const MatVecArgs& a) {
+  TileRows r;
+  if (a.tiles == nullptr) {
+    const int t0 = blockIdx.y * NT;
+    r.nt = min(NT, a.n_tokens - t0);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) r.xrow[t] = r.yrow[t] = t0 + t;
+  } else {
+    const int* tile = a.tiles + 3 * blockIdx.y;
+    r.expert = tile[0];
+    r.nt = tile[2];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int p = t < r.nt ? a.pairs[tile[1] + t] : 0;
+      r.xrow[t] = p / a.pair_div;
+      r.yrow[t] = p;
+    }
+  }
+  return r;
+}
+
+// The NR rows' dot products for the tile's activation rows; lane t holds token t's.
+template <DType T, bool kQ8, int NT, int NR>
+__device__ __forceinline__ void RowDots(const MatVecArgs& a, const uint8_t* const* wrows,
+                                        const uint8_t* const* xb, int nt, float* fold,
+                                        float (&out)[NR]) {
+  const int lane = threadIdx.x & 31;
+  if constexpr (kQ8) {
+    WarpRowDotQ8<T, NT, NR>(wrows, xb, nt, a.n, fold, a.iq2_grid, out);
+  } else {
+    const float* xf[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) xf[t] = reinterpret_cast<const float*>(xb[t]);
+    float acc[NR][NT];
+    WarpRowDotF32<T, NT, NR>(wrows, xf, nt, a.n, lane, 32, a.iq2_grid, acc);
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      out[r] = acc[r][0];
+#pragma unroll
+      for (int t = 1; t < NT; ++t) {
+        if (lane == t) out[r] = acc[r][t];
+      }
+    }
+  }
+}
+
+template <DType T, bool kQ8, int NT>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecKernel(MatVecArgs a) {
+  __shared__ float fold_all[kQ8 ? kWarpsPerBlock * kFoldFloats : 1];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarpsPerBlock + warp;
+  if (row >= a.rows) return;
+  const TileRows tr = ResolveTile<NT>(a);
+  if (tr.nt <= 0) return;
+  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
+  const uint8_t* xb[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    xb[t] = a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
+  }
+  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
+                            uint64_t(row) * a.row_bytes};
+  float r[1];
+  RowDots<T, kQ8, NT, 1>(a, wrow, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), r);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (lane == t && t < tr.nt) a.y[uint64_t(tr.yrow[t]) * a.y_row_floats + row] = r[0];
+  }
+}
+
+// fp32 activations, few long rows (HC projections, router, small compressors): the 8 warps
+// of a block share one row, each taking every 8th group of 32 units, and their partial sums
+// are added in warp order.
+constexpr int kSplitWarps = 8;
+template <DType T, int NT>
+__global__ void __launch_bounds__(kSplitWarps * 32) MatVecSplitKernel(MatVecArgs a) {
+  __shared__ float part[kSplitWarps][NT];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x;
+  const TileRows tr = ResolveTile<NT>(a);
+  if (tr.nt <= 0) return;
+  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
+  const float* xf[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    xf[t] = reinterpret_cast<const float*>(a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes +
+                                           uint64_t(slice) * a.x_group_bytes);
+  }
+  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
+                            uint64_t(row) * a.row_bytes};
+  float acc[1][NT];
+  WarpRowDotF32<T, NT, 1>(wrow, xf, tr.nt, a.n, warp * 32 + lane, kSplitWarps * 32, a.iq2_grid,
+                          acc);
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) part[warp][t] = acc[0][t];
+  }
+  __syncthreads();
+  if (threadIdx.x < tr.nt) {
+    float sum = part[0][threadIdx.x];
+#pragma unroll
+    for (int w = 1; w < kSplitWarps; ++w) sum = __fadd_rn(sum, part[w][threadIdx.x]);
+    a.y[uint64_t(tr.yrow[threadIdx.x]) * a.y_row_floats + row] = sum;
+  }
+}
+
+template <DType T, bool kQ8, int NT>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpKernel(GateUpArgs g) {
+  __shared__ float fold_all[kQ8 ? kWarpsPerBlock * kFoldFloats : 1];
+  const MatVecArgs& a = g.mv;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarpsPerBlock + warp;
+  if (row >= a.rows) return;
+  const TileRows tr = ResolveTile<NT>(a);
+  if (tr.nt <= 0) return;
+  const uint8_t* xb[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) xb[t] = a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes;
+  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const uint8_t* wrows[2] = {a.w + off, g.w_up + off};
+  float gu[2];
+  RowDots<T, kQ8, NT, 2>(a, wrows, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), gu);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (lane == t && t < tr.nt) {
+      const int p = tr.yrow[t];
+      a.y[uint64_t(p) * a.y_row_floats + row] =
+          __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), g.route_w[p]);
+    }
+  }
+}
+
+// Rows below this take the split kernel on the fp32 path (a property of the weight's shape,
+// never of the batch, so the float order stays fixed).
+constexpr int kSplitBelowRows = 1024;
+
+template <DType T, bool kQ8, typename A>
+bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int nt) {
+  const int n_tiles = a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, nt));
+  const dim3 grid(CeilDiv(a.rows, kWarpsPerBlock), n_tiles);
+  const dim3 block(kWarpsPerBlock * 32);
+  if constexpr (std::is_same_v<A, GateUpArgs>) {
+    if (nt == 1) {
+      s.Launch(GateUpKernel<T, kQ8, 1>, grid, block, 0, args);
+    } else {
+      s.Launch(GateUpKernel<T, kQ8, 8>, grid, block, 0, args);
+    }
+  } else if (!kQ8 && a.rows < kSplitBelowRows) {
+    const dim3 split_grid(a.rows, n_tiles);
+    if (nt == 1) {
+      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args);
+    } else {
+      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args);
+    }
+  } else {
+    if (nt == 1) {
+      s.Launch(MatVecKernel<T, kQ8, 1>, grid, block, 0, args);
+    } else {
+      s.Launch(MatVecKernel<T, kQ8, 8>, grid, block, 0, args);
+    }
+  }
+  return true;
+}
+
+template <typename A>
+bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const MatVecArgs& a,
+               int nt) {
+  const int unit = type == DType::kF32 ? 4 : (type == DType::kF16 || type == DType::kBF16) ? 8 : 32;
+  if (a.n % unit != 0) return false;
+  if (q8) {
+    switch (type) {
+      case DType::kQ8_0:
+        return LaunchTyped<DType::kQ8_0, true>(s, args, a, nt);
+      case DType::kQ2_K:
+        return LaunchTyped<DType::kQ2_K, true>(s, args, a, nt);
+      case DType::kQ4_K:
+        return LaunchTyped<DType::kQ4_K, true>(s, args, a, nt);
+      case DType::kIQ2_XXS:
+        return LaunchTyped<DType::kIQ2_XXS, true>(s, args, a, nt);
+      default:
+        break;  // F32/F16/BF16 take fp32 activations in q8 mode too
+    }
+  }
+  switch (type) {
+    case DType::kF32:
+      return LaunchTyped<DType::kF32, false>(s, args, a, nt);
+    case DType::kF16:
+      return LaunchTyped<DType::kF16, false>(s, args, a, nt);
+    case DType::kBF16:
+      return LaunchTyped<DType::kBF16, false>(s, args, a, nt);
+    case DType::kQ8_0:
+      return LaunchTyped<DType::kQ8_0, false>(s, args, a, nt);
+    case DType::kQ2_K:
+      return LaunchTyped<DType::kQ2_K, false>(s, args, a, nt);
+    case DType::kQ4_K:
+      return LaunchTyped<DType::kQ4_K, false>(s, args, a, nt);
+    case DType::kIQ2_XXS:
+      return LaunchTyped<DType::kIQ2_XXS, false>(s, args, a, nt);
+    default:
+      return false;
+  }
+}
+
+// Activation rows per block row: 1 for a single token (decode), else 8.
+int TileTokens(const MatVecArgs& a) {
+  if (a.tiles != nullptr) return a.tile_nt;
+  return a.n_tokens == 1 ? 1 : 8;
+}
+
+}  // namespace
+
+ActQuant Q8ActFor(DType wtype) {
+  switch (wtype) {
+    case DType::kQ8_0:
+      return ActQuant::kQ8_0;
+    case DType::kQ2_K:
+    case DType::kQ4_K:
+    case DType::kIQ2_XXS:
+      return ActQuant::kQ8_K;
+    default:
+      return ActQuant::kNone;
+  }
+}
+
+uint64_t Q8ActRowBytes(ActQuant q, int n) {
+  switch (q) {
+    case ActQuant::kQ8_0:
+      return uint64_t(n / 32) * kQ8_0ActBytes;
+    case ActQuant::kQ8_K:
+      return uint64_t(n / 256) * kQ8_KBytes;
+    default:
+      return uint64_t(n) * sizeof(float);
+  }
+}
+
+void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n_rows, int n,
+                        uint8_t* out) {
+  QuantArgs a{x, out, n, n_rows, Q8ActRowBytes(q, n)};
+  const int per_block = q == ActQuant::kQ8_0 ? 32 : 256;
+  const uint64_t blocks = uint64_t(n / per_block) * n_rows;
+  const dim3 grid(CeilDiv(blocks, kWarpsPerBlock));
+  if (q == ActQuant::kQ8_0) {
+    s.Launch(QuantizeQ8_0Kernel, grid, dim3(kWarpsPerBlock * 32), 0, a);
+  } else if (q == ActQuant::kQ8_K) {
+    s.Launch(QuantizeQ8_KKernel, grid, dim3(kWarpsPerBlock * 32), 0, a);
+  }
+}
+
+bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& a) {
+  return LaunchAny(s, type, q8, a, a, TileTokens(a));
+}
+
+bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a) {
+  return LaunchAny(s, type, q8, a, a.mv, TileTokens(a.mv));
+}
+
+}  // namespace cuda
+
+namespace {
+
+// Shared by MatMul and MatMulGrouped: x is [n_tokens·n_groups, in] slices; the weight's
+// rows are split into n_groups equal groups, group g reading slice g of each token.
+void Project(CudaBackend::State& s, const Weight& w, const float* x, int n_tokens, int n_groups,
+             float* y, ActQuantMode aq) {
+  const int in = int(w.ne[0]);
+  const int rows = int(w.ne[1]);
+  const ActQuant q = aq == ActQuantMode::kQ8 ? cuda::Q8ActFor(w.type) : ActQuant::kNone;
+  cuda::MatVecArgs a;
+  a.w = w.data.get();
+  a.row_bytes = w.row_bytes;
+  a.rows = rows;
+  a.n = in;
+  a.n_tokens = n_tokens;
+  a.y = y;
+  a.y_row_floats = uint64_t(rows);
+  a.iq2_grid = s.iq2_grid;
+  const uint64_t slice_bytes = cuda::Q8ActRowBytes(q, in);
+  if (q != ActQuant::kNone) {
+    auto* xq = static_cast<uint8_t*>(
+        s.Scratch(CudaScratch::kActQuant, slice_bytes * uint64_t(n_tokens) * n_groups));
+    if (xq == nullptr) return;
+    cuda::LaunchQuantizeRows(s, q, x, n_tokens * n_groups, in, xq);
+    a.x = xq;
+  } else {
+    a.x = reinterpret_cast<const uint8_t*>(x);
+  }
+  a.x_row_bytes = slice_bytes * n_groups;
+  if (n_groups > 1) {
+    a.rows_per_group = rows / n_groups;
+    a.x_group_bytes = slice_bytes;
+  }
+  if (!cuda::LaunchMatVec(s, w.type, q != ActQuant::kNone, a)) {
+    s.Fail("matmul: no CUDA kernel for " + w.name + " (type " +
+           std::string(GetDTypeInfo(w.type).name) + ", " + std::to_string(in) + " columns)");
+  }
+}
+
+}  // namespace
+
+void CudaBackend::MatMul(const Weight& w, DevPtr<const float> x, int n_tokens, DevPtr<float> y,
+                         ActQuantMode aq) {
+  if (n_tokens <= 0) return;
+  Project(*s_, w, x.get(), n_tokens, 1, y.get(), aq);
+}
+
+void CudaBackend::MatMulGrouped(const Weight& w, DevPtr<const float> x, int n_tokens, int n_groups,
+                                DevPtr<float> y, ActQuantMode aq) {
+  if (n_tokens <= 0) return;
+  Project(*s_, w, x.get(), n_tokens, n_groups, y.get(), aq);
+}
+
+}  // namespace flashkv

@@ -1,0 +1,308 @@
+// RouterSelect and MoeExperts (spec §5), following src/backend/cpu/op_router.cpp and
+// op_moe.cpp. Routing runs one block per token (probabilities in parallel, then the
+// top k by repeated warp argmax, which orders ties as ds4's insertion sort does). The experts run
+// grouped: a one-block kernel sorts the (token, slot) pairs by expert and cuts each expert's list
+// into tiles of up to 8 pairs, then the shared matvec kernels read each expert row once per tile —
+// gate and up fused with the clamped SwiGLU and the route weight, the mids requantized, the down
+// projection per pair — and a last kernel sums each token's slots in slot order. Every pair's
+// values come from the same per-row arithmetic whatever tile it lands in, so batching and the order
+// of pairs inside a tile cannot change a bit.
+#include <algorithm>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/matvec_launch.h"
+
+namespace flashkv {
+namespace cuda {
+namespace {
+
+constexpr int kMaxExpertsUsed = 32;
+
+struct RouterKernelArgs {
+  const float* logits;    // [n_tokens, n_expert]
+  const float* bias;      // [n_expert] or null
+  const int32_t* table;   // [n_vocab, n_used] or null
+  const int32_t* tokens;  // [n_tokens]
+  int32_t* selected;      // [n_tokens, n_used]
+  float* weights;         // [n_tokens, n_used]
+  int n_expert;
+  int n_used;
+  float weight_scale;
+};
+
+// One block per token: probabilities in parallel, then warp 0 picks the top k one at a
+// time (largest value, lowest id on ties — the order ds4's insertion sort produces).
+__global__ void RouterKernel(RouterKernelArgs a) {
+  extern __shared__ float probs[];  // [n_expert] probs, then [n_expert] selection values
+  float* value = probs + a.n_expert;
+  const int t = blockIdx.x;
+  const int E = a.n_expert;
+  const int k = a.n_used;
+  const float* logits = a.logits + size_t(t) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    probs[e] = sqrtf(SoftplusStable(logits[e]));
+    value[e] = __fadd_rn(probs[e], a.bias != nullptr ? a.bias[e] : 0.0f);
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  int32_t* sel = a.selected + size_t(t) * k;
+  float* w = a.weights + size_t(t) * k;
+  int32_t chosen[kMaxExpertsUsed];
+  if (a.table != nullptr) {
+    const int32_t token = a.tokens[t];
+    for (int s = 0; s < k; ++s) {
+      const int32_t e = a.table[size_t(token) * k + s];
+      chosen[s] = e >= 0 && e < E ? e : 0;  // a bad table entry must not read out of bounds
+    }
+  } else {
+    uint32_t taken = 0;  // bit i: lane's i-th candidate (expert lane + 32 i) already chosen
+    for (int s = 0; s < k; ++s) {
+      float best = -INFINITY;
+      int best_e = 0x7fffffff;
+      for (int i = 0, e = lane; e < E; ++i, e += 32) {
+        if ((taken >> i) & 1u) continue;
+        if (best_e == 0x7fffffff || value[e] > best) {
+          best = value[e];
+          best_e = e;
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(kFullMask, best, o);
+        const int oe = __shfl_xor_sync(kFullMask, best_e, o);
+        if (oe != 0x7fffffff &&
+            (best_e == 0x7fffffff || ob > best || (ob == best && oe < best_e))) {
+          best = ob;
+          best_e = oe;
+        }
+      }
+      if (best_e == 0x7fffffff) best_e = 0;
+      chosen[s] = best_e;
+      if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
+    }
+  }
+  if (lane != 0) return;
+  float sum = 0.0f;
+  for (int s = 0; s < k; ++s) {
+    sel[s] = chosen[s];
+    w[s] = probs[chosen[s]];
+    sum = __fadd_rn(sum, w[s]);
+  }
+  if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+  for (int s = 0; s < k; ++s) w[s] = __fmul_rn(__fdiv_rn(w[s], sum), a.weight_scale);
+}
+
+struct TileBuildArgs {
+  const int32_t* selected;  // [n_pairs] expert of each (token, slot)
+  int32_t* pairs;           // [n_pairs] out: pair ids grouped by expert
+  int32_t* tiles;           // [max_tiles, 3] out: (expert, start, count)
+  int n_pairs;
+  int n_expert;
+  int tile_nt;
+  int max_tiles;
+};
+
+// One block: counting sort of pairs by expert, then each expert's run cut into tiles.
+__global__ void TileBuildKernel(TileBuildArgs a) {
+  extern __shared__ int sm[];
+  int* count = sm;
+  int* offset = count + a.n_expert;
+  int* cursor = offset + a.n_expert;
+  int* tile_off = cursor + a.n_expert;
+  __shared__ int total_tiles;
+  for (int e = threadIdx.x; e < a.n_expert; e += blockDim.x) count[e] = cursor[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < a.n_pairs; p += blockDim.x) {
+    int e = a.selected[p];
+    if (e < 0 || e >= a.n_expert) e = 0;
+    atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  // Exclusive scans of the counts and tile counts: thread e owns expert e (E <= 1024).
+  {
+    __shared__ int warp_tot[2][32];
+    const int e = threadIdx.x;
+    const int c = e < a.n_expert ? count[e] : 0;
+    const int nt = (c + a.tile_nt - 1) / a.tile_nt;
+    int ic = c, it = nt;
+    const int lane = e & 31, warp = e >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int vc = __shfl_up_sync(kFullMask, ic, o);
+      const int vt = __shfl_up_sync(kFullMask, it, o);
+      if (lane >= o) {
+        ic += vc;
+        it += vt;
+      }
+    }
+    if (lane == 31) {
+      warp_tot[0][warp] = ic;
+      warp_tot[1][warp] = it;
+    }
+    __syncthreads();
+    int bc = 0, bt = 0;
+    for (int w = 0; w < warp; ++w) {
+      bc += warp_tot[0][w];
+      bt += warp_tot[1][w];
+    }
+    if (e < a.n_expert) {
+      offset[e] = bc + ic - c;
+      tile_off[e] = bt + it - nt;
+    }
+    if (e == int(blockDim.x) - 1) total_tiles = bt + it;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < a.n_pairs; p += blockDim.x) {
+    int e = a.selected[p];
+    if (e < 0 || e >= a.n_expert) e = 0;
+    a.pairs[offset[e] + atomicAdd(&cursor[e], 1)] = p;
+  }
+  for (int e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
+    const int n_t = (count[e] + a.tile_nt - 1) / a.tile_nt;
+    for (int j = 0; j < n_t; ++j) {
+      int* tile = a.tiles + 3 * (tile_off[e] + j);
+      tile[0] = e;
+      tile[1] = offset[e] + j * a.tile_nt;
+      tile[2] = min(a.tile_nt, count[e] - j * a.tile_nt);
+    }
+  }
+  for (int j = total_tiles + threadIdx.x; j < a.max_tiles; j += blockDim.x) {
+    a.tiles[3 * j] = 0;
+    a.tiles[3 * j + 1] = 0;
+    a.tiles[3 * j + 2] = 0;
+  }
+}
+
+struct SlotSumArgs {
+  const float* down;  // [n_tokens, n_used, n_embd]
+  float* out;         // [n_tokens, n_embd]
+  int n_tokens;
+  int n_used;
+  int n_embd;
+};
+__global__ void SlotSumKernel(SlotSumArgs a) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(a.n_tokens) * a.n_embd) return;
+  const int64_t t = i / a.n_embd;
+  const int d = int(i % a.n_embd);
+  float acc = 0.0f;
+  for (int s = 0; s < a.n_used; ++s) {
+    acc = __fadd_rn(acc, a.down[(t * a.n_used + s) * a.n_embd + d]);
+  }
+  a.out[i] = acc;
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::RouterSelect(const RouterArgs& a) {
+  if (a.n_tokens <= 0) return;
+  if (a.n_used > cuda::kMaxExpertsUsed) return s_->Fail("router: more than 32 experts per token");
+  cuda::RouterKernelArgs k{
+      a.logits.get(),
+      a.bias != nullptr ? reinterpret_cast<const float*>(a.bias->data.get()) : nullptr,
+      a.tid2eid != nullptr ? reinterpret_cast<const int32_t*>(a.tid2eid->data.get()) : nullptr,
+      a.tokens.get(),
+      a.selected.get(),
+      a.weights.get(),
+      a.n_expert,
+      a.n_used,
+      a.weight_scale};
+  s_->Launch(cuda::RouterKernel, dim3(a.n_tokens), dim3(128),
+             unsigned(2 * sizeof(float) * a.n_expert), k);
+}
+
+void CudaBackend::MoeExperts(const MoeArgs& a) {
+  if (a.n_tokens <= 0) return;
+  State& s = *s_;
+  const Weight& gate = *a.gate;
+  const Weight& up = *a.up;
+  const Weight& down = *a.down;
+  const int D = int(gate.ne[0]);
+  const int F = int(gate.ne[1]);
+  const int E = int(gate.ne[2]);
+  const int k = a.n_used;
+  const int n_pairs = a.n_tokens * k;
+  const bool q8 = a.act_quant == ActQuantMode::kQ8;
+  const ActQuant q_in = q8 ? cuda::Q8ActFor(gate.type) : ActQuant::kNone;
+  const ActQuant q_mid = q8 ? cuda::Q8ActFor(down.type) : ActQuant::kNone;
+  const int tile_nt = a.n_tokens == 1 ? 1 : 8;
+  const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
+
+  // Scratch: sorted pairs + tiles; quantized x; mids; quantized mids; per-pair down rows.
+  auto* tile_mem = static_cast<int32_t*>(
+      s.Scratch(CudaScratch::kMoeTiles, sizeof(int32_t) * (size_t(n_pairs) + 3 * max_tiles)));
+  auto* mid =
+      static_cast<float*>(s.Scratch(CudaScratch::kMoeMid, sizeof(float) * size_t(n_pairs) * F));
+  auto* down_out =
+      static_cast<float*>(s.Scratch(CudaScratch::kMoeDown, sizeof(float) * size_t(n_pairs) * D));
+  if (tile_mem == nullptr || mid == nullptr || down_out == nullptr) return;
+  int32_t* pairs = tile_mem;
+  int32_t* tiles = tile_mem + n_pairs;
+
+  const uint8_t* x = reinterpret_cast<const uint8_t*>(a.x.get());
+  const uint64_t x_row = cuda::Q8ActRowBytes(q_in, D);
+  if (q_in != ActQuant::kNone) {
+    auto* xq = static_cast<uint8_t*>(s.Scratch(CudaScratch::kMoeXq, x_row * a.n_tokens));
+    if (xq == nullptr) return;
+    cuda::LaunchQuantizeRows(s, q_in, a.x.get(), a.n_tokens, D, xq);
+    x = xq;
+  }
+  s.Launch(cuda::TileBuildKernel, dim3(1), dim3(1024), unsigned(4 * sizeof(int) * E),
+           cuda::TileBuildArgs{a.selected.get(), pairs, tiles, n_pairs, E, tile_nt, max_tiles});
+
+  cuda::GateUpArgs gu;
+  gu.mv.w = gate.data.get();
+  gu.mv.row_bytes = gate.row_bytes;
+  gu.mv.expert_bytes = gate.matrix_bytes();
+  gu.mv.rows = F;
+  gu.mv.n = D;
+  gu.mv.x = x;
+  gu.mv.x_row_bytes = x_row;
+  gu.mv.n_tokens = a.n_tokens;
+  gu.mv.y = mid;
+  gu.mv.y_row_floats = uint64_t(F);
+  gu.mv.tiles = tiles;
+  gu.mv.pairs = pairs;
+  gu.mv.pair_div = k;
+  gu.mv.n_tiles = max_tiles;
+  gu.mv.tile_nt = tile_nt;
+  gu.mv.iq2_grid = s.iq2_grid;
+  gu.w_up = up.data.get();
+  gu.route_w = a.weights.get();
+  gu.clamp = a.clamp;
+  if (up.type != gate.type || up.row_bytes != gate.row_bytes ||
+      !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu)) {
+    return s.Fail("moe: no CUDA kernel for " + gate.name + " / " + up.name);
+  }
+
+  const uint8_t* mids = reinterpret_cast<const uint8_t*>(mid);
+  const uint64_t mid_row = cuda::Q8ActRowBytes(q_mid, F);
+  if (q_mid != ActQuant::kNone) {
+    auto* midq = static_cast<uint8_t*>(s.Scratch(CudaScratch::kMoeMidQ, mid_row * n_pairs));
+    if (midq == nullptr) return;
+    cuda::LaunchQuantizeRows(s, q_mid, mid, n_pairs, F, midq);
+    mids = midq;
+  }
+  cuda::MatVecArgs dn = gu.mv;
+  dn.w = down.data.get();
+  dn.row_bytes = down.row_bytes;
+  dn.expert_bytes = down.matrix_bytes();
+  dn.rows = D;
+  dn.n = F;
+  dn.x = mids;
+  dn.x_row_bytes = mid_row;
+  dn.y = down_out;
+  dn.y_row_floats = uint64_t(D);
+  dn.pair_div = 1;
+  if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
+    return s.Fail("moe: no CUDA kernel for " + down.name);
+  }
+  const int64_t total = int64_t(a.n_tokens) * D;
+  s.Launch(cuda::SlotSumKernel, dim3(cuda::CeilDiv(total, 256)), dim3(256), 0,
+           cuda::SlotSumArgs{down_out, a.out.get(), a.n_tokens, k, D});
+}
+
+}  // namespace flashkv
