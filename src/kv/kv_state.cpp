@@ -185,20 +185,45 @@ size_t KvState::LayerFloats(int layer) const {
   return n;
 }
 
-Status KvState::ReadLayer(int layer, float* dst) const {
+// A layer's sections in ReadSection's order and layout, as one list of transfers, so a GPU
+// backend moves the whole layer in one pipelined pass (pinned staging, one wait).
+Status KvState::LayerCopies(int layer, float* host, std::vector<HostCopy>& out) const {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
+  }
+  out.clear();
   for (KvSection s : kAllSections) {
-    FLASHKV_RETURN_IF_ERROR(ReadSection(layer, s, dst));
-    dst += SectionFloats(layer, s);
+    const size_t n = SectionFloats(layer, s);
+    if (n == 0) continue;
+    if (s != KvSection::kRaw) {
+      out.push_back({DevPtr<void>(SectionPtr(layer, s).get()), host, n * sizeof(float)});
+    } else {
+      const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
+      const int64_t slot0 = (n_tokens_ - live) % shape_.n_swa;
+      const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
+      const size_t row = shape_.head_dim;
+      out.push_back({DevPtr<void>((layers_[layer].ring + slot0 * row).get()), host,
+                     head * row * sizeof(float)});
+      if (live > head) {
+        out.push_back({DevPtr<void>(layers_[layer].ring.get()), host + head * row,
+                       (live - head) * row * sizeof(float)});
+      }
+    }
+    host += n;
   }
   return Status::Ok();
 }
 
+Status KvState::ReadLayer(int layer, float* dst) const {
+  std::vector<HostCopy> copies;
+  FLASHKV_RETURN_IF_ERROR(LayerCopies(layer, dst, copies));
+  return backend_->ReadMany(copies.data(), copies.size());
+}
+
 Status KvState::WriteLayer(int layer, const float* src) {
-  for (KvSection s : kAllSections) {
-    FLASHKV_RETURN_IF_ERROR(WriteSection(layer, s, src));
-    src += SectionFloats(layer, s);
-  }
-  return Status::Ok();
+  std::vector<HostCopy> copies;
+  FLASHKV_RETURN_IF_ERROR(LayerCopies(layer, const_cast<float*>(src), copies));
+  return backend_->WriteMany(copies.data(), copies.size());
 }
 
 }  // namespace flashkv

@@ -102,6 +102,8 @@ class KvState {
 
  private:
   KvState() = default;
+  // The transfers that move layer `layer` to or from `host` in ReadLayer's layout.
+  Status LayerCopies(int layer, float* host, std::vector<HostCopy>& out) const;
   Status ResetFrontiers();
   // Device pointer and float count of a non-raw section.
   DevPtr<float> SectionPtr(int layer, KvSection section) const;
