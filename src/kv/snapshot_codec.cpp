@@ -623,7 +623,7 @@ class LayerStreamer {
  public:
   LayerStreamer(const File& file, const std::vector<const SnapshotSection*>& layers,
                 const SnapshotLoadOptions& options)
-      : file_(file), layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 1 << 16)) {
+      : file_(file), layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 4096)) {
     uint64_t biggest = 0;
     for (const SnapshotSection* s : layers_) biggest = std::max(biggest, s->bytes);
     const int n = std::clamp(options.staging_buffers, 1, 8);

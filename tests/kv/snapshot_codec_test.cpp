@@ -286,3 +286,33 @@ TEST_F(SnapshotDamageTest, WrongVersionIsUnsupported) {
 
 }  // namespace
 }  // namespace flashkv
+
+namespace flashkv {
+namespace {
+
+// The streamed load gives the same state whatever the read size and read-ahead depth
+// (layers larger than one read, one staging buffer, more buffers than layers).
+TEST(SnapshotCodecTest, LoadIsIndependentOfChunkingAndStaging) {
+  CpuBackend be(nullptr);
+  const std::string dir = MakeTempDir("codec");
+  const KvShape shape = SmallShape(2048);
+  KvState st = RandomState(be, shape, 2000, 11);
+  const auto tokens = Tokens(2000);
+  const auto logits = Logits(kVocab);
+  SnapshotImage img = Capture(st, tokens, logits, "chunks");
+  ASSERT_GT(img.header().sections[5].bytes, 3 * 4096u) << "layer 1 spans several reads";
+  const std::string path = WriteImage(dir, img);
+  for (auto [chunk, buffers] :
+       {std::pair{size_t(4096), 1}, {size_t(4096), 3}, {size_t(1) << 20, 8}}) {
+    KvState dst = RandomState(be, shape, 5, 2);
+    SnapshotLoadOptions o;
+    o.chunk_bytes = chunk;
+    o.staging_buffers = buffers;
+    auto r = LoadSnapshot(path, TestIdentity(), dst, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(dst, l), LayerOf(st, l)) << chunk << " " << l;
+  }
+}
+
+}  // namespace
+}  // namespace flashkv
