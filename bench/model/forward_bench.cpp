@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
@@ -111,4 +112,11 @@ BENCHMARK(BM_Decode)->Apply(Args);
 }  // namespace
 }  // namespace flashkv
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // no per-load info lines in the table
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -92,6 +92,8 @@ class CpuBackend final : public Backend {
   std::vector<uint8_t> hc_mix_;     // HcPre / HcHead: projections [n_tokens, mix]
   std::vector<uint8_t> scores_;     // IndexerTopK: [n_rows]; Attention: per thread rows
   std::vector<uint8_t> topk_;       // IndexerTopK: [top_k] heap
+  std::vector<uint8_t> idx_heads_;  // IndexerTopK: [n_heads] query pointers
+  std::vector<uint8_t> idx_dots_;   // IndexerTopK: per thread [n_heads] dots
   std::vector<uint8_t> attn_rows_;  // Attention: per thread visible row pointers
   std::vector<uint8_t> moe_xq_;     // MoeExperts: quantized inputs
   std::vector<uint8_t> moe_mid_;    // MoeExperts: [n_tokens, n_used, n_ff]

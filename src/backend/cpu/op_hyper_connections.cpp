@@ -8,7 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_math.h"
 #include "backend/cpu/cpu_parallel.h"
-#include "tensor/dot.h"
+#include "tensor/matmul.h"
 
 namespace flashkv {
 namespace {
@@ -90,14 +90,9 @@ void CpuBackend::HcProject(const float* x, int n_tokens, int hc_dim, float eps, 
       for (int i = 0; i < hc_dim; ++i) fr[i] = xr[i] * scale;
     }
   });
-  const int rows = static_cast<int>(fn.ne[1]);
-  Parallel(size_t(n_tokens) * rows, 4, [&](size_t i0, size_t i1, int) {
-    for (size_t i = i0; i < i1; ++i) {
-      const size_t t = i / rows;
-      const size_t r = i % rows;
-      mix[i] = DotQ8(fn.type, fn.data.get() + r * fn.row_bytes, flat + t * hc_dim, hc_dim);
-    }
-  });
+  // F16/F32 weights take fp32 activations in DotQ8's numerics: ds4's sequential sums.
+  MatMulQ8Prequantized(fn.type, fn.data.get(), int64_t(fn.ne[1]), hc_dim, flat, n_tokens, mix,
+                       pool_);
 }
 
 void CpuBackend::HcPre(DevPtr<const float> x_hc, int n_tokens, const Weight& fn,

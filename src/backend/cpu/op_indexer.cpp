@@ -13,14 +13,6 @@
 namespace flashkv {
 namespace {
 
-// Sequential Σ a[i]·b[i] (ds4's dot_f32 order); the indexer's ties are decided on these
-// values, so their order is kept simple and fixed.
-inline float DotSeq(const float* a, const float* b, int n) {
-  float acc = 0.0f;
-  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
 // "a ranks before b": higher score, or the same score and a lower id.
 struct Entry {
   float score;
@@ -44,13 +36,20 @@ void CpuBackend::IndexerTopK(const IndexerArgs& a) {
     float* scores = reinterpret_cast<float*>(Grow(scores_, sizeof(float) * n_vis));
     const float* q = a.q.get() + size_t(i) * a.n_heads * a.dim;
     const float* w = a.weights.get() + size_t(i) * a.n_heads;
-    Parallel(size_t(n_vis), 32, [&](size_t c0, size_t c1, int) {
+    // Head query pointers, for the sequential dots of one row against every head.
+    const float** heads =
+        reinterpret_cast<const float**>(Grow(idx_heads_, sizeof(const float*) * a.n_heads));
+    for (int h = 0; h < a.n_heads; ++h) heads[h] = q + size_t(h) * a.dim;
+    float* dots_base =
+        reinterpret_cast<float*>(Grow(idx_dots_, sizeof(float) * a.n_heads * n_threads()));
+    Parallel(size_t(n_vis), 32, [&](size_t c0, size_t c1, int thread) {
+      float* dots = dots_base + size_t(a.n_heads) * thread;
       for (size_t c = c0; c < c1; ++c) {
-        const float* row = a.rows.get() + c * a.dim;
+        // dot(row, q_h) summed in row order (ds4's dot_f32(kv, q)).
+        cpu::DotsSequential(a.rows.get() + c * a.dim, heads, a.n_heads, a.dim, dots);
         float s = 0.0f;
         for (int h = 0; h < a.n_heads; ++h) {
-          float dot = DotSeq(row, q + size_t(h) * a.dim, a.dim);
-          if (dot < 0.0f) dot = 0.0f;
+          const float dot = dots[h] < 0.0f ? 0.0f : dots[h];
           s += dot * (w[h] * a.weight_scale);
         }
         scores[c] = s;
