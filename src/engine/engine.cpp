@@ -5,9 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/stop_matcher.h"
+#include "engine/output_stream.h"
 #include "tokenizer/stream_decoder.h"
-#include "tokenizer/utf8.h"
 #include "util/file_io.h"
 
 namespace flashkv {
@@ -314,46 +313,9 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
 
   Sampler sampler(req.sampling);
   StreamDecoder decoder(tokenizer_);
-  StopMatcher stops(req.stop);
-  std::optional<OutputParser> parser;
-  if (req.output == OutputMode::kChat) parser.emplace(req.thinking, req.tools_active);
-
-  // Clients get valid UTF-8 only (JSON), and resend what they got: everything past this
-  // point — events, the result, visible keys — uses the substituted text, while the
-  // session keeps the sampled bytes. Decoder pieces never split a valid character, so
-  // substituting per piece equals substituting the whole text.
-  auto emit = [&](std::string_view raw, bool final) {
-    std::string kept = stops.Feed(utf8::ReplaceInvalid(raw));
-    if (final) kept += stops.Flush();
-    result->text += kept;
-    if (!parser) {
-      if (!kept.empty()) {
-        GenerationEvent ev;
-        ev.kind = GenerationEvent::Kind::kText;
-        ev.text = std::move(kept);
-        request.Push(std::move(ev));
-      }
-      return;
-    }
-    std::vector<ChatEvent> events = parser->Feed(kept);
-    if (final) {
-      std::vector<ChatEvent> tail = parser->Finish();
-      events.insert(events.end(), std::make_move_iterator(tail.begin()),
-                    std::make_move_iterator(tail.end()));
-    }
-    for (ChatEvent& ce : events) {
-      if (ce.kind == ChatEvent::Kind::kDone) continue;
-      GenerationEvent ev;
-      ev.kind = GenerationEvent::Kind::kChat;
-      if (ce.kind == ChatEvent::Kind::kToolCallBegin) {
-        // Calls of an abandoned block are forgotten, so indices restart at its first call.
-        result->tool_call_ids.resize(size_t(std::max(0, ce.call_index)));
-        result->tool_call_ids.push_back(NewRandomId(req.tool_id_prefix));
-        ev.tool_call_id = result->tool_call_ids.back();
-      }
-      ev.chat = std::move(ce);
-      request.Push(std::move(ev));
-    }
+  OutputStream output(req);
+  auto push = [&request](std::vector<GenerationEvent> events) {
+    for (GenerationEvent& ev : events) request.Push(std::move(ev));
   };
 
   FinishReason finish = FinishReason::kLength;
@@ -377,13 +339,12 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
     }
     ++result->completion_tokens;
     Expected<std::string> piece = decoder.Push(id);
-    if (piece.ok()) emit(*piece, /*final=*/false);
-    if (stops.stopped()) {
+    if (piece.ok()) push(output.Feed(*piece));
+    if (output.stopped()) {
       finish = FinishReason::kStop;
-      result->stop_sequence = stops.matched();
       break;
     }
-    if (parser && parser->ShouldStop()) {
+    if (output.tool_block_closed()) {
       finish = FinishReason::kToolCalls;
       break;
     }
@@ -402,25 +363,13 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       SaveSession(session, SaveReason::kContinued, /*visible=*/false);
     }
   }
-  emit(decoder.Flush(), /*final=*/true);
-
+  push(output.Feed(decoder.Flush()));
+  push(output.Finish());
   result->timing.decode_tokens = sampled;
   result->timing.decode_ms = MsSince(t0);
-  if (parser) {
-    result->parsed = parser->result();
-    result->tool_call_ids.resize(result->parsed.tool_calls.size());
-    for (std::string& id : result->tool_call_ids) {
-      if (id.empty()) id = NewRandomId(req.tool_id_prefix);
-    }
-    if (result->parsed.unterminated_tool_block && finish != FinishReason::kCancelled) {
-      finish = FinishReason::kError;
-      result->error = "unterminated tool call";
-    }
-    if (!result->parsed.tool_calls.empty() && finish == FinishReason::kStop) {
-      finish = FinishReason::kToolCalls;  // a block closed without tools_active stopping it
-    }
-  }
-  result->finish = finish;
+  const std::string error = result->error;
+  output.Complete(finish, result);
+  if (!error.empty()) result->error = error;
 }
 
 std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,

@@ -222,8 +222,10 @@ class ResponsesStream : public StreamEncoder {
 
   std::string Start(const CacheInfo&) override {
     Json resp = ResponseObject(ctx_, nullptr, &ids_, {}, {});
-    return Event("response.created", {{"response", resp}}) +
-           Event("response.in_progress", {{"response", resp}});
+    // Two statements: the operands of + are evaluated in no fixed order, and each Event
+    // takes the next sequence number.
+    std::string out = Event("response.created", {{"response", resp}});
+    return out + Event("response.in_progress", {{"response", resp}});
   }
 
   std::string Delta(const GenerationEvent& ev) override {
@@ -311,8 +313,9 @@ class ResponsesStream : public StreamEncoder {
     failed.finish = FinishReason::kError;
     failed.error = message;
     Json resp = ResponseObject(ctx_, &failed, &ids_, reasoning_, content_);
-    return Event("error", {{"code", "server_error"}, {"message", message}, {"param", nullptr}}) +
-           Event("response.failed", {{"response", std::move(resp)}});
+    std::string out =
+        Event("error", {{"code", "server_error"}, {"message", message}, {"param", nullptr}});
+    return out + Event("response.failed", {{"response", std::move(resp)}});
   }
 
  private:

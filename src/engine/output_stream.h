@@ -1,0 +1,52 @@
+// OutputStream: generated text → one request's events, in the order the client sees them:
+// invalid UTF-8 substituted (clients get, and resend, valid UTF-8), stop sequences cut, and
+// in chat mode the incremental parser's reasoning / content / tool-call deltas, each new
+// tool call given a fresh unguessable id. Separate from the decode loop so the tool-call
+// path can be driven with exact text in tests. Must not: sample, touch sessions or know
+// HTTP.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/output_parser.h"
+#include "engine/generation.h"
+#include "engine/stop_matcher.h"
+
+namespace flashkv {
+
+class OutputStream {
+ public:
+  // Uses request.output, thinking, tools_active, tool_id_prefix and stop.
+  explicit OutputStream(const GenerationRequest& request);
+
+  // Appends decoded bytes (any split that keeps valid characters whole, as StreamDecoder
+  // gives); returns the events they complete.
+  std::vector<GenerationEvent> Feed(std::string_view raw);
+  // End of generation: releases held text and closes the parser.
+  std::vector<GenerationEvent> Finish();
+
+  // A stop sequence matched: generation must end (finish stop).
+  bool stopped() const { return stops_.stopped(); }
+  // A tool block closed while tools are active: generation must end (finish tool_calls).
+  bool tool_block_closed() const { return parser_ && parser_->ShouldStop(); }
+
+  // After Finish: the result's text, parsed output, tool-call ids and stop sequence, and
+  // the finish reason adjusted for what the text turned out to be (`finish` is the
+  // decode loop's reason).
+  void Complete(FinishReason finish, GenerationResult* result) const;
+
+ private:
+  std::vector<GenerationEvent> Process(std::string kept, bool final);
+
+  std::string tool_id_prefix_;
+  StopMatcher stops_;
+  std::optional<OutputParser> parser_;
+  std::string text_;                   // kept text so far
+  std::vector<std::string> call_ids_;  // by call index
+  bool finished_ = false;
+};
+
+}  // namespace flashkv
