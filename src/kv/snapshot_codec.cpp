@@ -337,7 +337,7 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
     uint8_t* dst = base + s.offset;
     switch (s.kind) {
       case SnapshotSectionKind::kText:
-        std::memcpy(dst, content.text.data(), content.text.size());
+        if (!content.text.empty()) std::memcpy(dst, content.text.data(), content.text.size());
         break;
       case SnapshotSectionKind::kTokens:
         std::memcpy(dst, content.tokens.data(), s.bytes);
@@ -557,7 +557,7 @@ Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSectio
 
 std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes) {
   std::vector<int32_t> t(bytes.size() / 4);
-  std::memcpy(t.data(), bytes.data(), t.size() * 4);
+  if (!t.empty()) std::memcpy(t.data(), bytes.data(), t.size() * 4);
   return t;
 }
 
