@@ -122,6 +122,17 @@ int Run(const std::string& dir, int64_t n_tokens) {
                  st.ToString().c_str());
     return 1;
   }
+  // A second save of other ids: the steady state, where the writer's last buffer is reused.
+  std::vector<int32_t> tokens2 = tokens;
+  tokens2[0] = (tokens2[0] + 1) % kVocab;
+  c.tokens = tokens2;
+  const double t7 = Now();
+  auto key2 = (*cache)->Save(*state, c);
+  const double t8 = Now();
+  st = (*cache)->Flush();
+  const double t9 = Now();
+  if (!key2.ok() || !st.ok()) return 1;
+  (void)(*cache)->Remove(*key2);
   const std::string path = JoinPath(cache_dir, *key + ".kv");
   auto size = File::OpenRead(path)->Size();
   const uint64_t bytes = *size;
@@ -164,6 +175,11 @@ int Run(const std::string& dir, int64_t n_tokens) {
       "  save  %7.0f MB/s  (host copy %.0f ms on the caller, then write+fsync %.0f MB/s)"
       "  dd write %7.0f MB/s  ratio %.2f\n",
       save_mbs, (t1 - t0) * 1e3, write_mbs, ddw, save_mbs / ddw);
+  const double save2_mbs = Mb(bytes) / (t9 - t7);
+  std::printf(
+      "  save  %7.0f MB/s  (host copy %.0f ms into a reused buffer, then write+fsync "
+      "%.0f MB/s)  ratio %.2f\n",
+      save2_mbs, (t8 - t7) * 1e3, Mb(bytes) / (t9 - t8), save2_mbs / ddw);
   std::printf(
       "  load  %7.0f MB/s  (%.0f ms, page cache dropped)          dd read  %7.0f MB/s  "
       "ratio %.2f\n",

@@ -506,8 +506,13 @@ class DiskCache::Impl {
       reserved_bytes_ += bytes;
       pending_keys_.insert(key);
     }
+    std::unique_ptr<SnapshotImage> spare;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      spare = std::move(spare_);
+    }
     const auto t0 = std::chrono::steady_clock::now();
-    auto img = CaptureSnapshot(state, *opt_.identity, content, NowMs());
+    auto img = CaptureSnapshot(state, *opt_.identity, content, NowMs(), spare.get());
     if (!img.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       reserved_bytes_ -= bytes;
@@ -564,6 +569,9 @@ class DiskCache::Impl {
           queued_bytes_ -= job.image->size();
           reserved_bytes_ -= job.image->size();
           pending_keys_.erase(job.key);
+          if (opt_.reuse_host_buffer && (!spare_ || spare_->capacity() < job.image->capacity())) {
+            spare_ = std::move(job.image);
+          }
           if (st.ok()) {
             ++stats_.saves;
           } else {
@@ -728,6 +736,7 @@ class DiskCache::Impl {
   uint64_t reserved_bytes_ = 0;  // admitted entries not yet renamed into place
   uint64_t doomed_bytes_ = 0;    // victims out of the index, not yet deleted
   std::set<std::string> pending_keys_;
+  std::unique_ptr<SnapshotImage> spare_;  // the last written image's buffer, for reuse
   std::deque<Job> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;

@@ -48,6 +48,10 @@ struct DiskCacheOptions {
   double hit_half_life_hours = 6.0;
   // Host copies waiting for the writer thread; Save blocks while more are queued.
   uint64_t max_pending_bytes = uint64_t(4) << 30;
+  // Keep the host buffer of the last written snapshot (one snapshot's size of memory)
+  // for the next save: copying into mapped pages costs a fraction of fresh memory, and
+  // the copy is the part of a save that blocks decoding.
+  bool reuse_host_buffer = true;
   SnapshotLoadOptions load;
 };
 

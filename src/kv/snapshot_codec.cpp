@@ -262,7 +262,8 @@ uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_voc
 }
 
 Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,
-                                        const SnapshotContent& content, int64_t now_ms) {
+                                        const SnapshotContent& content, int64_t now_ms,
+                                        SnapshotImage* reuse) {
   const KvShape& shape = state.shape();
   const int64_t n_tokens = state.n_tokens();
   if (n_tokens <= 0) return InvalidArgument("cannot snapshot an empty state");
@@ -317,8 +318,15 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
                                             content.text.size(), content.extensions),
                                &h.sections);
   img.size_ = h.file_bytes;
-  img.bytes_.reset(static_cast<uint8_t*>(
-      std::aligned_alloc(4096, AlignUp(std::max<uint64_t>(img.size_, 1), 4096))));
+  if (reuse != nullptr && reuse->bytes_ && reuse->capacity_ >= img.size_) {
+    img.bytes_ = std::move(reuse->bytes_);
+    img.capacity_ = reuse->capacity_;
+    reuse->size_ = reuse->capacity_ = 0;
+    reuse->sealed_ = false;
+  } else {
+    img.bytes_.reset(AllocHostBytes(img.size_));
+    img.capacity_ = img.size_;
+  }
   if (!img.bytes_) {
     return ResourceExhausted("cannot allocate {} bytes for a snapshot image", img.size_);
   }

@@ -65,6 +65,7 @@ class SnapshotImage {
   const SnapshotHeader& header() const { return header_; }
   const uint8_t* data() const { return bytes_.get(); }
   uint64_t size() const { return size_; }
+  uint64_t capacity() const { return capacity_; }  // bytes of the buffer (>= size())
   std::span<const int32_t> tokens() const;
   std::string_view text() const;
   // SHA1 of the token ids as little-endian u32: the cache key.
@@ -73,7 +74,7 @@ class SnapshotImage {
 
  private:
   friend Expected<SnapshotImage> CaptureSnapshot(const KvState&, const SnapshotIdentity&,
-                                                 const SnapshotContent&, int64_t);
+                                                 const SnapshotContent&, int64_t, SnapshotImage*);
   friend void SealSnapshot(SnapshotImage&);
   SnapshotImage() = default;
 
@@ -83,6 +84,7 @@ class SnapshotImage {
   };
   std::unique_ptr<uint8_t[], FreeBytes> bytes_;  // [size_], the whole file, page-aligned
   uint64_t size_ = 0;
+  uint64_t capacity_ = 0;  // bytes allocated (>= size_ when a buffer was reused)
   Sha1Digest key_{};
   bool sealed_ = false;
 };
@@ -92,8 +94,11 @@ Sha1Digest TokensKey(std::span<const int32_t> tokens);
 
 // Copies `state` and `content` into an image (no CRCs yet). Checks the content against
 // the state (token count, ids >= 0, text <= 1 GiB, identity.numerics <= 15 bytes).
+// `reuse`: an image whose buffer may be taken over when large enough (its pages are
+// already mapped, which makes the copy several times faster than into fresh memory).
 Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,
-                                        const SnapshotContent& content, int64_t now_ms);
+                                        const SnapshotContent& content, int64_t now_ms,
+                                        SnapshotImage* reuse = nullptr);
 // Computes the section CRCs and writes the section table and header into the image.
 void SealSnapshot(SnapshotImage& image);
 // Writes a sealed image from the file's current position in large chunks.
