@@ -66,34 +66,35 @@ __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const
 // against activation row xr; valid in the lane that owns the block (Q8_0: every lane;
 // K-quants: every lane of the 8-lane group, after an exact integer reduction).
 template <DType T>
-__device__ __forceinline__ float BlockTerm(const uint8_t* wrow, const uint8_t* xr, int blk,
+__device__ __forceinline__ float BlockTerm(const uint8_t* wrow, const uint8_t* xr, int n, int blk,
                                            bool valid, int w, const uint64_t* iq2_grid) {
   if constexpr (T == DType::kQ8_0) {
     if (!valid) return 0.0f;
     const uint8_t* wblk = wrow + 34 * size_t(blk);
-    const uint8_t* xb = xr + size_t(kQ8_0ActBytes) * blk;
-    const int isum = Q8_0BlockIsum(wblk, xb);
-    return __fmul_rn(__fmul_rn(LoadHalfDev(wblk), *reinterpret_cast<const float*>(xb)),
-                     float(isum));
+    const Q8Row x = Q8_0RowOf(xr, n);
+    const int isum = Q8_0BlockIsum(wblk, x.qs + 32 * blk);
+    return __fmul_rn(__fmul_rn(LoadHalfDev(wblk), x.d[blk]), float(isum));
   } else if constexpr (T == DType::kQ2_K) {
-    const uint8_t* wblk = wrow + 84 * size_t(valid ? blk : 0);
-    const uint8_t* xb = xr + size_t(kQ8_KBytes) * (valid ? blk : 0);
+    const int sb = valid ? blk : 0;
+    const uint8_t* wblk = wrow + 84 * size_t(sb);
+    const Q8Row x = Q8_KRowOf(xr, n);
     int isum = 0, summs = 0;
-    if (valid) Q2KUnitIsum(wblk, w, xb, &isum, &summs);
+    if (valid) Q2KUnitIsum(wblk, w, x.qs + 256 * sb, x.bsums + 16 * sb, &isum, &summs);
     isum = GroupSumInt<8>(isum);
     summs = GroupSumInt<8>(summs);
     if (!valid) return 0.0f;
-    const float dy = *reinterpret_cast<const float*>(xb);
+    const float dy = x.d[sb];
     const float dall = __fmul_rn(dy, LoadHalfDev(wblk + 80));
     const float dmin = __fmul_rn(dy, LoadHalfDev(wblk + 82));
     return __fsub_rn(__fmul_rn(dall, float(isum)), __fmul_rn(dmin, float(summs)));
   } else {  // IQ2_XXS
-    const uint8_t* wblk = wrow + 66 * size_t(valid ? blk : 0);
-    const uint8_t* xb = xr + size_t(kQ8_KBytes) * (valid ? blk : 0);
-    int bsum = valid ? Iq2xxsUnitIsum(wblk, w, xb, iq2_grid) : 0;
+    const int sb = valid ? blk : 0;
+    const uint8_t* wblk = wrow + 66 * size_t(sb);
+    const Q8Row x = Q8_KRowOf(xr, n);
+    int bsum = valid ? Iq2xxsUnitIsum(wblk, w, x.qs + 256 * sb, iq2_grid) : 0;
     bsum = GroupSumInt<8>(bsum);
     if (!valid) return 0.0f;
-    const float d = __fmul_rn(LoadHalfDev(wblk), *reinterpret_cast<const float*>(xb));
+    const float d = __fmul_rn(LoadHalfDev(wblk), x.d[sb]);
     return __fmul_rn(d, float(bsum));
   }
 }
@@ -101,10 +102,15 @@ __device__ __forceinline__ float BlockTerm(const uint8_t* wrow, const uint8_t* x
 // q8 activations. x[t] points at the activation blocks of row t; fold: kFoldFloats floats
 // of this warp's shared memory (used when NT > 1 or for Q4_K). The terms of kBatch passes
 // are computed before any is folded, so their loads are in flight together.
+// Q8_0 rows whose block count is a multiple of 8 start 16-byte aligned; with `stage`
+// (kQ8_0StageBytes of this warp's shared memory) such a row is copied in with coalesced
+// 16-byte loads, kBatch passes at a time, and the blocks are read from there.
+inline constexpr int kQ8_0StageBytes = 34 * 128;
+
 template <DType T, int NT, int NR>
 __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const uint8_t* const* x,
                                              int nt, int n, float* fold, const uint64_t* iq2_grid,
-                                             float (&out)[NR]) {
+                                             float (&out)[NR], uint8_t* stage = nullptr) {
   const int lane = threadIdx.x & 31;
   if constexpr (T == DType::kQ4_K) {
     // Q4_K (not on ds4's hot path): one super-block per 8 lanes per pass, 9-float records.
@@ -123,10 +129,11 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           if (t < nt) {
-            const uint8_t* xb = x[t] + size_t(kQ8_KBytes) * (valid ? sb : 0);
+            const Q8Row xr = Q8_KRowOf(x[t], n);
+            const int sbv = valid ? sb : 0;
             int lanes[8], summ = 0;
             if (valid) {
-              Q4KUnitIsum(wblk, w, xb, lanes, &summ);
+              Q4KUnitIsum(wblk, w, xr.qs + 256 * sbv, xr.bsums + 16 * sbv, lanes, &summ);
             } else {
 #pragma unroll
               for (int l = 0; l < 8; ++l) lanes[l] = 0;
@@ -135,7 +142,7 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
             for (int l = 0; l < 8; ++l) lanes[l] = GroupSumInt<8>(lanes[l]);
             summ = GroupSumInt<8>(summ);
             if (valid && w == 0) {
-              const float dy = *reinterpret_cast<const float*>(xb);
+              const float dy = xr.d[sbv];
               const float d = __fmul_rn(LoadHalfDev(wblk), dy);
               const float dmin = __fmul_rn(LoadHalfDev(wblk + 2), dy);
               float* rec = fold + (grp * NT + t) * R;
@@ -165,14 +172,27 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
     // Q8_0: 32 blocks per pass (one per lane); Q2_K / IQ2_XXS: 4 super-blocks per pass.
     constexpr bool kQ8_0 = T == DType::kQ8_0;
     constexpr int kPerPass = kQ8_0 ? 32 : 4;
-    constexpr int kBatch = 4;
+    // Decoding batches 4 passes of loads; with 8 activation rows the registers are better
+    // spent on the rows (measured).
+    constexpr int kBatch = NT == 1 ? 4 : 1;
     const int nblk = kQ8_0 ? n / 32 : n / 256;
     const int mine = kQ8_0 ? lane : (lane >> 3);  // block index within a pass
     const int w = lane & 7;
     float facc[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) facc[r] = 0.0f;
+    const bool staged = kQ8_0 && NR == 1 && NT == 1 && stage != nullptr && nblk % 8 == 0;
     for (int base = 0; base < nblk; base += kPerPass * kBatch) {
+      const uint8_t* wsrc[NR];
+#pragma unroll
+      for (int r = 0; r < NR; ++r) wsrc[r] = wrows[r];
+      if (staged) {
+        const int bytes = 34 * min(kPerPass * kBatch, nblk - base);
+        const uint4* src = reinterpret_cast<const uint4*>(wrows[0] + 34 * size_t(base));
+        uint4* dst = reinterpret_cast<uint4*>(stage);
+        for (int i = lane; i < bytes / 16; i += 32) dst[i] = src[i];
+        __syncwarp();
+      }
       float term[NR][kBatch][NT];
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
@@ -182,11 +202,25 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
         for (int t = 0; t < NT; ++t) {
 #pragma unroll
           for (int r = 0; r < NR; ++r) {
-            term[r][i][t] = t < nt ? BlockTerm<T>(wrows[r], x[t], blk, valid, w, iq2_grid) : 0.0f;
+            if constexpr (kQ8_0) {
+              if (staged) {
+                float v = 0.0f;
+                if (t < nt && valid) {
+                  const uint8_t* sblk = stage + 34 * (blk - base);
+                  const Q8Row xr = Q8_0RowOf(x[t], n);
+                  v = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), xr.d[blk]),
+                                float(Q8_0BlockIsum(sblk, xr.qs + 32 * blk)));
+                }
+                term[r][i][t] = v;
+                continue;
+              }
+            }
+            term[r][i][t] = t < nt ? BlockTerm<T>(wsrc[r], x[t], n, blk, valid, w, iq2_grid) : 0.0f;
           }
         }
       }
-      // Fold in block order with unfused adds.
+      if (staged) __syncwarp();  // the next batch overwrites the stage
+                                 // Fold in block order with unfused adds.
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const int first = base + i * kPerPass;

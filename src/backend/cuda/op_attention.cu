@@ -18,7 +18,7 @@ namespace cuda {
 namespace {
 
 constexpr int kChunkRows = 32;
-constexpr int kHeadGroup = 8;
+constexpr int kHeadGroup = 16;
 
 struct AttnArgs {
   const float* q;           // [n_tokens, n_head, head_dim]

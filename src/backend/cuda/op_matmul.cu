@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/matvec_tp.cuh"
 
 namespace flashkv {
 namespace cuda {
@@ -36,10 +37,10 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
   const float amax = WarpMax(fabsf(x));
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  uint8_t* o = a.out + row * a.row_bytes + size_t(kQ8_0ActBytes) * b;
-  if (lane == 0) *reinterpret_cast<float*>(o) = d;
+  uint8_t* o = a.out + row * a.row_bytes;  // split layout: qs [n], then d [n/32]
+  if (lane == 0) reinterpret_cast<float*>(o + a.n)[b] = d;
   const int q = min(max(__float2int_rn(__fmul_rn(x, id)), -128), 127);
-  o[4 + lane] = uint8_t(int8_t(q));
+  o[b * 32 + lane] = uint8_t(int8_t(q));
 }
 
 // One warp per 256 values: the first element of largest |x| sets iscale = -127 / x_max,
@@ -74,11 +75,14 @@ __global__ void QuantizeQ8_KKernel(QuantArgs a) {
       idx = oi;
     }
   }
-  uint8_t* o = a.out + row * a.row_bytes + size_t(kQ8_KBytes) * b;
-  int8_t* qs = reinterpret_cast<int8_t*>(o + 4);
-  int16_t* bsums = reinterpret_cast<int16_t*>(o + 260);
+  // Split layout: qs [n], then d [n/256], then bsums [n/16].
+  uint8_t* o = a.out + row * a.row_bytes;
+  int8_t* qs = reinterpret_cast<int8_t*>(o) + b * 256;
+  float* dp = reinterpret_cast<float*>(o + a.n) + b;
+  int16_t* bsums =
+      reinterpret_cast<int16_t*>(reinterpret_cast<float*>(o + a.n) + a.n / 256) + b * 16;
   if (amax == 0.0f) {
-    if (lane == 0) *reinterpret_cast<float*>(o) = 0.0f;
+    if (lane == 0) *dp = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) qs[lane * 8 + j] = 0;
     if (lane < 16) bsums[lane] = 0;
@@ -95,7 +99,7 @@ __global__ void QuantizeQ8_KKernel(QuantArgs a) {
   }
   sum += __shfl_xor_sync(kFullMask, sum, 1);
   if ((lane & 1) == 0) bsums[lane >> 1] = int16_t(sum);
-  if (lane == 0) *reinterpret_cast<float*>(o) = __fdiv_rn(1.0f, iscale);
+  if (lane == 0) *dp = __fdiv_rn(1.0f, iscale);
 }
 
 // Resolves activation row t of the block's tile: its x pointer and its y row.
@@ -132,10 +136,10 @@ __device__ __forceinline__ TileRows ResolveTile(const MatVecArgs& a) {
 template <DType T, bool kQ8, int NT, int NR>
 __device__ __forceinline__ void RowDots(const MatVecArgs& a, const uint8_t* const* wrows,
                                         const uint8_t* const* xb, int nt, float* fold,
-                                        float (&out)[NR]) {
+                                        float (&out)[NR], uint8_t* stage = nullptr) {
   const int lane = threadIdx.x & 31;
   if constexpr (kQ8) {
-    WarpRowDotQ8<T, NT, NR>(wrows, xb, nt, a.n, fold, a.iq2_grid, out);
+    WarpRowDotQ8<T, NT, NR>(wrows, xb, nt, a.n, fold, a.iq2_grid, out, stage);
   } else {
     const float* xf[NT];
 #pragma unroll
@@ -156,6 +160,8 @@ __device__ __forceinline__ void RowDots(const MatVecArgs& a, const uint8_t* cons
 template <DType T, bool kQ8, int NT>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecKernel(MatVecArgs a) {
   __shared__ float fold_all[kQ8 ? kWarpsPerBlock * kFoldFloats : 1];
+  constexpr bool kStage = kQ8 && T == DType::kQ8_0 && NT == 1;
+  __shared__ __align__(16) uint8_t stage_all[kStage ? kWarpsPerBlock * kQ8_0StageBytes : 16];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarpsPerBlock + warp;
@@ -171,7 +177,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecKernel(MatVecArgs a
   const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
                             uint64_t(row) * a.row_bytes};
   float r[1];
-  RowDots<T, kQ8, NT, 1>(a, wrow, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), r);
+  RowDots<T, kQ8, NT, 1>(a, wrow, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), r,
+                         kStage ? stage_all + warp * kQ8_0StageBytes : nullptr);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (lane == t && t < tr.nt) a.y[uint64_t(tr.yrow[t]) * a.y_row_floats + row] = r[0];
@@ -242,12 +249,135 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpKernel(GateUpArgs g
   }
 }
 
+// One activation row (decode), q8: the 4 warps of a block share a weight row (or a
+// gate/up pair), each forming the terms of every 4th pass of blocks into shared memory;
+// thread 0 then folds them in block order. Same terms and order as WarpRowDotQ8, so the
+// same bits, with 4× the warps in flight on the short rows decoding is made of.
+constexpr int kRowTerms = 1024;  // blocks (Q8_0) or super-blocks per row held in shared memory
+// Rows of at least this many blocks take the row-block kernel (none of Flash's: measured).
+constexpr int kRowKernelMinBlocks = 1 << 30;
+template <DType T, int NR>
+__device__ __forceinline__ void RowBlockDots(const MatVecArgs& a, const uint8_t* const* wrows,
+                                             const uint8_t* xr, float (&out)[NR]) {
+  __shared__ float terms[NR][kRowTerms];
+  __shared__ __align__(16) uint8_t stage[kWarpsPerBlock][34 * 32];
+  constexpr bool kQ8_0 = T == DType::kQ8_0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nblk = kQ8_0 ? a.n / 32 : a.n / 256;
+  const int per_pass = kQ8_0 ? 32 : 4;
+  const int mine = kQ8_0 ? lane : lane >> 3;
+  const int w = lane & 7;
+  const bool staged = kQ8_0 && NR == 1 && nblk % 8 == 0;
+  for (int pass = warp; pass * per_pass < nblk; pass += kWarpsPerBlock) {
+    const int blk = pass * per_pass + mine;
+    const bool valid = blk < nblk;
+    if constexpr (kQ8_0) {
+      if (staged) {
+        const uint4* src = reinterpret_cast<const uint4*>(wrows[0] + 34 * size_t(pass * 32));
+        uint4* dst = reinterpret_cast<uint4*>(stage[warp]);
+        const int n16 = 34 * min(32, nblk - pass * 32) / 16;
+        for (int i = lane; i < n16; i += 32) dst[i] = src[i];
+        __syncwarp();
+        if (valid) {
+          const uint8_t* sblk = stage[warp] + 34 * lane;
+          const Q8Row x = Q8_0RowOf(xr, a.n);
+          terms[0][blk] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), x.d[blk]),
+                                    float(Q8_0BlockIsum(sblk, x.qs + 32 * blk)));
+        }
+        __syncwarp();
+        continue;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float t = BlockTerm<T>(wrows[r], xr, a.n, blk, valid, w, a.iq2_grid);
+      if (valid && (kQ8_0 || w == 0)) terms[r][blk] = t;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < NR) {
+    float facc = 0.0f;
+    for (int i = 0; i < nblk; ++i) facc = __fadd_rn(facc, terms[threadIdx.x][i]);
+    if (T == DType::kIQ2_XXS) facc = __fmul_rn(0.125f, facc);
+    terms[threadIdx.x][0] = facc;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < NR; ++r) out[r] = terms[r][0];
+}
+
+// grid (rows, activation rows): one weight row per block; plain or tile mode (tiles of one).
+template <DType T>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecRowKernel(MatVecArgs a) {
+  const int row = blockIdx.x;
+  const TileRows tr = ResolveTile<1>(a);
+  if (tr.nt <= 0) return;
+  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
+  const uint8_t* xr =
+      a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
+  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
+                            uint64_t(row) * a.row_bytes};
+  float r[1];
+  RowBlockDots<T, 1>(a, wrow, xr, r);
+  if (threadIdx.x == 0) a.y[uint64_t(tr.yrow[0]) * a.y_row_floats + row] = r[0];
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpRowKernel(GateUpArgs g) {
+  const MatVecArgs& a = g.mv;
+  const int row = blockIdx.x;
+  const TileRows tr = ResolveTile<1>(a);
+  if (tr.nt <= 0) return;
+  const uint8_t* xr = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
+  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const uint8_t* wrows[2] = {a.w + off, g.w_up + off};
+  float gu[2];
+  RowBlockDots<T, 2>(a, wrows, xr, gu);
+  if (threadIdx.x == 0) {
+    const int p = tr.yrow[0];
+    a.y[uint64_t(p) * a.y_row_floats + row] =
+        __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), g.route_w[p]);
+  }
+}
+
 // Rows below this take the split kernel on the fp32 path (a property of the weight's shape,
 // never of the batch, so the float order stays fixed).
 constexpr int kSplitBelowRows = 1024;
 
+// Plain batches of at least this many tokens take the token-parallel kernels.
+constexpr int kTpMinTokens = 1 << 30;  // plain batches: see LaunchTyped
+
 template <DType T, bool kQ8, typename A>
 bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int nt) {
+  if constexpr (kQ8 && (T == DType::kQ8_0 || T == DType::kQ2_K || T == DType::kIQ2_XXS)) {
+    // Token-parallel for expert tiles of 32; for plain batches the 8-token warp kernel reads
+    // its activations coalesced and measured faster (docs/CUDA.md).
+    const bool tp = a.tiles != nullptr ? a.tile_nt > 8 : a.n_tokens >= kTpMinTokens;
+    const bool one = a.tiles != nullptr ? a.tile_nt == 1 : a.n_tokens == 1;
+    // Measured slower than the warp-per-row kernel on every Flash matrix (rows of 1 to 16
+    // passes): kept for rows long enough to give each of the 4 warps several passes.
+    if (one && a.n / (T == DType::kQ8_0 ? 32 : 256) >= kRowKernelMinBlocks &&
+        a.n / (T == DType::kQ8_0 ? 32 : 256) <= kRowTerms) {
+      const dim3 grid(a.rows, a.tiles != nullptr ? a.n_tiles : 1);
+      if constexpr (std::is_same_v<A, GateUpArgs>) {
+        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+      } else {
+        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+      }
+      return true;
+    }
+    if (tp) {
+      const dim3 grid(CeilDiv(a.rows, kTpWarps),
+                      a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, kTpTokens)));
+      if constexpr (std::is_same_v<A, GateUpArgs>) {
+        s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+      } else {
+        s.Launch(MatVecTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+      }
+      return true;
+    }
+  }
+  if (nt > 8) return false;  // 32-entry tiles are for the token-parallel kernels only
   const int n_tiles = a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, nt));
   const dim3 grid(CeilDiv(a.rows, kWarpsPerBlock), n_tiles);
   const dim3 block(kWarpsPerBlock * 32);
@@ -335,11 +465,12 @@ ActQuant Q8ActFor(DType wtype) {
 }
 
 uint64_t Q8ActRowBytes(ActQuant q, int n) {
+  // Quantized rows are padded to 16 bytes so their quants can be read as int4.
   switch (q) {
     case ActQuant::kQ8_0:
-      return uint64_t(n / 32) * kQ8_0ActBytes;
+      return (uint64_t(n / 32) * 36 + 15) / 16 * 16;
     case ActQuant::kQ8_K:
-      return uint64_t(n / 256) * kQ8_KBytes;
+      return (uint64_t(n / 256) * 292 + 15) / 16 * 16;
     default:
       return uint64_t(n) * sizeof(float);
   }

@@ -52,10 +52,25 @@ struct Unit<DType::kIQ2_XXS> {
   static constexpr int kBlockBytes = 66;
 };
 
-// Bytes of the q8 activation blocks: BlockQ8_0Act (fp32 d + 32 int8) and BlockQ8_K
-// (fp32 d + 256 int8 + 16 int16 bsums).
-inline constexpr int kQ8_0ActBytes = 36;
-inline constexpr int kQ8_KBytes = 292;
+// q8 activations on the GPU hold ds4's values (BlockQ8_0Act / BlockQ8_K: the same int8
+// quants, fp32 scales and bsums) in a split row layout, so quants load 16 bytes at a time:
+//   Q8_0: qs [n] int8, then d [n/32] f32;
+//   Q8_K: qs [n] int8, then d [n/256] f32, then bsums [n/16] int16.
+// Rows are padded to 16 bytes (Q8ActRowBytes), so every quant group is 16-byte aligned.
+struct Q8Row {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* bsums;  // Q8_K only
+};
+__device__ __forceinline__ Q8Row Q8_0RowOf(const uint8_t* row, int n) {
+  return Q8Row{reinterpret_cast<const int8_t*>(row), reinterpret_cast<const float*>(row + n),
+               nullptr};
+}
+__device__ __forceinline__ Q8Row Q8_KRowOf(const uint8_t* row, int n) {
+  const float* d = reinterpret_cast<const float*>(row + n);
+  return Q8Row{reinterpret_cast<const int8_t*>(row), d,
+               reinterpret_cast<const int16_t*>(d + n / 256)};
+}
 
 // The 8-bit sign mask of an IQ2 7-bit index (the 8th bit makes the parity even), spread
 // to bytes: 0xff for a negated value, 0x00 otherwise. lo covers values 0..3, hi 4..7.
@@ -193,42 +208,57 @@ __device__ __forceinline__ void DequantUnit<DType::kIQ2_XXS>(const uint8_t* row,
 }
 
 // ---- q8 path: integer sums of one unit against its activation block ------------------
-// Q8_0: the whole block; returns Σ w·x over 32 values.
-__device__ __forceinline__ int Q8_0BlockIsum(const uint8_t* wblk, const uint8_t* xblk) {
+// Q8_0: the whole block against 32 activation quants (16-byte aligned); Σ w·x.
+__device__ __forceinline__ int Q8_0BlockIsum(const uint8_t* wblk, const int8_t* xq) {
+  const int4 x0 = *reinterpret_cast<const int4*>(xq);
+  const int4 x1 = *reinterpret_cast<const int4*>(xq + 16);
+  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
   int s = 0;
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    s = __dp4a(int(LoadU32Align2(wblk + 2 + 4 * k)), int(LoadU32(xblk + 4 + 4 * k)), s);
-  }
+  for (int k = 0; k < 8; ++k) s = __dp4a(int(LoadU32Align2(wblk + 2 + 4 * k)), xv[k], s);
+  return s;
+}
+// The same from 32 weight quants already in registers (wq) — the staged-weight paths.
+__device__ __forceinline__ int Q8_0BlockIsumRegs(const int (&wq)[8], const int8_t* xq) {
+  const int4 x0 = *reinterpret_cast<const int4*>(xq);
+  const int4 x1 = *reinterpret_cast<const int4*>(xq + 16);
+  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  int s = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) s = __dp4a(wq[k], xv[k], s);
   return s;
 }
 
-// Q2_K unit w (values 32w..32w+31) against a Q8_K block: isum part (scaled by the two
-// 4-bit group scales) and the mins part (bsums · group mins).
-__device__ __forceinline__ void Q2KUnitIsum(const uint8_t* wblk, int w, const uint8_t* xblk,
-                                            int* isum, int* summs) {
+// Q2_K unit w (values 32w..32w+31) against a Q8_K super-block (q8: its 256 quants,
+// bsums: its 16 sums): isum part (scaled by the two 4-bit group scales) and the mins part
+// (bsums · group mins).
+__device__ __forceinline__ void Q2KUnitIsum(const uint8_t* wblk, int w, const int8_t* q8,
+                                            const int16_t* bsums, int* isum, int* summs) {
   const int h = w >> 2, s = w & 3;
-  const uint8_t* qs = wblk + 16 + 32 * h;
-  const uint8_t* q8 = xblk + 4 + 32 * w;
+  uint32_t wq[8];  // Q2_K blocks are 84 bytes: 4-byte aligned words
+#pragma unroll
+  for (int k = 0; k < 8; ++k) wq[k] = LoadU32(wblk + 16 + 32 * h + 4 * k);
+  const int4 x0 = *reinterpret_cast<const int4*>(q8 + 32 * w);
+  const int4 x1 = *reinterpret_cast<const int4*>(q8 + 32 * w + 16);
+  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
   int sub[2] = {0, 0};
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    const int q = int((LoadU32(qs + 4 * k) >> (2 * s)) & 0x03030303u);
-    sub[k >> 2] = __dp4a(q, int(LoadU32(q8 + 4 * k)), sub[k >> 2]);
+    const int q = int((wq[k] >> (2 * s)) & 0x03030303u);
+    sub[k >> 2] = __dp4a(q, xv[k], sub[k >> 2]);
   }
   const uint8_t sc0 = wblk[2 * w];
   const uint8_t sc1 = wblk[2 * w + 1];
   *isum = int(sc0 & 15) * sub[0] + int(sc1 & 15) * sub[1];
-  const int16_t* bsums = reinterpret_cast<const int16_t*>(xblk + 260);
   *summs = int(bsums[2 * w]) * int(sc0 >> 4) + int(bsums[2 * w + 1]) * int(sc1 >> 4);
 }
 
 // IQ2_XXS unit g against a Q8_K block: Σ ±grid·q8 times the group scale 2·ls + 1.
-__device__ __forceinline__ int Iq2xxsUnitIsum(const uint8_t* wblk, int g, const uint8_t* xblk,
+__device__ __forceinline__ int Iq2xxsUnitIsum(const uint8_t* wblk, int g, const int8_t* q8_sb,
                                               const uint64_t* iq2_grid) {
   const uint32_t a = LoadU32Align2(wblk + 2 + 8 * g);
   const uint32_t b = LoadU32Align2(wblk + 2 + 8 * g + 4);
-  const uint8_t* q8 = xblk + 4 + 32 * g;
+  const uint8_t* q8 = reinterpret_cast<const uint8_t*>(q8_sb) + 32 * g;
   int sumi = 0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -247,13 +277,13 @@ __device__ __forceinline__ int Iq2xxsUnitIsum(const uint8_t* wblk, int g, const 
 
 // Q4_K unit g against a Q8_K block: the 8 lane sums of GGML's generic kernel restricted
 // to this group (lane l = value index mod 8), times the group scale; and the mins part.
-__device__ __forceinline__ void Q4KUnitIsum(const uint8_t* wblk, int g, const uint8_t* xblk,
-                                            int lanes[8], int* summ) {
+__device__ __forceinline__ void Q4KUnitIsum(const uint8_t* wblk, int g, const int8_t* q8_sb,
+                                            const int16_t* bsums, int lanes[8], int* summ) {
   int sc, mn;
   Q4KScaleMin(wblk + 4, g, &sc, &mn);
   const uint8_t* qs = wblk + 16 + 32 * (g >> 1);
   const int shift = (g & 1) * 4;
-  const int8_t* q8 = reinterpret_cast<const int8_t*>(xblk + 4 + 32 * g);
+  const int8_t* q8 = q8_sb + 32 * g;
 #pragma unroll
   for (int l = 0; l < 8; ++l) lanes[l] = 0;
 #pragma unroll
@@ -266,7 +296,6 @@ __device__ __forceinline__ void Q4KUnitIsum(const uint8_t* wblk, int g, const ui
   }
 #pragma unroll
   for (int l = 0; l < 8; ++l) lanes[l] *= sc;
-  const int16_t* bsums = reinterpret_cast<const int16_t*>(xblk + 260);
   *summ = (int(bsums[2 * g]) + int(bsums[2 * g + 1])) * mn;
 }
 
