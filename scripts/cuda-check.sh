@@ -5,7 +5,7 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|all] [bench args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|all] [bench args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -67,6 +67,33 @@ device() {
       --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |max\|d\||argmax|snapshot|Failure|Expected|Which is|actual|error' \
       "$OUT/gpu-tests.log" | head -150 || true
+  fi
+  if [[ $what == cli ]]; then
+    local F=/work/shared/fixtures/hf-tiny-a T=$OUT/cli
+    mkdir -p "$T"
+    python3 -c "import json;print(','.join(map(str,json.load(open('$F/reference.json'))['prompt_tokens'])))" \
+      > "$T/prompt.txt"
+    /work/main/build-cuda/flashkv convert $F "$T/hf.gguf" --type f32 \
+      --tokenizer "$ROOT/models/tokenizer/tokenizer.json" > "$T/convert.log" 2>&1 || rc=1
+    for chunk in 1 7 80; do
+      /work/main/build-cuda/flashkv logits --model "$T/hf.gguf" --tokens-file "$T/prompt.txt" \
+        --decode 16 --chunk $chunk --numerics hf --act-quant off --backend cuda \
+        --out "$T/logits$chunk.f32" > "$T/greedy$chunk.txt" 2>"$T/logits$chunk.log" || rc=1
+      python3 - "$F" "$T/logits$chunk.f32" "$T/greedy$chunk.txt" $chunk <<'PY' || rc=1
+import json, sys, numpy as np
+f, out, greedy, chunk = sys.argv[1:5]
+ref = json.load(open(f + "/reference.json"))
+want = np.concatenate([np.fromfile(f + "/prefill_logits.f32", np.float32),
+                       np.fromfile(f + "/decode_logits.f32", np.float32)])
+got = np.fromfile(out, np.float32)
+d = float(np.abs(got - want).max()) if got.size == want.size else float("inf")
+g = [int(x) for x in open(greedy).read().replace(",", " ").split()]
+ok = d <= 1e-4 and g == ref["greedy_tokens"]
+print(f"flashkv logits --backend cuda, hf-tiny-a chunk {chunk}: max|d| {d:.3g} vs transformers, "
+      f"greedy {'equal' if g == ref['greedy_tokens'] else 'DIFFERENT'}: {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+    done
   fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \

@@ -1,7 +1,8 @@
 // `flashkv logits`: float32 logits for token ids, used by the reference tests and external
 // checks, so its interface is kept stable:
 //   flashkv logits --model M.gguf --tokens 1,2,3|--tokens-file F [--decode N] [--chunk N]
-//                  [--numerics hf|official] [--act-quant off|q8] --out FILE.f32
+//                  [--numerics hf|official] [--act-quant off|q8] [--backend cpu|cuda] --out
+//                  FILE.f32
 // FILE.f32 holds [positions, vocab] row-major: one row per prompt position (from the
 // prefill), then one per greedy decode step (each greedy token fed alone). The greedy
 // tokens are printed on stdout.
@@ -25,6 +26,7 @@ struct LogitsFlags {
   int decode = 0;
   int chunk = 0;
   int threads = 0;
+  std::string backend = "cpu";
   int ctx = 0;
   std::string numerics;
   std::string act_quant;
@@ -69,6 +71,7 @@ Status RunLogits(const LogitsFlags& f) {
   RuntimeOptions ro;
   ro.model_path = f.model;
   ro.threads = f.threads;
+  ro.backend = f.backend;
   ModelOptions mo;
   {
     FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(f.model));
@@ -133,6 +136,8 @@ void RegisterLogits(CLI::App& app) {
   cmd->add_option("--numerics", f->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", f->act_quant, "off | q8 (default: q8 with official numerics)");
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
+  cmd->add_option("--backend", f->backend, "cpu | cuda (when built with CUDA)")
+      ->capture_default_str();
   cmd->add_option("--ctx", f->ctx, "context size (default: prompt + decode)");
   cmd->add_option("--out,-o", f->out, "output file, float32 [positions, vocab]")->required();
   cmd->add_option("--hc-out", f->hc_out,

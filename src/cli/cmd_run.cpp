@@ -33,6 +33,7 @@ struct RunFlags {
   float min_p = 0.0f;
   uint64_t seed = 0;
   int threads = 0;
+  std::string backend = "cpu";
   int ctx = 0;
   int chunk = 256;
   bool raw = false;
@@ -106,6 +107,7 @@ Status RunOnce(const RunFlags& f) {
   RuntimeOptions ro;
   ro.model_path = f.model;
   ro.threads = f.threads;
+  ro.backend = f.backend;
   ro.model = &mo;
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open(ro));
   Model& model = rt->model();
@@ -254,6 +256,8 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("--min-p", f->min_p, "drop tokens below min-p · p(best) (0: off)");
   cmd->add_option("--seed", f->seed, "sampler seed")->capture_default_str();
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
+  cmd->add_option("--backend", f->backend, "cpu | cuda (when built with CUDA)")
+      ->capture_default_str();
   cmd->add_option("--ctx", f->ctx, "context size (default: prompt + n)");
   cmd->add_option("--chunk", f->chunk, "prefill chunk size")->capture_default_str();
   cmd->add_flag("--raw", f->raw, "use the prompt text as is (no chat template)");
