@@ -28,8 +28,17 @@ $(TINY_MODEL): $(TINY_INPUTS) | build
 
 tiny: build $(TINY_MODEL)
 
+# The server on the default model (./ds4flash.gguf if present, else the tiny model) with a
+# disk KV cache in ./.flashkv/kv. Ctrl+C stops it (saving the live sessions to disk).
+PORT         ?= 8000
 run: build tiny
-	$(FLASHKV) run --model $(TINY_MODEL) -p "Hello! Who are you?" -n 32
+	@echo
+	@echo "flashkv serve: OpenAI and Anthropic APIs on http://127.0.0.1:$(PORT), disk KV cache in .flashkv/kv"
+	@echo "try, from another shell:"
+	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/chat/completions -H 'content-type: application/json' \\"
+	@echo "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello! Who are you?\"}],\"max_tokens\":32}' -i"
+	@echo
+	$(FLASHKV) serve --port $(PORT) --kv-disk-dir .flashkv/kv
 
 test: build tiny
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu

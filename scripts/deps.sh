@@ -15,6 +15,13 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Node runs the end-to-end tests with the official OpenAI/Anthropic clients. Any Node >= 18
+# will do; Debian's own only when none is installed (another Node brings its own npm, and
+# Debian's npm package would conflict with it).
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
 if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}"
   SUDO=""
@@ -22,3 +29,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The client libraries for those tests, pinned by tests/clients/package-lock.json. A failure
+# (offline) does not stop a build; the end-to-end tests install them again and fail clearly.
+bash "$(dirname "${BASH_SOURCE[0]}")/npm-deps.sh" || echo "deps: npm packages for tests/clients not installed" >&2

@@ -275,8 +275,15 @@ Status Engine::Prefill(Session& session, RequestHandle& request,
   int64_t done = 0;
   const size_t chunk = size_t(std::max(1, options_.prefill_chunk));
   size_t next_point = 0;
+  auto account = [&] {
+    timing->prefill_tokens = done;
+    timing->prefill_ms = MsSince(t0);
+  };
   while (!session.pending().empty()) {
-    if (request.cancelled()) return Cancelled("client went away during prefill");
+    if (request.cancelled()) {
+      account();
+      return Cancelled("client went away during prefill");
+    }
     size_t n = std::min(chunk, session.pending().size());
     const int64_t pos = int64_t(session.tokens().size());
     while (next_point < save_points.size() && save_points[next_point] <= pos) ++next_point;
@@ -286,7 +293,11 @@ Status Engine::Prefill(Session& session, RequestHandle& request,
       at_point = true;
     }
     const bool last = n == session.pending().size();
-    FLASHKV_RETURN_IF_ERROR(Evaluate(session, n, last || at_point));
+    Status st = Evaluate(session, n, last || at_point);
+    if (!st.ok()) {
+      account();
+      return st;
+    }
     if (at_point) {
       const bool is_cold = cold && *cold == save_points[next_point];
       SaveSession(session, is_cold ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
@@ -299,8 +310,7 @@ Status Engine::Prefill(Session& session, RequestHandle& request,
     ev.total = total;
     request.Push(std::move(ev));
   }
-  timing->prefill_tokens = total;
-  timing->prefill_ms = MsSince(t0);
+  account();
   return Status::Ok();
 }
 
@@ -460,6 +470,9 @@ void Engine::Run(RequestHandle& request) {
   if (!st.ok()) {
     metrics_.RecordTiming(result->timing);
     if (st.code() == StatusCode::kCancelled) {
+      spdlog::info("request cancelled during prefill: cache={} prompt={} evaluated={} session={}",
+                   CacheSourceName(result->cache.source), result->cache.prompt_tokens,
+                   int64_t(session.tokens().size()), session.id());
       metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
       result->finish = FinishReason::kCancelled;
       GenerationEvent ev;

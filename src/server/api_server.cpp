@@ -236,12 +236,16 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
   }
 
   if (!p.api.stream) {
+    // Events keep coming while the model works, so the client is probed on a clock, not
+    // only when the queue is quiet.
+    Clock::time_point last_probe = Clock::now();
     while (true) {
       std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
-      if (!ev) {
-        if (!http.client_connected()) handle->Cancel();
-        continue;  // the worker answers a cancel with a final event soon
+      if (Clock::now() - last_probe >= kPollInterval) {
+        last_probe = Clock::now();
+        if (!http.client_connected()) handle->Cancel();  // the worker answers with kDone soon
       }
+      if (!ev) continue;
       if (ev->kind == GenerationEvent::Kind::kError) return Error(dialect, ev->error);
       if (ev->kind != GenerationEvent::Kind::kDone) continue;
       const GenerationResult& r = *ev->result;
@@ -273,17 +277,21 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
     };
     if (!send(encoder->Start(cache))) return;
     bool prefilling = true;
+    Clock::time_point last_probe = Clock::now();
     while (true) {
       std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
+      if (Clock::now() - last_probe >= kPollInterval) {
+        last_probe = Clock::now();
+        if (!w.ClientConnected()) {
+          handle->Cancel();
+          return;
+        }
+      }
       if (!ev || ev->kind == GenerationEvent::Kind::kPrefill) {
         // A timer, not prefill progress, drives keepalives: one chunk can take longer
         // than a client's idle timeout.
         if (Clock::now() - last_write >= keepalive) {
           if (!send(SseComment(prefilling ? "prefill" : "keepalive"))) return;
-        }
-        if (!ev && !w.ClientConnected()) {
-          handle->Cancel();
-          return;
         }
         continue;
       }

@@ -1,0 +1,107 @@
+// The resume cascade across tiers: a restart (SIGTERM, start again) turns the live session
+// into a disk hit; several sessions live side by side; an evicted session comes back from
+// disk; /metrics counts prompt tokens by source and lookups per tier.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { longSystem, metric, startServer, tempDir } from './lib/server.mjs';
+
+const openai = (server) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+const chat = (messages) => ({ model: 'm', messages, thinking: false, temperature: 0, max_tokens: 8 });
+
+test('after a restart the same conversation is a disk hit', async () => {
+  const args = ['--ctx', '4096', '--kv-disk-dir', tempDir('kv-restart'), '--kv-cache-min-tokens', '64'];
+  let server = await startServer(args, 'restart-a');
+  let client = openai(server);
+  const messages = [
+    { role: 'system', content: longSystem(30) },
+    { role: 'user', content: 'Describe a lighthouse.' },
+  ];
+  const first = await client.chat.completions.create(chat(messages));
+  messages.push(first.choices[0].message, { role: 'user', content: 'And its keeper?' });
+  assert.equal(await server.stop('SIGTERM'), 0);
+  assert.match(server.logText(), /shutdown snapshot of session/);
+
+  server = await startServer(args, 'restart-b');
+  client = openai(server);
+  const { data: second, response } = await client.chat.completions.create(chat(messages)).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^disk; reused=\d+; prompt=\d+; restore_ms=[0-9.]+; match=disk-/);
+  assert.equal(second.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens + 7);
+  assert.equal(await metric(server.url, 'flashkv_cache_lookups_total', 'tier="disk",result="hit"'), 1);
+  assert.equal(await metric(server.url, 'flashkv_prompt_tokens_total', 'source="disk"'),
+    second.usage.prompt_tokens_details.cached_tokens);
+  assert.ok((await metric(server.url, 'flashkv_disk_bytes')) > 0);
+  assert.ok((await metric(server.url, 'flashkv_disk_entries')) >= 1);
+
+  // From here on the conversation is live again.
+  messages.push(second.choices[0].message, { role: 'user', content: 'Thanks.' });
+  const { response: r3 } = await client.chat.completions.create(chat(messages)).withResponse();
+  assert.match(r3.headers.get('x-flashkv-cache'), /^live; /);
+  assert.equal(await server.stop(), 0);
+});
+
+test('an Anthropic thinking conversation survives a restart too', async () => {
+  const args = ['--ctx', '4096', '--kv-disk-dir', tempDir('kv-anthropic'), '--kv-cache-min-tokens', '64'];
+  let server = await startServer(args, 'restart-c');
+  const make = (s) => new Anthropic({ baseURL: s.url, apiKey: 'unused', maxRetries: 0 });
+  const req = (messages) => ({
+    model: 'claude', max_tokens: 8, thinking: { type: 'enabled', budget_tokens: 2000 },
+    system: [{ type: 'text', text: 'x-anthropic-billing-header: cch=1' }, { type: 'text', text: longSystem(30) }],
+    messages,
+  });
+  const messages = [{ role: 'user', content: 'Plan a trip.' }];
+  const first = await make(server).messages.create(req(messages));
+  assert.equal(first.content[0].type, 'thinking');
+  // Claude Code sends the thinking block back; the template drops old reasoning, and the
+  // snapshot is filed under that visible text.
+  messages.push({ role: 'assistant', content: first.content }, { role: 'user', content: 'Cheaper?' });
+  assert.equal(await server.stop(), 0);
+  server = await startServer(args, 'restart-d');
+  const { data, response } = await make(server).messages.create(req(messages)).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^disk; /);
+  const firstPrompt = first.usage.cache_creation_input_tokens + first.usage.cache_read_input_tokens;
+  assert.equal(data.usage.cache_read_input_tokens, firstPrompt + 7);
+  assert.equal(await server.stop(), 0);
+});
+
+test('a third unrelated session does not destroy the first one\'s reuse', async () => {
+  const server = await startServer(['--ctx', '4096'], 'three-sessions');
+  const client = openai(server);
+  const convo = (topic) => [{ role: 'system', content: longSystem(10) }, { role: 'user', content: `Tell me about ${topic}.` }];
+  const a = convo('apples');
+  const b = convo('boats');
+  const c = convo('clouds');
+  const ra = await client.chat.completions.create(chat(a));
+  await client.chat.completions.create(chat(b));
+  await client.chat.completions.create(chat(c));
+  a.push(ra.choices[0].message, { role: 'user', content: 'More.' });
+  const { data, response } = await client.chat.completions.create(chat(a)).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^live; /);
+  assert.equal(data.usage.prompt_tokens_details.cached_tokens, ra.usage.prompt_tokens + 7);
+  assert.equal(await metric(server.url, 'flashkv_live_evictions_total'), 0);
+  assert.equal(await metric(server.url, 'flashkv_live_sessions'), 3);
+  assert.equal(await metric(server.url, 'flashkv_cache_lookups_total', 'tier="live",result="hit"'), 1);
+  assert.equal(await metric(server.url, 'flashkv_cache_lookups_total', 'tier="live",result="miss"'), 3);
+  assert.equal(await metric(server.url, 'flashkv_prompt_tokens_total', 'source="live"'),
+    data.usage.prompt_tokens_details.cached_tokens);
+  assert.ok((await metric(server.url, 'flashkv_prefill_tokens_per_second')) > 0);
+  assert.ok((await metric(server.url, 'flashkv_decode_tokens_per_second')) > 0);
+  assert.equal(await server.stop(), 0);
+});
+
+test('with one live slot an evicted session comes back from disk', async () => {
+  const server = await startServer(['--ctx', '4096', '--kv-live-sessions', '1', '--kv-disk-dir', tempDir('kv-evict'),
+    '--kv-cache-min-tokens', '64'], 'evict');
+  const client = openai(server);
+  const a = [{ role: 'system', content: longSystem(20) }, { role: 'user', content: 'First conversation.' }];
+  const ra = await client.chat.completions.create(chat(a));
+  await client.chat.completions.create(chat([{ role: 'user', content: 'An unrelated question about trains and their many timetables.' }]));
+  a.push(ra.choices[0].message, { role: 'user', content: 'Continue.' });
+  const { data, response } = await client.chat.completions.create(chat(a)).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^disk; /);
+  assert.equal(data.usage.prompt_tokens_details.cached_tokens, ra.usage.prompt_tokens + 7);
+  assert.equal(await metric(server.url, 'flashkv_live_evictions_total'), 2);
+  assert.ok((await metric(server.url, 'flashkv_disk_saves_total', 'result="ok"')) >= 1);
+  assert.equal(await server.stop(), 0);
+});
