@@ -1,7 +1,8 @@
 // `flashkv bench`: throughput at context frontiers (spec ds4-server-and-cache.md §5.2,
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
 // runs the sweep of engine/bench_sweep.h and writes one CSV row per frontier (stdout or
-// --csv), optionally an SVG plot; a progress line on a TTY.
+// --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
+// saved run.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -31,6 +32,8 @@ struct BenchFlags {
   int threads = 0;
   std::string csv;
   std::string plot;
+  std::string from_csv;  // re-plot a saved run instead of running
+  std::string title;
   std::string numerics;
   std::string act_quant;
 };
@@ -82,7 +85,33 @@ Status WriteTextFile(const std::string& path, std::string_view text) {
   return Status::Ok();
 }
 
+std::string FileName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// --from-csv: the plot of a saved run. A log2 context axis when the steps between
+// frontiers (the last may be cut short at ctx-max) are not all equal, i.e. --step-mul.
+Status Replot(const BenchFlags& f) {
+  if (f.plot.empty()) return InvalidArgument("--from-csv needs --plot OUT.svg");
+  auto text = ReadWholeFile(f.from_csv);
+  if (!text.ok()) return text.status().WithContext(f.from_csv);
+  auto rows = ParseBenchCsv(*text);
+  if (!rows.ok()) return rows.status().WithContext(f.from_csv);
+  BenchPlotOptions po;
+  po.title = f.title.empty() ? "flashkv bench: " + FileName(f.from_csv) : f.title;
+  for (size_t i = 2; i + 1 < rows->size(); ++i) {
+    const auto& r = *rows;
+    if (r[i].ctx - r[i - 1].ctx != r[1].ctx - r[0].ctx) po.log2_x = true;
+  }
+  FLASHKV_RETURN_IF_ERROR(WriteTextFile(f.plot, BenchPlotSvg(*rows, po)));
+  std::fprintf(stderr, "bench: wrote %s (%zu rows of %s)\n", f.plot.c_str(), rows->size(),
+               f.from_csv.c_str());
+  return Status::Ok();
+}
+
 Status RunBench(BenchFlags f) {
+  if (!f.from_csv.empty()) return Replot(f);
   if (f.backend == "cuda") {
     return Unsupported(
         "--backend cuda: this build's Runtime cannot create a CUDA backend yet "
@@ -133,7 +162,7 @@ Status RunBench(BenchFlags f) {
     // Only for the summary line: what the state of the sweep's capacity allocates.
     FLASHKV_ASSIGN_OR_RETURN(KvState probe_state, rt->model().NewState(ctx_alloc));
     std::fprintf(stderr,
-                 "bench: %s (%s, %s), backend %s, %d threads; %s: %zu tokens; %zu frontiers "
+                 "bench: %s (%s, %s), backend %s, threads %d; %s: %zu tokens; %zu frontiers "
                  "%d..%d, %d gen tokens each; KV state for %d tokens allocates %.1f MiB\n",
                  f.model.c_str(), identity.numerics.c_str(),
                  Sha1Hex(fingerprint).substr(0, 12).c_str(), f.backend.c_str(), rt->pool().size(),
@@ -162,10 +191,11 @@ Status RunBench(BenchFlags f) {
 
   if (!f.plot.empty()) {
     BenchPlotOptions po;
-    const size_t slash = f.model.find_last_of('/');
-    const std::string model_name = slash == std::string::npos ? f.model : f.model.substr(slash + 1);
-    po.title = fmt::format("flashkv bench: {} ({}, {}, {} threads)", model_name, f.backend,
-                           identity.numerics, rt->pool().size());
+    const int threads = rt->pool().size();
+    po.title = !f.title.empty()
+                   ? f.title
+                   : fmt::format("flashkv bench: {} ({}, {}, {} thread{})", FileName(f.model),
+                                 f.backend, identity.numerics, threads, threads == 1 ? "" : "s");
     po.log2_x = f.sweep.step_mul > 0;
     const std::string svg = BenchPlotSvg(plotted, po);
     FLASHKV_RETURN_IF_ERROR(WriteTextFile(f.plot, svg));
@@ -199,6 +229,8 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--csv", f->csv, "write the CSV here instead of stdout");
   cmd->add_option("--plot", f->plot, "write an SVG of tokens/s and KV size against context");
+  cmd->add_option("--title", f->title, "the plot's title (default: model, backend, numerics)");
+  cmd->add_option("--from-csv", f->from_csv, "plot this saved bench CSV instead of running");
   cmd->add_option("--numerics", f->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", f->act_quant, "off | q8 (default: q8 with official numerics)");
   cmd->callback([f] {
