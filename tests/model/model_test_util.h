@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -121,6 +122,32 @@ inline GgufFile EditedDs4Tiny(const std::vector<TensorEdit>& edits,
   auto f = GgufFile::FromBytes(std::move(*bytes));
   EXPECT_TRUE(f.ok()) << f.status().ToString();
   return std::move(*f);
+}
+
+// ds4-tiny cut to its first four layers (sliding, sliding, ratio 4 + indexer, ratio 8)
+// with a 16-token window, the ratio-128 layer at ratio 8 (its position bias cut to 8
+// slots) and indexer top-k 4, written once per process under the build tree. Short prompts
+// then wrap the window, close heavily-compressed windows and make the indexer choose,
+// which keeps whole-model unit tests fast (also under ASan). Layer 4's tensors stay in the
+// file unused.
+inline std::string SmallWindowDs4TinyPath() {
+  static const std::string path = [] {
+    const std::filesystem::path dir = std::filesystem::path(FLASHKV_BINARY_DIR) / "test-tmp";
+    std::filesystem::create_directories(dir);
+    const std::string p = (dir / "ds4-tiny-small-window.gguf").string();
+    GgufWriter w =
+        CopyDs4Tiny({ReplaceTensor("blk.3.attn_compressor_ape.weight", {192, 8}, DType::kF16)},
+                    [](GgufWriter& m) {
+                      m.SetU32("deepseek4.block_count", 4);
+                      m.SetU32("deepseek4.attention.sliding_window", 16);
+                      m.SetI32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 8});
+                      m.SetU32("deepseek4.attention.indexer.top_k", 4);
+                    });
+    const Status s = w.Write(p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return p;
+  }();
+  return path;
 }
 
 }  // namespace flashkv::testing

@@ -1,6 +1,7 @@
 // ds4-tiny against ds4.c's own CPU logits (fixtures/README.md, ds4-tiny): official numerics
 // with fp32 activations against noactq_logits.f32 (median row max |Δ| ≤ 1e-2, argmax
 // ≥ 98 %), and with q8 activations against prefill_logits.f32 (argmax ≥ 90 %).
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,37 @@ TEST(Ds4TinyFidelityTest, OfficialNumericsWithQ8AgreeOnArgmax) {
   EXPECT_EQ(prefill.max_abs[0], 0.0);
   // The first greedy token comes from the last prefill row.
   EXPECT_EQ(greedy[0], Ints(ref["greedy_tokens"])[0]);
+}
+
+// Prefill in chunks of 1 (token by token), 7, 64 or the whole 400-token prompt, then 16
+// greedy steps: the logits files are byte-identical, in both numerics.
+TEST(Ds4TinyFidelityTest, ChunkedPrefillIsBitIdentical) {
+  const auto ref = ReadJson(Fixture("ds4-tiny/reference.json"));
+  const std::string dir = ScratchDir("ds4_tiny_chunks");
+  const std::string tokens = WriteTokens(dir, Ints(ref["prompt_tokens"]));
+  for (const std::string numerics :
+       {"--numerics official --act-quant q8", "--numerics hf --act-quant off"}) {
+    std::vector<float> whole;
+    std::string whole_greedy;
+    for (int chunk : {0, 1, 7, 64}) {
+      const std::string out = dir + "/chunk" + std::to_string(chunk) + ".f32";
+      const auto r =
+          RunFlashkv("logits --model " + Fixture("ds4-tiny/ds4-tiny.gguf") + " --tokens-file " +
+                     tokens + " --decode 16 " + numerics +
+                     (chunk ? " --chunk " + std::to_string(chunk) : "") + " --out " + out);
+      ASSERT_EQ(r.exit_code, 0);
+      const auto got = ReadF32File(out);
+      ASSERT_EQ(got.size(), 416u * kVocab);
+      if (chunk == 0) {
+        whole = got;
+        whole_greedy = r.out;
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(got.data(), whole.data(), got.size() * sizeof(float)), 0)
+          << numerics << ", chunk " << chunk;
+      EXPECT_EQ(r.out, whole_greedy) << numerics << ", chunk " << chunk;
+    }
+  }
 }
 
 }  // namespace
