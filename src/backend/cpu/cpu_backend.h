@@ -87,17 +87,24 @@ class CpuBackend final : public Backend {
 
   ThreadPool* pool_;
   // Scratch, see the header comment. Grouped by the op that owns it.
-  std::vector<uint8_t> act_q_;      // MatMul / MatMulGrouped: quantized activations
-  std::vector<uint8_t> hc_flat_;    // HcPre / HcHead: normalised streams [n_tokens, hc_dim]
-  std::vector<uint8_t> hc_mix_;     // HcPre / HcHead: projections [n_tokens, mix]
-  std::vector<uint8_t> scores_;     // IndexerTopK: [n_rows]; Attention: per thread rows
-  std::vector<uint8_t> topk_;       // IndexerTopK: [top_k] heap
-  std::vector<uint8_t> idx_heads_;  // IndexerTopK: [n_heads] query pointers
-  std::vector<uint8_t> idx_dots_;   // IndexerTopK: per thread [n_heads] dots
-  std::vector<uint8_t> attn_rows_;  // Attention: per thread visible row pointers
-  std::vector<uint8_t> moe_xq_;     // MoeExperts: quantized inputs
-  std::vector<uint8_t> moe_mid_;    // MoeExperts: [n_tokens, n_used, n_ff]
-  std::vector<uint8_t> moe_midq_;   // MoeExperts: quantized mids
+  std::vector<uint8_t> grouped_out_;  // MatMulGrouped: one group's outputs [n_tokens, r]
+  std::vector<uint8_t> act_q_;        // MatMul / MatMulGrouped: quantized activations
+  std::vector<uint8_t> hc_flat_;      // HcPre / HcHead: normalised streams [n_tokens, hc_dim]
+  std::vector<uint8_t> hc_mix_;       // HcPre / HcHead: projections [n_tokens, mix]
+  std::vector<uint8_t> scores_;       // IndexerTopK: [n_rows]; Attention: per thread rows
+  std::vector<uint8_t> topk_;         // IndexerTopK: [top_k] heap
+  std::vector<uint8_t> idx_heads_;    // IndexerTopK: [n_heads] query pointers
+  std::vector<uint8_t> idx_dots_;     // IndexerTopK: per thread [n_heads] dots
+  std::vector<uint8_t> attn_rows_;    // Attention: per thread visible row pointers
+  std::vector<uint8_t> moe_xq_;       // MoeExperts: [n_tokens] input rows as the dots take them
+  std::vector<uint8_t> moe_mid_;      // MoeExperts: [n_tokens, n_used, n_ff]
+  std::vector<uint8_t> moe_midq_;     // MoeExperts: mids as the down dots take them
+  std::vector<uint8_t> moe_first_;    // MoeExperts: [n_expert + 1] slot ranges per expert
+  std::vector<uint8_t> moe_order_;    // MoeExperts: [n_slots] slots grouped by expert
+  std::vector<uint8_t> moe_fill_;     // MoeExperts: [n_expert] counting-sort cursors
+  std::vector<uint8_t> moe_gather_;   // MoeExperts: one expert's activation rows
+  std::vector<uint8_t> moe_gate_;     // MoeExperts: gate and up outputs of one expert
+  std::vector<uint8_t> moe_down_;     // MoeExperts: down outputs of one expert, one slot
 };
 
 }  // namespace flashkv

@@ -41,34 +41,30 @@ void CpuBackend::MatMulGrouped(const Weight& w, DevPtr<const float> x, int n_tok
   const int64_t out_w = rows_g * n_groups;
   const float* xs = x.get();
   float* ys = y.get();
-  const uint8_t* wd = w.data.get();
   const ActQuant q = aq == ActQuantMode::kQ8 ? ActQuantFor(w.type) : ActQuant::kNone;
-  const bool quantized = q != ActQuant::kNone;
-  const int64_t slice_q = quantized ? ActQuantBytes(q, in_g) : 0;
-  uint8_t* xq = quantized ? Grow(act_q_, size_t(slice_q) * n_tokens * n_groups) : nullptr;
-  if (quantized) {
-    Parallel(size_t(n_tokens) * n_groups, 1, [&](size_t s0, size_t s1, int) {
-      for (size_t s = s0; s < s1; ++s) QuantizeAct(q, xs + s * in_g, xq + s * slice_q, in_g);
-    });
-  }
-  // One task per output element: (token, group, row).
-  const size_t total = size_t(n_tokens) * out_w;
-  Parallel(total, 64, [&](size_t i0, size_t i1, int) {
-    for (size_t i = i0; i < i1; ++i) {
-      const size_t t = i / out_w;
-      const int64_t o = int64_t(i % out_w);
-      const int64_t g = o / rows_g;
-      const uint8_t* wrow = wd + uint64_t(o) * w.row_bytes;
-      const size_t slice = t * n_groups + g;
-      if (quantized) {
-        ys[i] = DotQ8(w.type, wrow, xq + slice * slice_q, in_g);
-      } else if (aq == ActQuantMode::kQ8) {
-        ys[i] = DotQ8(w.type, wrow, xs + slice * in_g, in_g);
-      } else {
-        ys[i] = DotF32(w.type, wrow, xs + slice * in_g, in_g);
+  const size_t slice = size_t(ActQuantBytes(q, in_g));  // one token's group input
+  uint8_t* gathered = Grow(act_q_, slice * n_tokens);
+  float* part = reinterpret_cast<float*>(Grow(grouped_out_, sizeof(float) * n_tokens * rows_g));
+  // Group by group: gather (and quantize) every token's slice, run the group's row block
+  // over all tokens at once, scatter the outputs. Each output is still one dot product.
+  for (int g = 0; g < n_groups; ++g) {
+    Parallel(size_t(n_tokens), 4, [&](size_t t0, size_t t1, int) {
+      for (size_t t = t0; t < t1; ++t) {
+        QuantizeAct(q, xs + (t * n_groups + g) * in_g, gathered + t * slice, in_g);
       }
+    });
+    const uint8_t* wg = w.data.get() + uint64_t(g) * rows_g * w.row_bytes;
+    if (aq == ActQuantMode::kQ8) {
+      MatMulQ8Prequantized(w.type, wg, rows_g, in_g, gathered, n_tokens, part, pool_);
+    } else {
+      MatMulF32(w.type, wg, rows_g, in_g, reinterpret_cast<const float*>(gathered), n_tokens, part,
+                pool_);
     }
-  });
+    for (int t = 0; t < n_tokens; ++t) {
+      std::memcpy(ys + size_t(t) * out_w + g * rows_g, part + size_t(t) * rows_g,
+                  sizeof(float) * rows_g);
+    }
+  }
 }
 
 }  // namespace flashkv
