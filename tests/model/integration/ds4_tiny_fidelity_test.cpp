@@ -1,6 +1,7 @@
 // ds4-tiny against ds4.c's own CPU logits (fixtures/README.md, ds4-tiny): official numerics
 // with fp32 activations against noactq_logits.f32 (median row max |Δ| ≤ 1e-2, argmax
-// ≥ 98 %), and with q8 activations against prefill_logits.f32 (argmax ≥ 90 %).
+// ≥ 98 %), and with q8 activations against prefill_logits.f32 / decode_logits.f32 /
+// hc_states.f32 (bit-identical; the issue asks argmax ≥ 90 %).
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,30 +41,47 @@ TEST(Ds4TinyFidelityTest, OfficialNumericsWithoutActQuantMatchNoactqLogits) {
   EXPECT_GE(s.argmax_agree, 408);  // 98 % of 416
 }
 
-TEST(Ds4TinyFidelityTest, OfficialNumericsWithQ8AgreeOnArgmax) {
+// Official numerics with q8 activations reproduce ds4.c's CPU path bit for bit: every op
+// uses ds4's quantizers and float order (and glibc's libm, as the reference build did), so
+// the prefill and decode logits, the greedy tokens and the residual after every layer
+// (hc_states.f32) are identical. The issue's criterion (argmax on >= 90 % of rows) is
+// checked too, as the floor should exactness ever be lost.
+TEST(Ds4TinyFidelityTest, OfficialNumericsWithQ8MatchDs4BitForBit) {
   const auto ref = ReadJson(Fixture("ds4-tiny/reference.json"));
   const std::vector<int> prompt = Ints(ref["prompt_tokens"]);
   const std::string dir = ScratchDir("ds4_tiny_q8");
   const std::string out = dir + "/logits.f32";
+  const std::string hc_out = dir + "/hc.f32";
   // Defaults for a ds4 GGUF are official + q8.
   const auto r =
       RunFlashkv("logits --model " + Fixture("ds4-tiny/ds4-tiny.gguf") + " --tokens-file " +
-                 WriteTokens(dir, prompt) + " --decode 16 --out " + out);
+                 WriteTokens(dir, prompt) + " --decode 16 --out " + out + " --hc-out " + hc_out);
   ASSERT_EQ(r.exit_code, 0);
-  const std::vector<int> greedy = ParseInts(r.out);
-  ASSERT_EQ(greedy.size(), 16u);
+  EXPECT_EQ(ParseInts(r.out), Ints(ref["greedy_tokens"]));
   const auto got = ReadF32File(out);
   ASSERT_EQ(got.size(), 416u * kVocab);
   const RowStats prefill =
       CompareRows(got, 0, ReadF32File(Fixture("ds4-tiny/prefill_logits.f32")), 0, 400, kVocab);
-  std::printf("ds4-tiny official/q8: prefill median row max|d| %.3g, argmax %d/400\n",
-              prefill.Median(), prefill.argmax_agree);
+  const RowStats decode =
+      CompareRows(got, 400, ReadF32File(Fixture("ds4-tiny/decode_logits.f32")), 0, 16, kVocab);
+  std::printf("ds4-tiny official/q8: prefill max|d| %.3g, argmax %d/400; decode max|d| %.3g\n",
+              prefill.Max(), prefill.argmax_agree, decode.Max());
   EXPECT_GE(prefill.argmax_agree, 360);  // 90 % of 400
-  // Position 0 attends to itself only; there every op follows ds4's float order and the
-  // logits are bit-identical to ds4's (later positions drift by int8 rounding flips).
-  EXPECT_EQ(prefill.max_abs[0], 0.0);
-  // The first greedy token comes from the last prefill row.
-  EXPECT_EQ(greedy[0], Ints(ref["greedy_tokens"])[0]);
+  EXPECT_EQ(prefill.Max(), 0.0);
+  EXPECT_EQ(decode.Max(), 0.0);
+
+  // hc_states.f32 is [6, 400, 4·256] with entry 0 the embedding; --hc-out starts at layer 0.
+  const auto hc = ReadF32File(hc_out);
+  const auto hc_ref = ReadF32File(Fixture("ds4-tiny/hc_states.f32"));
+  const size_t layer_floats = 400u * 1024;
+  ASSERT_EQ(hc.size(), 5 * layer_floats);
+  ASSERT_EQ(hc_ref.size(), 6 * layer_floats);
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_EQ(std::memcmp(hc.data() + l * layer_floats, hc_ref.data() + (l + 1) * layer_floats,
+                          layer_floats * sizeof(float)),
+              0)
+        << "residual after layer " << l << " differs from ds4";
+  }
 }
 
 // Prefill in chunks of 1 (token by token), 7, 64 or the whole 400-token prompt, then 16
