@@ -436,6 +436,12 @@ void Engine::Run(RequestHandle& request) {
   const GenerationRequest& req = request.request();
   auto result = std::make_shared<GenerationResult>();
   result->timing.queue_ms = MsSince(request.submitted());
+  if (request.cancelled()) {
+    // Gone between leaving the queue and starting: touch no session.
+    metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
+    request.Push(ErrorEvent(Cancelled("request cancelled before it started")));
+    return;
+  }
 
   Expected<Resume> resume = ResumeFor(req);
   if (!resume.ok()) {
