@@ -44,6 +44,7 @@ struct ServeFlags {
   int http_threads = 64;
   int live_sessions = 4;
   int prefill_chunk = 2048;
+  int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
   // Disk KV cache (tier 2), ds4-server's flags.
@@ -117,6 +118,8 @@ Status RunServe(const ServeFlags& f) {
   if (f.live_sessions < 1) return InvalidArgument("--kv-live-sessions must be at least 1");
   if (f.prefill_chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
+  if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
+    return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
 
   // Blocked before any thread starts so every thread inherits the mask and only the
@@ -172,6 +175,7 @@ Status RunServe(const ServeFlags& f) {
   ao.ctx_size = f.ctx;
   ao.default_max_tokens = f.tokens;
   ao.exact_dsml_replay = !f.disable_exact_dsml;
+  ao.keepalive_ms = f.keepalive_ms;
   ApiServer api(scheduler, *tokenizer, replay, metrics, ao);
 
   HttpServerOptions ho;
@@ -228,6 +232,9 @@ void RegisterServe(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", f->prefill_chunk,
                   "tokens per prefill step; a disconnect cancels within one step")
+      ->capture_default_str();
+  cmd->add_option("--sse-keepalive-ms", f->keepalive_ms,
+                  "SSE comment after this long without bytes (also during prefill), 50..2000")
       ->capture_default_str();
   cmd->add_flag("--disable-exact-dsml-tool-replay", f->disable_exact_dsml,
                 "render clients' tool calls canonically instead of the sampled bytes");

@@ -235,8 +235,11 @@ test('the API key guards everything but /health', async () => {
   }
 });
 
-test('keepalive comments arrive at least every 2 s during a long one-chunk prefill', async () => {
-  const slow = await startServer(['--ctx', '4096', '--prefill-chunk', '100000'], 'keepalive');
+// The interval is shortened to 250 ms so that the test does not depend on how fast this
+// machine prefills: any prefill of a few hundred ms must already show several keepalives.
+test('keepalive comments arrive on time during a long one-chunk prefill', async () => {
+  const slow = await startServer(['--ctx', '8192', '--prefill-chunk', '100000', '--sse-keepalive-ms', '250'],
+    'keepalive');
   try {
     const u = new URL(slow.url);
     const arrivals = [];
@@ -254,16 +257,17 @@ test('keepalive comments arrive at least every 2 s during a long one-chunk prefi
       });
       req.on('error', reject);
       req.end(JSON.stringify({ stream: true, max_tokens: 2, thinking: false,
-        messages: [{ role: 'system', content: longSystem(150) }, { role: 'user', content: 'hi' }] }));
+        messages: [{ role: 'system', content: longSystem(400) }, { role: 'user', content: 'hi' }] }));
     });
     const start = arrivals[0].t;
     const prefillMs = (firstData ?? arrivals.at(-1).t) - start;
     const comments = arrivals.filter((a) => a.s.includes(': prefill')).length;
     let maxGap = 0;
     for (let i = 1; i < arrivals.length; i++) maxGap = Math.max(maxGap, arrivals[i].t - arrivals[i - 1].t);
-    assert.ok(prefillMs > 1500, `prefill took only ${prefillMs} ms; the test needs a longer prompt`);
-    assert.ok(comments >= Math.floor(prefillMs / 2000), `${comments} keepalives in ${prefillMs} ms`);
-    assert.ok(maxGap < 2000, `a ${maxGap} ms gap without bytes`);
+    assert.ok(prefillMs > 750, `prefill took only ${prefillMs} ms; the test needs a longer prompt`);
+    // Half the nominal count leaves room for a loaded machine's scheduling.
+    assert.ok(comments >= Math.floor(prefillMs / 500), `${comments} keepalives in ${prefillMs} ms`);
+    assert.ok(maxGap < 1500, `a ${maxGap} ms gap without bytes`);
   } finally {
     assert.equal(await slow.stop(), 0);
   }
