@@ -1,22 +1,36 @@
 #include "server/metrics.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace flashkv {
 namespace {
 
-void Family(std::string* out, const char* name, const char* type, const char* help) {
-  *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-template <typename T>
-void Sample(std::string* out, const char* name, const std::string& labels, T value) {
-  if (labels.empty()) {
-    *out += fmt::format("{} {}\n", name, value);
-  } else {
-    *out += fmt::format("{}{{{}}} {}\n", name, labels, value);
+// One metric family: the HELP and TYPE lines, then its samples under the same name.
+class Family {
+ public:
+  Family(std::string* out, const char* name, const char* type, const char* help)
+      : out_(out), name_(name) {
+    *out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
-}
+  // A labelled sample; `labels` is the text between the braces, e.g. `tier="live"`.
+  template <typename T>
+  Family& Add(std::string_view labels, T value) {
+    *out_ += fmt::format("{}{{{}}} {}\n", name_, labels, value);
+    return *this;
+  }
+  // The family's only sample, without labels.
+  template <typename T>
+  Family& Add(T value) {
+    *out_ += fmt::format("{} {}\n", name_, value);
+    return *this;
+  }
+
+ private:
+  std::string* out_;
+  const char* name_;
+};
 
 }  // namespace
 
@@ -35,82 +49,78 @@ std::string PrometheusText(const EngineStats& s,
   std::string out;
   Family(&out, "flashkv_prompt_tokens_total", "counter",
          "Prompt tokens by where they came from: reused from a live session, restored from disk, "
-         "or prefilled.");
-  Sample(&out, "flashkv_prompt_tokens_total", "source=\"live\"", s.prompt_tokens_live);
-  Sample(&out, "flashkv_prompt_tokens_total", "source=\"disk\"", s.prompt_tokens_disk);
-  Sample(&out, "flashkv_prompt_tokens_total", "source=\"prefill\"", s.prompt_tokens_prefill);
-
+         "or prefilled.")
+      .Add("source=\"live\"", s.prompt_tokens_live)
+      .Add("source=\"disk\"", s.prompt_tokens_disk)
+      .Add("source=\"prefill\"", s.prompt_tokens_prefill);
   Family(&out, "flashkv_cache_lookups_total", "counter",
-         "Resume lookups per cache tier and result.");
-  Sample(&out, "flashkv_cache_lookups_total", "tier=\"live\",result=\"hit\"", s.live_hits);
-  Sample(&out, "flashkv_cache_lookups_total", "tier=\"live\",result=\"miss\"", s.live_misses);
-  Sample(&out, "flashkv_cache_lookups_total", "tier=\"disk\",result=\"hit\"", s.disk_hits);
-  Sample(&out, "flashkv_cache_lookups_total", "tier=\"disk\",result=\"miss\"", s.disk_misses);
-
+         "Resume lookups per cache tier and result.")
+      .Add("tier=\"live\",result=\"hit\"", s.live_hits)
+      .Add("tier=\"live\",result=\"miss\"", s.live_misses)
+      .Add("tier=\"disk\",result=\"hit\"", s.disk_hits)
+      .Add("tier=\"disk\",result=\"miss\"", s.disk_misses);
   Family(&out, "flashkv_live_evictions_total", "counter",
-         "Live sessions pushed out of memory to make room for another.");
-  Sample(&out, "flashkv_live_evictions_total", "", s.live_evictions);
-  Family(&out, "flashkv_live_sessions", "gauge", "Live sessions holding tokens.");
-  Sample(&out, "flashkv_live_sessions", "", s.live_sessions);
+         "Live sessions pushed out of memory to make room for another.")
+      .Add(s.live_evictions);
+  Family(&out, "flashkv_live_sessions", "gauge", "Live sessions holding tokens.")
+      .Add(s.live_sessions);
 
-  Family(&out, "flashkv_prefill_tokens_total", "counter", "Prompt tokens evaluated.");
-  Sample(&out, "flashkv_prefill_tokens_total", "", s.prefill_tokens);
-  Family(&out, "flashkv_prefill_seconds_total", "counter", "Time spent evaluating prompt tokens.");
-  Sample(&out, "flashkv_prefill_seconds_total", "", s.prefill_seconds);
-  Family(&out, "flashkv_decode_tokens_total", "counter", "Tokens generated.");
-  Sample(&out, "flashkv_decode_tokens_total", "", s.decode_tokens);
-  Family(&out, "flashkv_decode_seconds_total", "counter", "Time spent generating.");
-  Sample(&out, "flashkv_decode_seconds_total", "", s.decode_seconds);
+  Family(&out, "flashkv_prefill_tokens_total", "counter", "Prompt tokens evaluated.")
+      .Add(s.prefill_tokens);
+  Family(&out, "flashkv_prefill_seconds_total", "counter", "Time spent evaluating prompt tokens.")
+      .Add(s.prefill_seconds);
+  Family(&out, "flashkv_decode_tokens_total", "counter", "Tokens generated.").Add(s.decode_tokens);
+  Family(&out, "flashkv_decode_seconds_total", "counter", "Time spent generating.")
+      .Add(s.decode_seconds);
   Family(&out, "flashkv_prefill_tokens_per_second", "gauge",
-         "Prefill throughput of the last request that prefilled.");
-  Sample(&out, "flashkv_prefill_tokens_per_second", "", s.last_prefill_tps);
+         "Prefill throughput of the last request that prefilled.")
+      .Add(s.last_prefill_tps);
   Family(&out, "flashkv_decode_tokens_per_second", "gauge",
-         "Decode throughput of the last request that generated.");
-  Sample(&out, "flashkv_decode_tokens_per_second", "", s.last_decode_tps);
-  Family(&out, "flashkv_restore_seconds_total", "counter", "Time spent restoring disk snapshots.");
-  Sample(&out, "flashkv_restore_seconds_total", "", s.restore_seconds);
+         "Decode throughput of the last request that generated.")
+      .Add(s.last_decode_tps);
+  Family(&out, "flashkv_restore_seconds_total", "counter", "Time spent restoring disk snapshots.")
+      .Add(s.restore_seconds);
 
-  Family(&out, "flashkv_requests_total", "counter", "Generation requests by outcome.");
-  Sample(&out, "flashkv_requests_total", "outcome=\"ok\"", s.requests_ok);
-  Sample(&out, "flashkv_requests_total", "outcome=\"cancelled\"", s.requests_cancelled);
-  Sample(&out, "flashkv_requests_total", "outcome=\"failed\"", s.requests_failed);
-  Family(&out, "flashkv_queue_depth", "gauge", "Requests waiting for the inference worker.");
-  Sample(&out, "flashkv_queue_depth", "", s.queue_depth);
-  Family(&out, "flashkv_active_requests", "gauge", "Requests the worker is running (0 or 1).");
-  Sample(&out, "flashkv_active_requests", "", s.active_requests);
+  Family(&out, "flashkv_requests_total", "counter", "Generation requests by outcome.")
+      .Add("outcome=\"ok\"", s.requests_ok)
+      .Add("outcome=\"cancelled\"", s.requests_cancelled)
+      .Add("outcome=\"failed\"", s.requests_failed);
+  Family(&out, "flashkv_queue_depth", "gauge", "Requests waiting for the inference worker.")
+      .Add(s.queue_depth);
+  Family(&out, "flashkv_active_requests", "gauge", "Requests the worker is running (0 or 1).")
+      .Add(s.active_requests);
 
   if (s.disk_enabled) {
     const DiskCacheStats& d = s.disk;
     Family(&out, "flashkv_disk_bytes", "gauge",
-           "Bytes in the disk KV cache directory (with queued writes).");
-    Sample(&out, "flashkv_disk_bytes", "", d.used_bytes);
+           "Bytes in the disk KV cache directory (with queued writes).")
+        .Add(d.used_bytes);
     Family(&out, "flashkv_disk_budget_bytes", "gauge",
-           "The disk KV cache budget (--kv-disk-space-mb).");
-    Sample(&out, "flashkv_disk_budget_bytes", "", d.budget_bytes);
-    Family(&out, "flashkv_disk_entries", "gauge", "Loadable snapshots in the disk KV cache.");
-    Sample(&out, "flashkv_disk_entries", "", d.entries);
+           "The disk KV cache budget (--kv-disk-space-mb).")
+        .Add(d.budget_bytes);
+    Family(&out, "flashkv_disk_entries", "gauge", "Loadable snapshots in the disk KV cache.")
+        .Add(d.entries);
     Family(&out, "flashkv_disk_evictions_total", "counter",
-           "Snapshots deleted to stay within the budget.");
-    Sample(&out, "flashkv_disk_evictions_total", "", d.evictions);
-    Family(&out, "flashkv_disk_saves_total", "counter", "Snapshot writes by result.");
-    Sample(&out, "flashkv_disk_saves_total", "result=\"ok\"", d.saves);
-    Sample(&out, "flashkv_disk_saves_total", "result=\"failed\"", d.save_failures);
-    Sample(&out, "flashkv_disk_saves_total", "result=\"skipped\"", d.save_skipped);
+           "Snapshots deleted to stay within the budget.")
+        .Add(d.evictions);
+    Family(&out, "flashkv_disk_saves_total", "counter", "Snapshot writes by result.")
+        .Add("result=\"ok\"", d.saves)
+        .Add("result=\"failed\"", d.save_failures)
+        .Add("result=\"skipped\"", d.save_skipped);
     Family(&out, "flashkv_disk_load_failures_total", "counter",
-           "Snapshots that failed to load (damaged or foreign).");
-    Sample(&out, "flashkv_disk_load_failures_total", "", d.load_failures);
-    Family(&out, "flashkv_disk_quarantined_total", "counter", "Damaged snapshots moved aside.");
-    Sample(&out, "flashkv_disk_quarantined_total", "", d.quarantined);
+           "Snapshots that failed to load (damaged or foreign).")
+        .Add(d.load_failures);
+    Family(&out, "flashkv_disk_quarantined_total", "counter", "Damaged snapshots moved aside.")
+        .Add(d.quarantined);
     Family(&out, "flashkv_disk_pending_writes", "gauge",
-           "Snapshots queued for the background writer.");
-    Sample(&out, "flashkv_disk_pending_writes", "", d.pending_writes);
+           "Snapshots queued for the background writer.")
+        .Add(d.pending_writes);
   }
 
-  Family(&out, "flashkv_http_requests_total", "counter",
-         "HTTP requests by endpoint and status code.");
+  Family http_family(&out, "flashkv_http_requests_total", "counter",
+                     "HTTP requests by endpoint and status code.");
   for (const auto& [key, n] : http) {
-    Sample(&out, "flashkv_http_requests_total",
-           fmt::format("endpoint=\"{}\",code=\"{}\"", key.first, key.second), n);
+    http_family.Add(fmt::format("endpoint=\"{}\",code=\"{}\"", key.first, key.second), n);
   }
   return out;
 }

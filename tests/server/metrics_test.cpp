@@ -1,0 +1,161 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace flashkv {
+namespace {
+
+EngineStats SomeStats() {
+  EngineStats s;
+  s.prompt_tokens_live = 1;
+  s.prompt_tokens_disk = 2;
+  s.prompt_tokens_prefill = 3;
+  s.live_hits = 4;
+  s.live_misses = 5;
+  s.disk_hits = 6;
+  s.disk_misses = 7;
+  s.live_evictions = 8;
+  s.live_sessions = 9;
+  s.prefill_tokens = 10;
+  s.prefill_seconds = 1.5;
+  s.decode_tokens = 11;
+  s.decode_seconds = 0.25;
+  s.last_prefill_tps = 12.5;
+  s.last_decode_tps = 13;
+  s.restore_seconds = 0.125;
+  s.requests_ok = 14;
+  s.requests_cancelled = 15;
+  s.requests_failed = 16;
+  s.queue_depth = 17;
+  s.active_requests = 1;
+  return s;
+}
+
+// The whole document, written out by hand: scrapers and dashboards depend on every name,
+// label and line, so a change to any of them must show up here.
+constexpr const char* kEngineText =
+    "# HELP flashkv_prompt_tokens_total Prompt tokens by where they came from: reused from a "
+    "live session, restored from disk, or prefilled.\n"
+    "# TYPE flashkv_prompt_tokens_total counter\n"
+    "flashkv_prompt_tokens_total{source=\"live\"} 1\n"
+    "flashkv_prompt_tokens_total{source=\"disk\"} 2\n"
+    "flashkv_prompt_tokens_total{source=\"prefill\"} 3\n"
+    "# HELP flashkv_cache_lookups_total Resume lookups per cache tier and result.\n"
+    "# TYPE flashkv_cache_lookups_total counter\n"
+    "flashkv_cache_lookups_total{tier=\"live\",result=\"hit\"} 4\n"
+    "flashkv_cache_lookups_total{tier=\"live\",result=\"miss\"} 5\n"
+    "flashkv_cache_lookups_total{tier=\"disk\",result=\"hit\"} 6\n"
+    "flashkv_cache_lookups_total{tier=\"disk\",result=\"miss\"} 7\n"
+    "# HELP flashkv_live_evictions_total Live sessions pushed out of memory to make room for "
+    "another.\n"
+    "# TYPE flashkv_live_evictions_total counter\n"
+    "flashkv_live_evictions_total 8\n"
+    "# HELP flashkv_live_sessions Live sessions holding tokens.\n"
+    "# TYPE flashkv_live_sessions gauge\n"
+    "flashkv_live_sessions 9\n"
+    "# HELP flashkv_prefill_tokens_total Prompt tokens evaluated.\n"
+    "# TYPE flashkv_prefill_tokens_total counter\n"
+    "flashkv_prefill_tokens_total 10\n"
+    "# HELP flashkv_prefill_seconds_total Time spent evaluating prompt tokens.\n"
+    "# TYPE flashkv_prefill_seconds_total counter\n"
+    "flashkv_prefill_seconds_total 1.5\n"
+    "# HELP flashkv_decode_tokens_total Tokens generated.\n"
+    "# TYPE flashkv_decode_tokens_total counter\n"
+    "flashkv_decode_tokens_total 11\n"
+    "# HELP flashkv_decode_seconds_total Time spent generating.\n"
+    "# TYPE flashkv_decode_seconds_total counter\n"
+    "flashkv_decode_seconds_total 0.25\n"
+    "# HELP flashkv_prefill_tokens_per_second Prefill throughput of the last request that "
+    "prefilled.\n"
+    "# TYPE flashkv_prefill_tokens_per_second gauge\n"
+    "flashkv_prefill_tokens_per_second 12.5\n"
+    "# HELP flashkv_decode_tokens_per_second Decode throughput of the last request that "
+    "generated.\n"
+    "# TYPE flashkv_decode_tokens_per_second gauge\n"
+    "flashkv_decode_tokens_per_second 13\n"
+    "# HELP flashkv_restore_seconds_total Time spent restoring disk snapshots.\n"
+    "# TYPE flashkv_restore_seconds_total counter\n"
+    "flashkv_restore_seconds_total 0.125\n"
+    "# HELP flashkv_requests_total Generation requests by outcome.\n"
+    "# TYPE flashkv_requests_total counter\n"
+    "flashkv_requests_total{outcome=\"ok\"} 14\n"
+    "flashkv_requests_total{outcome=\"cancelled\"} 15\n"
+    "flashkv_requests_total{outcome=\"failed\"} 16\n"
+    "# HELP flashkv_queue_depth Requests waiting for the inference worker.\n"
+    "# TYPE flashkv_queue_depth gauge\n"
+    "flashkv_queue_depth 17\n"
+    "# HELP flashkv_active_requests Requests the worker is running (0 or 1).\n"
+    "# TYPE flashkv_active_requests gauge\n"
+    "flashkv_active_requests 1\n";
+
+constexpr const char* kDiskText =
+    "# HELP flashkv_disk_bytes Bytes in the disk KV cache directory (with queued writes).\n"
+    "# TYPE flashkv_disk_bytes gauge\n"
+    "flashkv_disk_bytes 4096\n"
+    "# HELP flashkv_disk_budget_bytes The disk KV cache budget (--kv-disk-space-mb).\n"
+    "# TYPE flashkv_disk_budget_bytes gauge\n"
+    "flashkv_disk_budget_bytes 1048576\n"
+    "# HELP flashkv_disk_entries Loadable snapshots in the disk KV cache.\n"
+    "# TYPE flashkv_disk_entries gauge\n"
+    "flashkv_disk_entries 3\n"
+    "# HELP flashkv_disk_evictions_total Snapshots deleted to stay within the budget.\n"
+    "# TYPE flashkv_disk_evictions_total counter\n"
+    "flashkv_disk_evictions_total 21\n"
+    "# HELP flashkv_disk_saves_total Snapshot writes by result.\n"
+    "# TYPE flashkv_disk_saves_total counter\n"
+    "flashkv_disk_saves_total{result=\"ok\"} 22\n"
+    "flashkv_disk_saves_total{result=\"failed\"} 23\n"
+    "flashkv_disk_saves_total{result=\"skipped\"} 24\n"
+    "# HELP flashkv_disk_load_failures_total Snapshots that failed to load (damaged or "
+    "foreign).\n"
+    "# TYPE flashkv_disk_load_failures_total counter\n"
+    "flashkv_disk_load_failures_total 25\n"
+    "# HELP flashkv_disk_quarantined_total Damaged snapshots moved aside.\n"
+    "# TYPE flashkv_disk_quarantined_total counter\n"
+    "flashkv_disk_quarantined_total 26\n"
+    "# HELP flashkv_disk_pending_writes Snapshots queued for the background writer.\n"
+    "# TYPE flashkv_disk_pending_writes gauge\n"
+    "flashkv_disk_pending_writes 27\n";
+
+constexpr const char* kHttpHeader =
+    "# HELP flashkv_http_requests_total HTTP requests by endpoint and status code.\n"
+    "# TYPE flashkv_http_requests_total counter\n";
+
+TEST(MetricsTest, EngineFamiliesWithoutDiskOrHttp) {
+  EXPECT_EQ(PrometheusText(SomeStats(), {}), std::string(kEngineText) + kHttpHeader);
+}
+
+TEST(MetricsTest, DiskFamiliesOnlyWhenTheDiskTierIsOn) {
+  EngineStats s = SomeStats();
+  s.disk.used_bytes = 4096;
+  s.disk.budget_bytes = 1 << 20;
+  s.disk.entries = 3;
+  s.disk.evictions = 21;
+  s.disk.saves = 22;
+  s.disk.save_failures = 23;
+  s.disk.save_skipped = 24;
+  s.disk.load_failures = 25;
+  s.disk.quarantined = 26;
+  s.disk.pending_writes = 27;
+  // Filled but off: nothing about the disk is printed.
+  EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
+  s.disk_enabled = true;
+  EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kDiskText + kHttpHeader);
+}
+
+TEST(MetricsTest, HttpCountsOneSamplePerEndpointAndCode) {
+  HttpCounters http;
+  http.Count("/v1/chat/completions", 200);
+  http.Count("/v1/chat/completions", 200);
+  http.Count("/v1/chat/completions", 400);
+  http.Count("/health", 200);
+  // std::map order: endpoint, then code.
+  EXPECT_EQ(PrometheusText(SomeStats(), http.Snapshot()),
+            std::string(kEngineText) + kHttpHeader +
+                "flashkv_http_requests_total{endpoint=\"/health\",code=\"200\"} 1\n"
+                "flashkv_http_requests_total{endpoint=\"/v1/chat/completions\",code=\"200\"} 2\n"
+                "flashkv_http_requests_total{endpoint=\"/v1/chat/completions\",code=\"400\"} 1\n");
+}
+
+}  // namespace
+}  // namespace flashkv
