@@ -1,13 +1,14 @@
 #include "gguf/gguf_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <type_traits>
 #include <utility>
+
+#include "util/file_io.h"
 
 namespace flashkv {
 namespace {
@@ -53,42 +54,39 @@ uint64_t AlignUp(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
 
-std::string ErrnoText() {
-  return std::strerror(errno);
+// The process umask without changing it (umask(2) can only be read by setting it, which
+// races with other threads creating files); 022 where /proc does not say.
+mode_t CurrentUmask() {
+  unsigned mask = 022;
+  if (std::FILE* f = std::fopen("/proc/self/status", "re")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f)) {
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+    }
+    std::fclose(f);
+  }
+  return static_cast<mode_t>(mask);
 }
 
 // Buffers small appends so the header is not written a few bytes at a time.
-class FdSink {
+class FileSink {
  public:
-  FdSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) { buf_.reserve(kBuf); }
+  explicit FileSink(File& file) : file_(file) { buf_.reserve(kBuf); }
   Status Append(const uint8_t* p, size_t n) {
     if (buf_.size() + n > kBuf) FLASHKV_RETURN_IF_ERROR(Flush());
-    if (n >= kBuf) return WriteAll(p, n);
+    if (n >= kBuf) return file_.Write(p, n);
     buf_.insert(buf_.end(), p, p + n);
     return Status::Ok();
   }
   Status Flush() {
-    Status s = WriteAll(buf_.data(), buf_.size());
+    Status s = file_.Write(buf_.data(), buf_.size());
     buf_.clear();
     return s;
   }
 
  private:
   static constexpr size_t kBuf = size_t{4} << 20;
-  Status WriteAll(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return IoError("write {}: {}", path_, ErrnoText());
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return Status::Ok();
-  }
-  int fd_;
-  std::string path_;
+  File& file_;
   std::vector<uint8_t> buf_;
 };
 
@@ -307,33 +305,27 @@ Status GgufWriter::Write(const std::string& path) const {
   return Write(path, {});
 }
 
+Status GgufWriter::WriteFile(const std::string& path, const ProgressFn& progress) const {
+  FLASHKV_ASSIGN_OR_RETURN(File file, File::Create(path));
+  // File::Create makes private (0600) files for the KV cache; a model file is shared like
+  // any other output: 0644 less the umask.
+  if (::fchmod(file.fd(), 0644 & ~CurrentUmask()) != 0) {
+    return IoError("chmod {}: {}", path, std::strerror(errno));
+  }
+  FileSink sink(file);
+  FLASHKV_RETURN_IF_ERROR(
+      WriteTo([&](const uint8_t* p, size_t n) { return sink.Append(p, n); }, progress));
+  FLASHKV_RETURN_IF_ERROR(sink.Flush());
+  FLASHKV_RETURN_IF_ERROR(file.Sync());
+  return file.Close();
+}
+
 Status GgufWriter::Write(const std::string& path, const ProgressFn& progress) const {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create {}: {}", tmp, ErrnoText());
-  Status s;
-  {
-    FdSink sink(fd, tmp);
-    s = WriteTo([&](const uint8_t* p, size_t n) { return sink.Append(p, n); }, progress);
-    if (s.ok()) s = sink.Flush();
-  }
-  if (s.ok() && ::fsync(fd) != 0) s = IoError("fsync {}: {}", tmp, ErrnoText());
-  if (::close(fd) != 0 && s.ok()) s = IoError("close {}: {}", tmp, ErrnoText());
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = IoError("rename {} to {}: {}", tmp, path, ErrnoText());
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  // Make the rename itself durable.
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  const std::string tmp = path + ".tmp";
+  Status s = WriteFile(tmp, progress);
+  if (s.ok()) s = RenameDurably(tmp, path);
+  if (!s.ok()) (void)RemoveFile(tmp);
+  return s;
 }
 
 }  // namespace flashkv

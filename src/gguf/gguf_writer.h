@@ -2,8 +2,8 @@
 // aligned to general.alignment (32 unless set). Used by `flashkv convert` and `make-tiny`.
 // Must not: know model structure or quantize (callers hand in finished tensor bytes).
 //
-// Write() goes to <path>.tmp, fsyncs, renames over <path> and fsyncs the directory, so a
-// crash never leaves a half-written model under the final name.
+// Write() goes to <path>.tmp, fsyncs, renames over <path> and fsyncs the directory (with
+// util/file_io.h), so a crash never leaves a half-written model under the final name.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +87,8 @@ class GgufWriter {
                                  const std::vector<uint64_t>& ne) const;
   Expected<uint64_t> Alignment() const;
   Status WriteTo(const AppendFn& append, const ProgressFn& progress) const;
+  // Creates `path` (0644 less the umask), writes every byte and fsyncs it.
+  Status WriteFile(const std::string& path, const ProgressFn& progress) const;
 
   std::vector<std::pair<std::string, std::vector<uint8_t>>> kvs_;
   std::map<std::string, size_t, std::less<>> kv_index_;

@@ -1,5 +1,6 @@
 #include "gguf/gguf_writer.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -206,10 +207,17 @@ TEST(GgufWriterTest, RejectsBadTensors) {
   EXPECT_NE(r.status().message().find("'p'"), std::string::npos);
 }
 
-TEST(GgufWriterTest, WritesAtomicallyToDisk) {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("flashkv_gguf_writer_" + std::to_string(::getpid()));
+// An empty directory under the system temp dir, unique to this process.
+std::filesystem::path FreshDir(const std::string& name) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(GgufWriterTest, WritesAtomicallyToDisk) {
+  const std::filesystem::path dir = FreshDir("flashkv_gguf_writer");
   std::string path = (dir / "m.gguf").string();
   GgufWriter w;
   w.SetString("general.name", "disk");
@@ -230,8 +238,59 @@ TEST(GgufWriterTest, WritesAtomicallyToDisk) {
   EXPECT_EQ(f->FindTensor("t")->data[7], Iota(8)[7]);
   EXPECT_EQ(w.WriteToBytes()->size(), std::filesystem::file_size(path));
 
-  Status s = w.Write((dir / "no_such_dir" / "m.gguf").string());
+  // util/file_io.h classifies ENOENT as NotFound and names the file it tried to create.
+  const std::string missing = (dir / "no_such_dir" / "m.gguf").string();
+  Status s = w.Write(missing);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find(missing + ".tmp"), std::string::npos) << s.ToString();
+  std::filesystem::remove_all(dir);
+}
+
+// A write that fails part way leaves the previous file as it was and no temp file behind.
+TEST(GgufWriterTest, FailedWriteKeepsTheOldFileAndRemovesTheTemp) {
+  const std::filesystem::path dir = FreshDir("flashkv_gguf_writer_fail");
+  const std::string path = (dir / "m.gguf").string();
+  GgufWriter good;
+  good.SetString("general.name", "old");
+  ASSERT_TRUE(good.Write(path).ok());
+  const uint64_t old_size = std::filesystem::file_size(path);
+
+  GgufWriter bad;
+  bad.SetString("general.name", "new");
+  ASSERT_TRUE(bad.AddTensor("a", DType::kF16, {4}, Iota(8)).ok());
+  ASSERT_TRUE(
+      bad.AddTensorDeferred("b", DType::kF16, {4},
+                            [] { return Expected<std::vector<uint8_t>>(IoError("source gone")); })
+          .ok());
+  Status s = bad.Write(path);
   EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("tensor 'b'"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(std::filesystem::file_size(path), old_size);
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(*f->GetString("general.name"), "old");
+  std::filesystem::remove_all(dir);
+}
+
+// Models are ordinary output files: 0644 less the umask (the KV cache's files are 0600).
+TEST(GgufWriterTest, WrittenFileHasTheUsualPermissions) {
+  const std::filesystem::path dir = FreshDir("flashkv_gguf_writer_mode");
+  const std::string path = (dir / "m.gguf").string();
+  GgufWriter w;
+  w.SetString("general.name", "mode");
+  const mode_t old_mask = ::umask(022);
+  Status s = w.Write(path);
+  ::umask(027);
+  Status s2 = w.Write(path + "2");
+  ::umask(old_mask);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(::stat((path + "2").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
   std::filesystem::remove_all(dir);
 }
 
