@@ -128,46 +128,52 @@ DevPtr<float> KvState::SectionPtr(int layer, KvSection section) const {
   return {};
 }
 
-// The raw ring in logical order is at most two contiguous slot ranges: the oldest live
-// position's slot to the end, then the start of the ring.
-Status KvState::ReadSection(int layer, KvSection section, float* dst) const {
+Status KvState::CheckLayer(int layer) const {
   if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
     return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
   }
+  return Status::Ok();
+}
+
+// The raw ring in logical order is at most two contiguous slot ranges: the oldest live
+// position's slot to the end, then the start of the ring. Every other section is one range.
+size_t KvState::SectionCopies(int layer, KvSection section, float* host,
+                              std::vector<HostCopy>& out) const {
   const size_t n = SectionFloats(layer, section);
-  if (n == 0) return Status::Ok();
-  if (section != KvSection::kRaw) return backend_->Read(SectionPtr(layer, section), dst, n * 4);
+  if (n == 0) return 0;
+  if (section != KvSection::kRaw) {
+    out.push_back({DevPtr<void>(SectionPtr(layer, section).get()), host, n * sizeof(float)});
+    return n;
+  }
   const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
-  const int64_t first = n_tokens_ - live;
-  const int64_t slot0 = first % shape_.n_swa;
+  const int64_t slot0 = (n_tokens_ - live) % shape_.n_swa;
   const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
   const size_t row = shape_.head_dim;
-  FLASHKV_RETURN_IF_ERROR(
-      backend_->Read(layers_[layer].ring + slot0 * row, dst, head * row * sizeof(float)));
+  out.push_back(
+      {DevPtr<void>((layers_[layer].ring + slot0 * row).get()), host, head * row * sizeof(float)});
   if (live > head) {
-    FLASHKV_RETURN_IF_ERROR(
-        backend_->Read(layers_[layer].ring, dst + head * row, (live - head) * row * sizeof(float)));
+    out.push_back({DevPtr<void>(layers_[layer].ring.get()), host + head * row,
+                   (live - head) * row * sizeof(float)});
+  }
+  return n;
+}
+
+Status KvState::ReadSection(int layer, KvSection section, float* dst) const {
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  std::vector<HostCopy> copies;
+  SectionCopies(layer, section, dst, copies);
+  for (const HostCopy& c : copies) {
+    FLASHKV_RETURN_IF_ERROR(backend_->Read(c.device, c.host, c.bytes));
   }
   return Status::Ok();
 }
 
 Status KvState::WriteSection(int layer, KvSection section, const float* src) {
-  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
-    return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
-  }
-  const size_t n = SectionFloats(layer, section);
-  if (n == 0) return Status::Ok();
-  if (section != KvSection::kRaw) return backend_->Write(SectionPtr(layer, section), src, n * 4);
-  const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
-  const int64_t first = n_tokens_ - live;
-  const int64_t slot0 = first % shape_.n_swa;
-  const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
-  const size_t row = shape_.head_dim;
-  FLASHKV_RETURN_IF_ERROR(
-      backend_->Write(layers_[layer].ring + slot0 * row, src, head * row * sizeof(float)));
-  if (live > head) {
-    FLASHKV_RETURN_IF_ERROR(backend_->Write(layers_[layer].ring, src + head * row,
-                                            (live - head) * row * sizeof(float)));
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  std::vector<HostCopy> copies;
+  SectionCopies(layer, section, const_cast<float*>(src), copies);
+  for (const HostCopy& c : copies) {
+    FLASHKV_RETURN_IF_ERROR(backend_->Write(c.device, c.host, c.bytes));
   }
   return Status::Ok();
 }
@@ -188,29 +194,9 @@ size_t KvState::LayerFloats(int layer) const {
 // A layer's sections in ReadSection's order and layout, as one list of transfers, so a GPU
 // backend moves the whole layer in one pipelined pass (pinned staging, one wait).
 Status KvState::LayerCopies(int layer, float* host, std::vector<HostCopy>& out) const {
-  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
-    return OutOfRange("kv layer {} outside 0..{}", layer, layers_.size() - 1);
-  }
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
   out.clear();
-  for (KvSection s : kAllSections) {
-    const size_t n = SectionFloats(layer, s);
-    if (n == 0) continue;
-    if (s != KvSection::kRaw) {
-      out.push_back({DevPtr<void>(SectionPtr(layer, s).get()), host, n * sizeof(float)});
-    } else {
-      const int64_t live = std::min<int64_t>(n_tokens_, shape_.n_swa);
-      const int64_t slot0 = (n_tokens_ - live) % shape_.n_swa;
-      const int64_t head = std::min<int64_t>(live, shape_.n_swa - slot0);
-      const size_t row = shape_.head_dim;
-      out.push_back({DevPtr<void>((layers_[layer].ring + slot0 * row).get()), host,
-                     head * row * sizeof(float)});
-      if (live > head) {
-        out.push_back({DevPtr<void>(layers_[layer].ring.get()), host + head * row,
-                       (live - head) * row * sizeof(float)});
-      }
-    }
-    host += n;
-  }
+  for (KvSection s : kAllSections) host += SectionCopies(layer, s, host, out);
   return Status::Ok();
 }
 

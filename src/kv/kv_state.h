@@ -102,6 +102,10 @@ class KvState {
 
  private:
   KvState() = default;
+  Status CheckLayer(int layer) const;
+  // Appends the transfers that move one section to or from `host` in ReadSection's
+  // layout (the raw ring as one or two ranges); returns the section's float count.
+  size_t SectionCopies(int layer, KvSection section, float* host, std::vector<HostCopy>& out) const;
   // The transfers that move layer `layer` to or from `host` in ReadLayer's layout.
   Status LayerCopies(int layer, float* host, std::vector<HostCopy>& out) const;
   Status ResetFrontiers();
