@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/decode_step.h"
 #include "engine/output_stream.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/file_io.h"
@@ -339,7 +340,7 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       finish = FinishReason::kLength;
       break;
     }
-    const int32_t id = sampler.Sample(session.logits());
+    const int32_t id = PickNextToken(output, sampler, session.logits());
     ++sampled;
     if (sampled == 1) result->timing.first_token_ms = MsSince(t0);
     session.AddPending(id, tokenizer_.TokenBytes(id));

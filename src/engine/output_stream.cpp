@@ -8,13 +8,17 @@ namespace flashkv {
 OutputStream::OutputStream(const GenerationRequest& request)
     : tool_id_prefix_(request.tool_id_prefix), stops_(request.stop) {
   if (request.output == OutputMode::kChat) parser_.emplace(request.thinking, request.tools_active);
+  if (request.output == OutputMode::kChat && request.tools_active)
+    syntax_.emplace(request.thinking);
 }
 
 std::vector<GenerationEvent> OutputStream::Feed(std::string_view raw) {
   if (finished_) return {};
   // Decoder pieces never split a valid character, so substituting per piece equals
   // substituting the whole text.
-  return Process(stops_.Feed(utf8::ReplaceInvalid(raw)), /*final=*/false);
+  std::string clean = utf8::ReplaceInvalid(raw);
+  if (syntax_) syntax_->Feed(clean);
+  return Process(stops_.Feed(clean), /*final=*/false);
 }
 
 std::vector<GenerationEvent> OutputStream::Finish() {

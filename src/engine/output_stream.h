@@ -2,8 +2,9 @@
 // invalid UTF-8 substituted (clients get, and resend, valid UTF-8), stop sequences cut, and
 // in chat mode the incremental parser's reasoning / content / tool-call deltas, each new
 // tool call given a fresh unguessable id. Separate from the decode loop so the tool-call
-// path can be driven with exact text in tests. Must not: sample, touch sessions or know
-// HTTP.
+// path can be driven with exact text in tests. Also tracks, from every byte generated so
+// far, whether the next token is DSML tool-call syntax (decoded greedily, spec §3.5).
+// Must not: sample, touch sessions or know HTTP.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/dsml_syntax_tracker.h"
 #include "chat/output_parser.h"
 #include "engine/generation.h"
 #include "engine/stop_matcher.h"
@@ -32,6 +34,13 @@ class OutputStream {
   bool stopped() const { return stops_.stopped(); }
   // A tool block closed while tools are active: generation must end (finish tool_calls).
   bool tool_block_closed() const { return parser_ && parser_->ShouldStop(); }
+  // Chat output with tools active, inside DSML structure (tags, attributes, JSON
+  // punctuation): the next token is the argmax. Reflects all text fed so far, including
+  // bytes the stop matcher or the parser still hold back.
+  bool in_tool_syntax() const { return syntax_ && IsGreedySyntax(syntax_->state()); }
+  DsmlSyntaxState syntax_state() const {
+    return syntax_ ? syntax_->state() : DsmlSyntaxState::kOutside;
+  }
 
   // After Finish: the result's text, parsed output, tool-call ids and stop sequence, and
   // the finish reason adjusted for what the text turned out to be (`finish` is the
@@ -44,8 +53,9 @@ class OutputStream {
   std::string tool_id_prefix_;
   StopMatcher stops_;
   std::optional<OutputParser> parser_;
-  std::string text_;                   // kept text so far
-  std::vector<std::string> call_ids_;  // by call index
+  std::optional<DsmlSyntaxTracker> syntax_;  // kChat with tools active
+  std::string text_;                         // kept text so far
+  std::vector<std::string> call_ids_;        // by call index
   bool finished_ = false;
 };
 

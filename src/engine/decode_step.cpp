@@ -1,0 +1,10 @@
+#include "engine/decode_step.h"
+
+namespace flashkv {
+
+int32_t PickNextToken(const OutputStream& output, Sampler& sampler, std::span<const float> logits) {
+  if (output.in_tool_syntax()) return Sampler::Greedy(logits);
+  return sampler.Sample(logits);
+}
+
+}  // namespace flashkv
