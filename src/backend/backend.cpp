@@ -23,4 +23,29 @@ Status Backend::WriteMany(const HostCopy* copies, size_t n) {
   return Status::Ok();
 }
 
+Status Backend::CheckRandomWeight(const std::string& name, DType type,
+                                  const std::array<uint64_t, 3>& ne) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ4_K:
+    case DType::kIQ2_XXS:
+      break;
+    default:
+      return Unsupported("{}: random weights of type {} are not generated", name,
+                         GetDTypeInfo(type).name);
+  }
+  if (ne[0] == 0 || ne[1] == 0 || ne[2] == 0) {
+    return InvalidArgument("{}: empty shape [{}, {}, {}]", name, ne[0], ne[1], ne[2]);
+  }
+  if (ne[0] % GetDTypeInfo(type).block_size != 0) {
+    return InvalidArgument("{}: {} rows of {} values are not whole blocks of {}", name,
+                           GetDTypeInfo(type).name, ne[0], GetDTypeInfo(type).block_size);
+  }
+  return Status::Ok();
+}
+
 }  // namespace flashkv

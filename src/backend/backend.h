@@ -179,6 +179,15 @@ class Backend {
   // Places a weight on the device. The CPU backend uses the host bytes in place (they
   // must outlive the backend's use of the Weight).
   virtual Expected<Weight> PlaceWeight(const WeightSource& src) = 0;
+  // A weight whose bytes the backend generates itself (for random-weight models such as
+  // `--model random:flash`, whose 81 GB file would not fit a disk): valid blocks of `type`
+  // (every scale finite; quant codes uniform random bits; float values uniform in
+  // [-scale, scale)), a pure function of (type, ne, fill_seed, scale) that every backend
+  // computes bit for bit the same. The backend owns the bytes until it is destroyed.
+  // Types: F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS; ne[0] a multiple of the block size.
+  virtual Expected<Weight> RandomWeight(const std::string& name, DType type,
+                                        std::array<uint64_t, 3> ne, uint64_t fill_seed,
+                                        float scale) = 0;
 
   // ---- elementwise / small ---------------------------------------------------------
   // dst[i] = value for i < n.
@@ -260,6 +269,12 @@ class Backend {
   // ---- mixture of experts ----------------------------------------------------------
   virtual void RouterSelect(const RouterArgs& a) = 0;
   virtual void MoeExperts(const MoeArgs& a) = 0;
+
+ protected:
+  // RandomWeight's argument check, shared by the implementations: a supported type, ne[0]
+  // a whole number of blocks, no zero dimension. Errors name the weight.
+  static Status CheckRandomWeight(const std::string& name, DType type,
+                                  const std::array<uint64_t, 3>& ne);
 };
 
 }  // namespace flashkv

@@ -2,9 +2,12 @@
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
 // runs the sweep of engine/bench_sweep.h and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
-// saved run.
+// saved run. `--model random:flash[:LAYERS]` runs the same Model code on weights generated
+// on the backend (model/random_model.h), tokenized with --tokenizer (a file carrying the
+// DeepSeek vocabulary: random models have none).
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +18,9 @@
 #include "engine/bench_sweep.h"
 #include "engine/runtime.h"
 #include "kv/model_fingerprint.h"
+#include "model/random_model.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 #include "util/file_io.h"
 #include "util/progress.h"
 
@@ -23,10 +28,12 @@ namespace flashkv::cli {
 namespace {
 
 constexpr const char* kDefaultPrompt = "data/bench/devils-dictionary.txt";
+constexpr const char* kDefaultTokenizer = "models/tokenizer/tokenizer.json";
 
 struct BenchFlags {
   std::string model;
   std::string prompt_file;
+  std::string tokenizer;  // random: models only
   BenchOptions sweep;
   std::string backend = "cpu";
   int threads = 0;
@@ -85,6 +92,78 @@ Status WriteTextFile(const std::string& path, std::string_view text) {
   return Status::Ok();
 }
 
+// The tokenizer of a random: model, which has no vocabulary of its own: a GGUF's (e.g. the
+// tiny model's) or a tokenizer.json's completed with the DS4 chat markers as make-tiny does
+// (plain text tokenizes the same either way).
+Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
+    FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+    auto tokenizer = Tokenizer::FromGguf(file);
+    if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
+    return tokenizer;
+  }
+  auto vocab = LoadVocabFromTokenizerJson(path);
+  if (!vocab.ok()) return vocab.status().WithContext(path);
+  Status s = AddMissingChatMarkers(*vocab, size_t(n_vocab));
+  if (!s.ok()) return s.WithContext(path);
+  auto tokenizer = Tokenizer::FromVocab(*vocab);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
+  return tokenizer;
+}
+
+// What the model source provides before the model is loaded: options, tokenizer and the
+// snapshot fingerprint.
+struct SourceInfo {
+  ModelOptions options;
+  std::optional<Tokenizer> tokenizer;
+  Sha1Digest fingerprint{};
+  std::string description;  // for the log line
+};
+
+Status ApplyNumericsFlags(const BenchFlags& f, ModelOptions& mo) {
+  if (!f.numerics.empty()) {
+    FLASHKV_ASSIGN_OR_RETURN(mo.numerics, ParseNumericsMode(f.numerics));
+  }
+  if (!f.act_quant.empty()) {
+    FLASHKV_ASSIGN_OR_RETURN(mo.act_quant, ParseActQuantMode(f.act_quant));
+  }
+  return Status::Ok();
+}
+
+Expected<SourceInfo> OpenSource(BenchFlags& f) {
+  SourceInfo info;
+  if (IsRandomModelSource(f.model)) {
+    FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(f.model));
+    const ModelConfig config = RandomModelConfig(spec);
+    info.options = DefaultModelOptions(config);
+    FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(f, info.options));
+    if (f.tokenizer.empty()) {
+      FLASHKV_ASSIGN_OR_RETURN(f.tokenizer, FindProjectFile(kDefaultTokenizer));
+    }
+    FLASHKV_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizerFile(f.tokenizer, config.n_vocab));
+    info.tokenizer.emplace(std::move(tokenizer));
+    info.fingerprint = RandomModelFingerprint(spec);
+    info.description = spec.Describe() + ", tokenizer " + f.tokenizer;
+    return info;
+  }
+  if (!f.tokenizer.empty()) {
+    return InvalidArgument("--tokenizer is for random: models; {} uses its own vocabulary",
+                           f.model);
+  }
+  // Options and tokenizer from the file, as `flashkv run` does.
+  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(f.model));
+  auto config = ModelConfig::FromGguf(file);
+  if (!config.ok()) return config.status().WithContext(f.model);
+  info.options = DefaultModelOptions(*config);
+  FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(f, info.options));
+  auto tokenizer = Tokenizer::FromGguf(file);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext(f.model);
+  info.tokenizer.emplace(std::move(*tokenizer));
+  FLASHKV_ASSIGN_OR_RETURN(info.fingerprint, ModelFingerprint(file));
+  info.description = f.model;
+  return info;
+}
+
 std::string FileName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -112,33 +191,22 @@ Status Replot(const BenchFlags& f) {
 
 Status RunBench(BenchFlags f) {
   if (!f.from_csv.empty()) return Replot(f);
-  if (f.backend == "cuda") {
-    return Unsupported(
-        "--backend cuda: this build's Runtime cannot create a CUDA backend yet "
-        "(src/engine/runtime.h builds the CPU backend only); use --backend cpu");
-  }
-  if (f.backend != "cpu")
+  if (f.backend != "cpu" && f.backend != "cuda")
     return InvalidArgument("--backend must be cpu or cuda, got '{}'", f.backend);
+  if (!Runtime::HasBackend(f.backend)) {
+    return Unsupported("--backend {}: this flashkv was built without it; use --backend cpu",
+                       f.backend);
+  }
   if (f.model.empty()) f.model = DefaultModelPath();
   if (f.prompt_file.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(f.prompt_file, FindProjectFile(kDefaultPrompt));
   }
   FLASHKV_ASSIGN_OR_RETURN(std::vector<int> frontiers, BenchFrontiers(f.sweep));
 
-  // Options and tokenizer from the file, as `flashkv run` does.
-  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(f.model));
-  auto config = ModelConfig::FromGguf(file);
-  if (!config.ok()) return config.status().WithContext(f.model);
-  ModelOptions mo = DefaultModelOptions(*config);
-  if (!f.numerics.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(mo.numerics, ParseNumericsMode(f.numerics));
-  }
-  if (!f.act_quant.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(mo.act_quant, ParseActQuantMode(f.act_quant));
-  }
-  auto tokenizer = Tokenizer::FromGguf(file);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(f.model);
-  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fingerprint, ModelFingerprint(file));
+  FLASHKV_ASSIGN_OR_RETURN(SourceInfo source, OpenSource(f));
+  ModelOptions& mo = source.options;
+  const Tokenizer* tokenizer = &*source.tokenizer;
+  const Sha1Digest fingerprint = source.fingerprint;
   const SnapshotIdentity identity{fingerprint, fmt::format("{}/{}", NumericsModeName(mo.numerics),
                                                            ActQuantModeName(mo.act_quant))};
 
@@ -154,8 +222,16 @@ Status RunBench(BenchFlags f) {
   RuntimeOptions ro;
   ro.model_path = f.model;
   ro.threads = f.threads;
+  ro.backend = f.backend;
   ro.model = &mo;
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open(ro));
+  if (const RandomModelInfo* r = rt->random_model()) {
+    std::fprintf(stderr,
+                 "bench: %s: %.2f GiB of random weights generated on %s in %.1f s; %.3f GB of "
+                 "weights read per decoded token\n",
+                 r->spec.Describe().c_str(), double(r->total_bytes) / double(1ull << 30),
+                 f.backend.c_str(), r->seconds, double(r->bytes_per_token) / 1e9);
+  }
   const int ctx_alloc =
       f.sweep.ctx_alloc > 0 ? f.sweep.ctx_alloc : f.sweep.ctx_max + f.sweep.gen_tokens;
   {
@@ -164,7 +240,7 @@ Status RunBench(BenchFlags f) {
     std::fprintf(stderr,
                  "bench: %s (%s, %s), backend %s, threads %d; %s: %zu tokens; %zu frontiers "
                  "%d..%d, %d gen tokens each; KV state for %d tokens allocates %.1f MiB\n",
-                 f.model.c_str(), identity.numerics.c_str(),
+                 source.description.c_str(), identity.numerics.c_str(),
                  Sha1Hex(fingerprint).substr(0, 12).c_str(), f.backend.c_str(), rt->pool().size(),
                  f.prompt_file.c_str(), tokens.size(), frontiers.size(), frontiers.front(),
                  frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
@@ -209,7 +285,15 @@ void RegisterBench(CLI::App& app) {
       "bench", "Prefill and generation speed, KV and snapshot size at growing context frontiers");
   auto f = std::make_shared<BenchFlags>();
   cmd->add_option("--model,-m", f->model,
-                  "GGUF model (default: ./ds4flash.gguf, else the tiny model)");
+                  "GGUF model (default: ./ds4flash.gguf, else the tiny model), or "
+                  "random:flash[:LAYERS] / random:tiny[:LAYERS]: that shape (DeepSeek-V4-Flash, "
+                  "or the tiny model's; optionally only its first LAYERS layers) with random "
+                  "weights generated on the backend, no file needed (speed and sizes are the "
+                  "shape's; the text is meaningless)");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "random: models only: tokenize the prompt with this tokenizer.json or GGUF's "
+                  "vocabulary (default: " +
+                      std::string(kDefaultTokenizer) + ", the DeepSeek vocabulary)");
   cmd->add_option("--prompt-file", f->prompt_file,
                   "plain text, tokenized without a chat template (default: " +
                       std::string(kDefaultPrompt) + ")");

@@ -1,5 +1,7 @@
 #include "engine/runtime.h"
 
+#include <chrono>
+
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -28,6 +30,19 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
 #endif
   } else {
     return InvalidArgument("unknown backend '{}' (expected cpu or cuda)", options.backend);
+  }
+  if (IsRandomModelSource(options.model_path)) {
+    FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));
+    RandomModelInfo info{spec};
+    RandomWeights counts;
+    const auto start = std::chrono::steady_clock::now();
+    FLASHKV_ASSIGN_OR_RETURN(rt->model_,
+                             MakeRandomModel(spec, *rt->backend_, options.model, &counts));
+    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    info.total_bytes = counts.total_bytes;
+    info.bytes_per_token = counts.bytes_per_token;
+    rt->random_ = std::move(info);
+    return rt;
   }
   auto model = Model::Load(options.model_path, *rt->backend_, options.model);
   if (!model.ok()) return model.status();

@@ -1,23 +1,35 @@
 // Runtime: the objects one process needs to run a model — the thread pool, the backend
 // (CPU, or CUDA when this build has it) and the loaded Model — built in dependency order
 // and torn down in reverse. Used by the CLI commands (logits, run, bench) and the server.
+// The model source is a GGUF path or `random:SHAPE[:LAYERS]` (model/random_model.h:
+// weights generated on the backend, e.g. DeepSeek-V4-Flash's shape without its file).
 // Must not: hold sequences (KvState and sessions are the caller's).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "model/random_model.h"
 #include "util/thread_pool.h"
 
 namespace flashkv {
 
 struct RuntimeOptions {
-  std::string model_path;
+  std::string model_path;               // GGUF path, or random:SHAPE[:LAYERS]
   std::string backend = "cpu";          // "cpu" | "cuda"
   int threads = 0;                      // <= 0: one per core (CPU backend and host work)
   const ModelOptions* model = nullptr;  // null: DefaultModelOptions for the file
+};
+
+// What Open built for a random: source (for logs and benchmark records).
+struct RandomModelInfo {
+  RandomModelSpec spec;
+  uint64_t total_bytes = 0;      // every weight
+  uint64_t bytes_per_token = 0;  // weights one decoded token reads
+  double seconds = 0;            // generating them, including the backend's sync
 };
 
 class Runtime {
@@ -27,6 +39,8 @@ class Runtime {
   ThreadPool& pool() { return pool_; }
   Backend& backend() { return *backend_; }
   Model& model() { return *model_; }
+  // Set when the model source was random:..., else null.
+  const RandomModelInfo* random_model() const { return random_ ? &*random_ : nullptr; }
 
   // Whether `name` can be opened by this build ("cpu" always; "cuda" when compiled in).
   static bool HasBackend(const std::string& name);
@@ -39,6 +53,7 @@ class Runtime {
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::optional<RandomModelInfo> random_;
 };
 
 }  // namespace flashkv

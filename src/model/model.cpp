@@ -12,7 +12,8 @@
 
 namespace flashkv {
 
-Model::Model(GgufFile file, ModelConfig config, ModelOptions options, Backend& backend)
+Model::Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options,
+             Backend& backend)
     : file_(std::move(file)), config_(std::move(config)), options_(options), backend_(backend) {}
 
 Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& backend,
@@ -27,17 +28,42 @@ Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& b
     if (!s.ok()) return s.WithContext(path);
   }
   std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*config), opts, backend));
-  auto weights = BindModelWeights(m->file_, m->config_, backend);
+  auto weights = BindModelWeights(*m->file_, m->config_, backend);
   if (!weights.ok()) return weights.status().WithContext(path);
   m->weights_ = std::move(*weights);
-
-  m->main_rope_ = MainRope(m->config_);
-  m->compress_rope_ = CompressRope(m->config_);
-  spdlog::info("model {}: {} layers, n_embd {}, vocab {}, numerics {}, act-quant {}",
-               m->config_.name.empty() ? path : m->config_.name, m->config_.n_layer,
-               m->config_.n_embd, m->config_.n_vocab, NumericsModeName(opts.numerics),
-               ActQuantModeName(opts.act_quant));
+  m->FinishLoad(path);
   return m;
+}
+
+Expected<std::unique_ptr<Model>> Model::FromWeights(const std::string& name, ModelConfig config,
+                                                    ModelWeights weights,
+                                                    std::vector<DeviceBuffer> storage,
+                                                    Backend& backend, const ModelOptions* options) {
+  Status valid = config.Validate();
+  if (!valid.ok()) return valid.WithContext(name);
+  if (weights.layers.size() != size_t(config.n_layer)) {
+    return InvalidArgument("{}: {} layers of weights for a config of {}", name,
+                           weights.layers.size(), config.n_layer);
+  }
+  const ModelOptions opts = options ? *options : DefaultModelOptions(config);
+  if (opts.numerics == NumericsMode::kOfficial) {
+    Status s = CheckOfficialNumericsSupported(config);
+    if (!s.ok()) return s.WithContext(name);
+  }
+  std::unique_ptr<Model> m(new Model(std::nullopt, std::move(config), opts, backend));
+  m->weights_ = std::move(weights);
+  m->storage_ = std::move(storage);
+  m->FinishLoad(name);
+  return m;
+}
+
+void Model::FinishLoad(const std::string& source) {
+  main_rope_ = MainRope(config_);
+  compress_rope_ = CompressRope(config_);
+  spdlog::info("model {}: {} layers, n_embd {}, vocab {}, numerics {}, act-quant {}",
+               config_.name.empty() ? source : config_.name, config_.n_layer, config_.n_embd,
+               config_.n_vocab, NumericsModeName(options_.numerics),
+               ActQuantModeName(options_.act_quant));
 }
 
 KvShape Model::StateShape(int ctx_size) const {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,15 @@ class Model {
   // tensor at fault.
   static Expected<std::unique_ptr<Model>> Load(const std::string& path, Backend& backend,
                                                const ModelOptions* options = nullptr);
+  // A model over weights already placed on `backend` (no GGUF file: e.g. the random-weight
+  // models of model/random_model.h). `storage` holds the buffers some of those weights
+  // live in and is freed with the model. Checks the config and the numerics options as
+  // Load does; `name` is for the log line.
+  static Expected<std::unique_ptr<Model>> FromWeights(const std::string& name, ModelConfig config,
+                                                      ModelWeights weights,
+                                                      std::vector<DeviceBuffer> storage,
+                                                      Backend& backend,
+                                                      const ModelOptions* options = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
@@ -60,12 +70,15 @@ class Model {
   void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
 
  private:
-  Model(GgufFile file, ModelConfig config, ModelOptions options, Backend& backend);
+  Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
+  // The rope tables and the log line, once the weights are bound.
+  void FinishLoad(const std::string& source);
   Status EnsureActivations(int capacity, int logits_rows);
   Status ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
                       float* logits);
 
-  GgufFile file_;  // keeps the weight bytes mapped
+  std::optional<GgufFile> file_;       // keeps the weight bytes mapped (none: FromWeights)
+  std::vector<DeviceBuffer> storage_;  // weights' buffers owned by the model (FromWeights)
   ModelConfig config_;
   ModelOptions options_;
   Backend& backend_;

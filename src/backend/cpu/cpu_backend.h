@@ -33,6 +33,9 @@ class CpuBackend final : public Backend {
   Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
   Status Synchronize() override { return Status::Ok(); }
   Expected<Weight> PlaceWeight(const WeightSource& src) override;
+  // Host twin of the CUDA generator, bit for bit (cpu_random_weight.cpp).
+  Expected<Weight> RandomWeight(const std::string& name, DType type, std::array<uint64_t, 3> ne,
+                                uint64_t fill_seed, float scale) override;
 
   void Fill(DevPtr<float> dst, float value, size_t n) override;
   void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) override;
@@ -86,6 +89,8 @@ class CpuBackend final : public Backend {
   static uint8_t* Grow(std::vector<uint8_t>& buf, size_t bytes);
 
   ThreadPool* pool_;
+  // The bytes of every RandomWeight, freed with the backend.
+  std::vector<DeviceBuffer> random_weights_;
   // Scratch, see the header comment. Grouped by the op that owns it.
   std::vector<uint8_t> grouped_out_;  // MatMulGrouped: one group's outputs [n_tokens, r]
   std::vector<uint8_t> act_q_;        // MatMul / MatMulGrouped: quantized activations

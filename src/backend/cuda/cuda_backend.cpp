@@ -359,6 +359,7 @@ Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
 Expected<Weight> CudaBackend::RandomWeight(const std::string& name, DType type,
                                            std::array<uint64_t, 3> ne, uint64_t fill_seed,
                                            float scale) {
+  FLASHKV_RETURN_IF_ERROR(CheckRandomWeight(name, type, ne));
   FLASHKV_ASSIGN_OR_RETURN(uint64_t row_bytes, RowBytes(type, ne[0]));
   const uint64_t rows = ne[1] * ne[2];
   const uint64_t need = row_bytes * rows;

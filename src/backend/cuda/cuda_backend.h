@@ -57,11 +57,9 @@ class CudaBackend final : public Backend {
   Status ReadMany(const HostCopy* copies, size_t n) override;
   Status WriteMany(const HostCopy* copies, size_t n) override;
 
-  // A weight whose bytes are generated on the device: `fill_seed` seeds a hash that makes
-  // valid random blocks of `type` (finite scales, values of unit order times `scale`).
-  // For benchmarks of model shapes whose files would not fit on disk.
+  // Generated on the device (backend.h; the host twin is cpu/cpu_random_weight.cpp).
   Expected<Weight> RandomWeight(const std::string& name, DType type, std::array<uint64_t, 3> ne,
-                                uint64_t fill_seed, float scale);
+                                uint64_t fill_seed, float scale) override;
   // Launches recorded so far that ran through a CUDA graph (for tests and benchmarks).
   uint64_t graph_launches() const;
   uint64_t direct_launches() const;

@@ -118,7 +118,8 @@ __device__ __forceinline__ float Uniform(uint64_t seed, uint64_t i) {
 
 struct RandomArgs {
   uint8_t* dst;
-  uint64_t n_words;  // 4-byte words in the tensor (raw random bits for quant types)
+  uint64_t n_words;  // whole 4-byte words in the tensor (raw random bits for quant types)
+  uint64_t n_tail;   // bytes after them (< 4), from one more word
   uint64_t n_values;
   uint64_t n_blocks;
   DType type;
@@ -129,6 +130,10 @@ __global__ void RandomBitsKernel(RandomArgs a) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < a.n_words;
        i += uint64_t(gridDim.x) * blockDim.x) {
     reinterpret_cast<uint32_t*>(a.dst)[i] = uint32_t(SplitMix(a.seed + i));
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0 && a.n_tail != 0) {
+    const uint32_t w = uint32_t(SplitMix(a.seed + a.n_words));
+    for (uint64_t k = 0; k < a.n_tail; ++k) a.dst[4 * a.n_words + k] = uint8_t(w >> (8 * k));
   }
 }
 __global__ void RandomValuesKernel(RandomArgs a) {
@@ -182,7 +187,7 @@ __global__ void RandomScalesKernel(RandomArgs a) {
 
 void LaunchRandomFill(CudaBackend::State& s, uint8_t* dst, DType type, uint64_t ne0, uint64_t rows,
                       uint64_t row_bytes, uint64_t seed, float scale) {
-  RandomArgs a{dst, 0, ne0 * rows, 0, type, seed, scale};
+  RandomArgs a{dst, 0, 0, ne0 * rows, 0, type, seed, scale};
   const DTypeInfo& info = GetDTypeInfo(type);
   const dim3 grid(4096), block(256);
   if (type == DType::kF32 || type == DType::kF16 || type == DType::kBF16) {
@@ -190,6 +195,7 @@ void LaunchRandomFill(CudaBackend::State& s, uint8_t* dst, DType type, uint64_t 
     return;
   }
   a.n_words = rows * row_bytes / 4;
+  a.n_tail = rows * row_bytes % 4;
   a.n_blocks = rows * (ne0 / info.block_size);
   s.Launch(RandomBitsKernel, grid, block, 0, a);
   s.Launch(RandomScalesKernel, grid, block, 0, a);
