@@ -53,6 +53,18 @@ TEST(RandomModelSource, ParsesShapesAndLayerCounts) {
             std::string::npos);
 }
 
+KvShape ShapeOf(const ModelConfig& c) {
+  KvShape shape;
+  shape.head_dim = c.head_dim;
+  shape.n_swa = c.n_swa;
+  shape.indexer_dim = c.indexer_head_dim;
+  shape.ctx_size = 1 << 16;
+  for (int l = 0; l < c.n_layer; ++l) {
+    shape.layers.push_back({c.compress_ratio(l), c.is_overlapping(l), c.has_indexer(l)});
+  }
+  return shape;
+}
+
 TEST(RandomModelConfig, FlashAndTinyShapes) {
   const ModelConfig flash = RandomModelConfig(*ParseRandomModelSource("random:flash"));
   ASSERT_TRUE(flash.Validate().ok()) << flash.Validate().ToString();
@@ -65,6 +77,11 @@ TEST(RandomModelConfig, FlashAndTinyShapes) {
             (std::vector<int>{0, 0, 4, 128, 4}));
   EXPECT_TRUE(CheckOfficialNumericsSupported(flash).ok());
 
+  // Flash's spec figure (ds4-model.md §7): 3440 floats = 13,760 B of KV per token over
+  // whole 128-token periods past the 128-row window.
+  EXPECT_EQ(LiveKvBytes(ShapeOf(flash), 2048 + 128) - LiveKvBytes(ShapeOf(flash), 2048),
+            128u * 13760u);
+
   const ModelConfig two = RandomModelConfig(*ParseRandomModelSource("random:flash:2"));
   ASSERT_TRUE(two.Validate().ok()) << two.Validate().ToString();
   EXPECT_EQ(two.n_hash_layer, 2);  // cut to the layer count
@@ -73,14 +90,7 @@ TEST(RandomModelConfig, FlashAndTinyShapes) {
   // (tests/engine/CMakeLists.txt): 325632 bytes at 64 tokens, 736 per token per 16.
   const ModelConfig tiny = RandomModelConfig(*ParseRandomModelSource("random:tiny"));
   ASSERT_TRUE(tiny.Validate().ok()) << tiny.Validate().ToString();
-  KvShape shape;
-  shape.head_dim = tiny.head_dim;
-  shape.n_swa = tiny.n_swa;
-  shape.indexer_dim = tiny.indexer_head_dim;
-  shape.ctx_size = 1024;
-  for (int l = 0; l < tiny.n_layer; ++l) {
-    shape.layers.push_back({tiny.compress_ratio(l), tiny.is_overlapping(l), tiny.has_indexer(l)});
-  }
+  const KvShape shape = ShapeOf(tiny);
   EXPECT_EQ(LiveKvBytes(shape, 64), 325632u);
   EXPECT_EQ(LiveKvBytes(shape, 80) - LiveKvBytes(shape, 64), 16u * 736u);
 }
