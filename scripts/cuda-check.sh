@@ -5,10 +5,15 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|all] [bench args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
+#                                  flashbench (needs STAGE_FLASHKV=1 at stage time):
+#                                  `flashkv bench --backend cuda --model random:flash`, a
+#                                  context sweep of the real Model on Flash-shaped random
+#                                  weights; extra args are appended to its flags (later
+#                                  ones win, e.g. --ctx-max 4096 or --model random:flash:12).
 # The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
 # half recreates them as links.
 set -euo pipefail
@@ -95,6 +100,17 @@ sys.exit(0 if ok else 1)
 PY
     done
   fi
+  if [[ $what == flashbench ]]; then
+    # ~8k tokens of prefill (about 28 s at the measured ~290 tok/s) plus 81 GB of weights
+    # generated on the GPU: well under three minutes. The prompt is the repository's bench
+    # text, tokenized with models/tokenizer/tokenizer.json (random models have no
+    # vocabulary of their own).
+    /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
+      --ctx-start 2048 --ctx-max 8192 --step-mul 2 --gen-tokens 16 \
+      --csv "$OUT/flash-sweep.csv" --plot "$OUT/flash-sweep.svg" "$@" 2>&1 \
+      | tee "$OUT/flash-sweep.log" || rc=1
+    if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
+  fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
       | tee "$OUT/bench.log" || rc=1
@@ -106,7 +122,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|all] [bench args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|all] [extra args...]" >&2
     exit 2
     ;;
 esac
