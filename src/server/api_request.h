@@ -22,12 +22,23 @@ enum class Dialect {
   kAnthropic,        // POST /v1/messages
 };
 
+// A tool whose name in the prompt differs from what the client calls it (Responses
+// `namespace` groups are flattened to "<namespace><name>") or whose calls go out as a
+// hosted item type (Responses `tool_search`).
+struct ToolWireName {
+  std::string prompt_name;   // as the model sees and calls it
+  std::string name;          // as the client knows it
+  std::string name_space;    // Responses `namespace`, "" when none
+  bool tool_search = false;  // calls are tool_search_call items with object arguments
+};
+
 struct ApiRequest {
   Dialect dialect = Dialect::kChatCompletions;
-  std::string model;                  // as sent (echoed back)
-  std::vector<ChatMessage> messages;  // chat dialects
-  std::string prompt;                 // kCompletions: the user text
-  std::vector<Json> tools;            // normalized schemas; empty when none or tool_choice none
+  std::string model;                     // as sent (echoed back)
+  std::vector<ChatMessage> messages;     // chat dialects
+  std::string prompt;                    // kCompletions: the user text
+  std::vector<Json> tools;               // normalized schemas; empty when none or tool_choice none
+  std::vector<ToolWireName> tool_names;  // Responses: names to restore on output items
   ThinkingMode thinking = ThinkingMode::kHigh;  // before the context gate for Think Max
   bool stream = false;
   bool include_usage = false;      // OpenAI stream_options.include_usage

@@ -201,6 +201,7 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
   ctx.created = int64_t(std::time(nullptr));
   ctx.include_usage = p.api.include_usage;
   ctx.reasoning_summary = p.api.reasoning_summary;
+  ctx.tool_names = p.api.tool_names;
 
   auto handle = std::make_shared<RequestHandle>(std::move(p.gen));
   if (!scheduler_.Submit(handle)) {

@@ -1,6 +1,7 @@
 #include "server/openai_responses.h"
 
 #include "engine/tool_replay_map.h"
+#include "server/openai_responses_tools.h"
 #include "server/sse.h"
 #include "server/usage.h"
 
@@ -45,7 +46,82 @@ Expected<std::string> OutputText(const Json& output, const std::string& where) {
   return InvalidArgument("'{}' must be a string or an array of parts", where);
 }
 
-Status ParseInput(const Json& input, ApiRequest* req) {
+// A JSON value as argument or result text: strings as they are, anything else dumped.
+std::string ValueText(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : DumpJson(v);
+}
+
+// The hosted tool calls Codex may replay (spec §3.4) and the tool name each is rendered
+// as; nullptr for other types.
+const char* HostedCallName(const std::string& type) {
+  if (type == "local_shell_call") return "local_shell";
+  if (type == "tool_search_call") return "tool_search";
+  if (type == "web_search_call") return "web_search_call";
+  if (type == "image_generation_call") return "image_generation_call";
+  return nullptr;
+}
+
+bool IsHostedOutput(const std::string& type) {
+  return type == "local_shell_call_output" || type == "web_search_call_output" ||
+         type == "tool_search_output" || type == "tool_search_call_output" ||
+         type == "image_generation_call_output";
+}
+
+// The id a call or its output is matched by: call_id, else the item id.
+Expected<std::string> CallIdOf(const Json& item) {
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> call_id, OptString(item, "call_id"));
+  if (call_id) return *call_id;
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> id, OptString(item, "id"));
+  return id.value_or("");
+}
+
+// A call item (function, custom or hosted) as a ToolCall.
+Expected<ToolCall> CallOf(const Json& item, const std::string& type, const std::string& where) {
+  ToolCall call;
+  FLASHKV_ASSIGN_OR_RETURN(call.id, CallIdOf(item));
+  if (const char* hosted = HostedCallName(type)) {
+    call.name = hosted;
+    call.arguments = "{}";
+    for (const char* key : {"action", "arguments", "input"}) {
+      auto it = item.find(key);
+      if (it != item.end() && !it->is_null()) {
+        call.arguments = ValueText(*it);
+        break;
+      }
+    }
+    return call;
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(item, "name"));
+  if (!name || name->empty()) return InvalidArgument("'{}.name' is required", where);
+  call.name = *name;
+  if (type == "function_call") {
+    // Namespaced tools are flattened in the prompt, so their calls are too.
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> ns, OptString(item, "namespace"));
+    if (ns) call.name = *ns + *name;
+    auto args = item.find("arguments");
+    call.arguments = args == item.end() || args->is_null() ? "{}" : ValueText(*args);
+  } else {
+    FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> in, OptString(item, "input"));
+    call.arguments = DumpJson(Json{{"input", in.value_or("")}});
+  }
+  return call;
+}
+
+// A tool-output item's text: `output` (string or parts), else `result`, else the `tools`
+// a tool_search_output carries.
+Expected<std::string> ResultOf(const Json& item, const std::string& where) {
+  if (auto out = item.find("output"); out != item.end() && !out->is_null()) {
+    if (out->is_string() || out->is_array()) return OutputText(*out, where + ".output");
+    return DumpJson(*out);
+  }
+  if (auto res = item.find("result"); res != item.end() && !res->is_null()) return ValueText(*res);
+  if (auto tools = item.find("tools"); tools != item.end() && !tools->is_null())
+    return DumpJson(*tools);
+  return std::string();
+}
+
+// `loaded`: tools that tool_search_output items bring in (their schemas join the prompt).
+Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
   if (input.is_string()) {
     req->messages.push_back(ChatMessage{ChatRole::kUser, input.get<std::string>(), {}, {}, {}, {}});
     return Status::Ok();
@@ -66,7 +142,8 @@ Status ParseInput(const Json& input, ApiRequest* req) {
                              *status);
     }
     const std::string type = type_opt.value_or("message");
-    const bool is_call = type == "function_call" || type == "custom_tool_call";
+    const bool is_call =
+        type == "function_call" || type == "custom_tool_call" || HostedCallName(type) != nullptr;
     if (type == "message") {
       FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> role, OptString(item, "role"));
       ChatMessage m;
@@ -87,19 +164,7 @@ Status ParseInput(const Json& input, ApiRequest* req) {
       }
       req->messages.push_back(std::move(m));
     } else if (is_call) {
-      ToolCall call;
-      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> call_id, OptString(item, "call_id"));
-      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(item, "name"));
-      if (!name || name->empty()) return InvalidArgument("'{}.name' is required", where);
-      call.id = call_id.value_or("");
-      call.name = *name;
-      if (type == "function_call") {
-        FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> args, OptString(item, "arguments"));
-        call.arguments = args.value_or("{}");
-      } else {
-        FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> in, OptString(item, "input"));
-        call.arguments = DumpJson(Json{{"input", in.value_or("")}});
-      }
+      FLASHKV_ASSIGN_OR_RETURN(ToolCall call, CallOf(item, type, where));
       if (!last_was_call || req->messages.empty() ||
           req->messages.back().role != ChatRole::kAssistant) {
         ChatMessage m;
@@ -108,14 +173,16 @@ Status ParseInput(const Json& input, ApiRequest* req) {
         req->messages.push_back(std::move(m));
       }
       req->messages.back().tool_calls.push_back(std::move(call));
-    } else if (type == "function_call_output" || type == "custom_tool_call_output") {
+    } else if (type == "function_call_output" || type == "custom_tool_call_output" ||
+               IsHostedOutput(type)) {
       ChatMessage m;
       m.role = ChatRole::kTool;
-      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> call_id, OptString(item, "call_id"));
-      m.tool_call_id = call_id.value_or("");
-      auto out = item.find("output");
-      if (out != item.end()) {
-        FLASHKV_ASSIGN_OR_RETURN(m.content, OutputText(*out, where + ".output"));
+      FLASHKV_ASSIGN_OR_RETURN(m.tool_call_id, CallIdOf(item));
+      FLASHKV_ASSIGN_OR_RETURN(m.content, ResultOf(item, where));
+      if (type == "tool_search_output") {
+        if (auto tools = item.find("tools"); tools != item.end()) {
+          FLASHKV_RETURN_IF_ERROR(ParseResponsesTools(*tools, where + ".tools", loaded));
+        }
       }
       req->messages.push_back(std::move(m));
     } else if (type == "reasoning") {
@@ -134,6 +201,27 @@ Status ParseInput(const Json& input, ApiRequest* req) {
       return InvalidArgument("'{}.type' \"{}\" is not supported", where, type);
     }
     if (type != "reasoning") last_was_call = is_call;
+  }
+  return Status::Ok();
+}
+
+// Every tool output must answer a call earlier in the input: this server keeps no
+// Responses state between requests, so a call only the server would remember cannot be
+// rendered (spec §3.4).
+Status CheckToolOutputsHaveCalls(const std::vector<ChatMessage>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role != ChatRole::kTool || m.tool_call_id.empty()) continue;
+    bool found = false;
+    for (size_t j = 0; j < i && !found; ++j) {
+      for (const ToolCall& c : messages[j].tool_calls) found |= c.id == m.tool_call_id;
+    }
+    if (!found) {
+      return InvalidArgument(
+          "Responses continuation state is not available for call_id {}; retry by replaying "
+          "the full input history",
+          m.tool_call_id);
+    }
   }
   return Status::Ok();
 }
@@ -173,10 +261,29 @@ Json MessageItem(const std::string& id, const std::string& text, const char* sta
        Json::array({{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}}})}};
 }
 
-Json CallItem(const std::string& id, const std::string& call_id, const ParsedToolCall& c,
-              const char* status) {
-  return {{"id", id},       {"type", "function_call"}, {"status", status},
-          {"name", c.name}, {"call_id", call_id},      {"arguments", c.arguments}};
+// A call as an output item: the wire name and namespace restored for flattened tools,
+// tool_search calls as tool_search_call items with object arguments (spec §3.6).
+// `with_arguments` false: the in_progress shape ("" or {} arguments).
+Json CallItem(const ResponseContext& ctx, const std::string& id, const std::string& call_id,
+              const ParsedToolCall& c, const char* status, bool with_arguments = true) {
+  const ToolWireName* wire = FindToolWireName(ctx.tool_names, c.name);
+  if (wire != nullptr && wire->tool_search) {
+    Json args = Json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!with_arguments || !args.is_object()) args = Json::object();
+    return {{"id", id},           {"type", "tool_search_call"}, {"status", status},
+            {"call_id", call_id}, {"execution", "client"},      {"arguments", std::move(args)}};
+  }
+  Json item{{"id", id}, {"type", "function_call"}, {"status", status}};
+  item["name"] = wire != nullptr ? wire->name : c.name;
+  if (wire != nullptr && !wire->name_space.empty()) item["namespace"] = wire->name_space;
+  item["call_id"] = call_id;
+  item["arguments"] = with_arguments ? c.arguments : "";
+  return item;
+}
+
+bool IsToolSearchCall(const ResponseContext& ctx, const ParsedToolCall& c) {
+  const ToolWireName* wire = FindToolWireName(ctx.tool_names, c.name);
+  return wire != nullptr && wire->tool_search;
 }
 
 // The whole response object. `reasoning`/`content`: the texts to report (as streamed).
@@ -210,7 +317,7 @@ Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, Outpu
   while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
   for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
     out.push_back(
-        CallItem(ids->calls[i], r->tool_call_ids[i], r->parsed.tool_calls[i], "completed"));
+        CallItem(ctx, ids->calls[i], r->tool_call_ids[i], r->parsed.tool_calls[i], "completed"));
   }
   resp["usage"] = ResponsesUsage(*r);
   return resp;
@@ -287,17 +394,21 @@ class ResponsesStream : public StreamEncoder {
     for (size_t i = 0; i < r.parsed.tool_calls.size(); ++i) {
       const int index = next_index_++;
       const ParsedToolCall& c = r.parsed.tool_calls[i];
-      Json added = CallItem(ids_.calls[i], r.tool_call_ids[i], c, "in_progress");
-      added["arguments"] = "";
-      out += Event("response.output_item.added", {{"output_index", index}, {"item", added}});
-      out += Event("response.function_call_arguments.delta",
-                   {{"item_id", ids_.calls[i]}, {"output_index", index}, {"delta", c.arguments}});
-      out +=
-          Event("response.function_call_arguments.done",
-                {{"item_id", ids_.calls[i]}, {"output_index", index}, {"arguments", c.arguments}});
+      out += Event(
+          "response.output_item.added",
+          {{"output_index", index},
+           {"item", CallItem(ctx_, ids_.calls[i], r.tool_call_ids[i], c, "in_progress", false)}});
+      // tool_search_call items carry their arguments as an object, not as a string stream.
+      if (!IsToolSearchCall(ctx_, c)) {
+        out += Event("response.function_call_arguments.delta",
+                     {{"item_id", ids_.calls[i]}, {"output_index", index}, {"delta", c.arguments}});
+        out += Event(
+            "response.function_call_arguments.done",
+            {{"item_id", ids_.calls[i]}, {"output_index", index}, {"arguments", c.arguments}});
+      }
       out += Event("response.output_item.done",
                    {{"output_index", index},
-                    {"item", CallItem(ids_.calls[i], r.tool_call_ids[i], c, "completed")}});
+                    {"item", CallItem(ctx_, ids_.calls[i], r.tool_call_ids[i], c, "completed")}});
     }
     Json resp = ResponseObject(ctx_, &r, &ids_, reasoning_, content_);
     const std::string status = resp["status"].get<std::string>();
@@ -380,7 +491,7 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
   for (const char* key : {"previous_response_id", "conversation"}) {
     auto it = body.find(key);
     if (it != body.end() && !it->is_null()) {
-      return InvalidArgument("'{}' is not supported; replay the full input instead", key);
+      return InvalidArgument("{} is not supported; replay full input instead", key);
     }
   }
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> instructions,
@@ -390,7 +501,9 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
   }
   auto input = body.find("input");
   if (input == body.end() || input->is_null()) return InvalidArgument("'input' is required");
-  FLASHKV_RETURN_IF_ERROR(ParseInput(*input, &req));
+  ResponsesTools loaded;
+  FLASHKV_RETURN_IF_ERROR(ParseInput(*input, &req, &loaded));
+  FLASHKV_RETURN_IF_ERROR(CheckToolOutputsHaveCalls(req.messages));
   bool has_turn = false;
   for (const ChatMessage& m : req.messages) has_turn |= m.role != ChatRole::kSystem;
   if (!has_turn) return InvalidArgument("'input' has no user, assistant or tool item");
@@ -410,15 +523,23 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
                            ParseMaxTokens(body, {"max_output_tokens", "max_tokens"}));
   FLASHKV_ASSIGN_OR_RETURN(std::optional<bool> stream, OptBool(body, "stream"));
   req.stream = stream.value_or(false);
-  FLASHKV_RETURN_IF_ERROR(ParseTools(body, &req.tools));
+  // The request's tools first, then those tool_search outputs loaded, in input order.
+  ResponsesTools tools;
+  if (auto t = body.find("tools"); t != body.end()) {
+    FLASHKV_RETURN_IF_ERROR(ParseResponsesTools(*t, "tools", &tools));
+  }
+  for (Json& schema : loaded.schemas) tools.schemas.push_back(std::move(schema));
+  for (ToolWireName& name : loaded.names) tools.names.push_back(std::move(name));
+  req.tools = std::move(tools.schemas);
+  req.tool_names = std::move(tools.names);
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (tc->is_object()) return InvalidArgument("forced tool_choice is not supported");
+    if (tc->is_object()) return InvalidArgument("forced tool_choice not supported");
     if (!tc->is_string()) return InvalidArgument("'tool_choice' must be a string");
     const std::string choice = tc->get<std::string>();
     if (choice == "none") {
       req.tools.clear();
     } else if (choice != "auto") {
-      return InvalidArgument("tool_choice={} is not supported (use auto or none)", choice);
+      return InvalidArgument("tool_choice={} not supported (use auto or none)", choice);
     }
   }
   return req;

@@ -1,7 +1,8 @@
 // The OpenAI Responses dialect (POST /v1/responses, used by Codex; spec §3.4, §3.6, §3.7):
-// input items → ApiRequest (messages, function calls and their outputs, reasoning merged
-// into the next assistant turn), the response object, and its typed SSE event stream with
-// sequence numbers. Must not: render prompts or talk to the engine.
+// input items → ApiRequest (messages, function, custom and hosted tool calls and their
+// outputs, reasoning merged into the next assistant turn), the response object (flattened
+// namespace tools and tool_search restored to their wire shapes), and its typed SSE event
+// stream with sequence numbers. Must not: render prompts or talk to the engine.
 #pragma once
 
 #include <memory>

@@ -6,17 +6,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/generation.h"
+#include "server/api_request.h"
 
 namespace flashkv {
 
 struct ResponseContext {
-  std::string id;                  // "chatcmpl-…", "cmpl-…", "resp_…", "msg_…"
-  std::string model;               // the model name the client sent (echoed)
-  int64_t created = 0;             // Unix seconds
-  bool include_usage = false;      // OpenAI stream_options.include_usage
-  bool reasoning_summary = false;  // Responses: reasoning items were asked for
+  std::string id;                        // "chatcmpl-…", "cmpl-…", "resp_…", "msg_…"
+  std::string model;                     // the model name the client sent (echoed)
+  int64_t created = 0;                   // Unix seconds
+  bool include_usage = false;            // OpenAI stream_options.include_usage
+  bool reasoning_summary = false;        // Responses: reasoning items were asked for
+  std::vector<ToolWireName> tool_names;  // Responses: wire names of flattened/hosted tools
 };
 
 class StreamEncoder {

@@ -48,7 +48,7 @@ test('malformed JSON, wrong types and empty messages are 400s that say what is w
   openaiError(await post('/v1/chat/completions', '{"messages": [{"content": "x"}], "max_tokens": "x"}'), 400, /'max_tokens' must be a number/);
   openaiError(await post('/v1/chat/completions', '{"messages": [{"role": 7}]}'), 400, /'role' must be a string/);
   openaiError(await post('/v1/completions', '{"prompt": {"a": 1}}'), 400, /'prompt' must be a string/);
-  openaiError(await post('/v1/responses', '{"input": "x", "previous_response_id": "r"}'), 400, /replay the full input/);
+  openaiError(await post('/v1/responses', '{"input": "x", "previous_response_id": "r"}'), 400, /previous_response_id is not supported; replay full input instead/);
   const deep = '{"messages": ' + '['.repeat(300) + ']'.repeat(300) + '}';
   openaiError(await post('/v1/chat/completions', deep), 400, /nesting deeper than 256/);
   const a = await post('/v1/messages', '{"messages": [], "max_tokens": 5}');

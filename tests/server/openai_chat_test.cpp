@@ -138,7 +138,7 @@ TEST(OpenAiChatTest, ToolCallsStreamAsRecognisedAndMatchTheBody) {
   ASSERT_EQ(g.result.tool_call_ids.size(), 1u);
   const std::string id = g.result.tool_call_ids[0];
   EXPECT_EQ(id.substr(0, 5), "call_");
-  ResponseContext ctx{"chatcmpl-x", "m", 1, /*include_usage=*/true, false};
+  ResponseContext ctx{"chatcmpl-x", "m", 1, /*include_usage=*/true, false, {}};
   auto enc = NewChatCompletionsStream(ctx);
   auto events = ParseSse(Encode(*enc, g));
   ASSERT_GE(events.size(), 5u);
@@ -191,7 +191,7 @@ TEST(OpenAiChatTest, ReasoningStreamsInItsOwnFieldAndUsageOnlyWhenAsked) {
   GenerationRequest req;
   req.thinking = true;
   auto g = Generate(req, "hmm, two plus two</think>Four.", FinishReason::kStop);
-  ResponseContext ctx{"chatcmpl-y", "m", 1, /*include_usage=*/false, false};
+  ResponseContext ctx{"chatcmpl-y", "m", 1, /*include_usage=*/false, false, {}};
   auto enc = NewChatCompletionsStream(ctx);
   std::string reasoning, content;
   for (const auto& ev : ParseSse(Encode(*enc, g))) {
@@ -212,7 +212,7 @@ TEST(OpenAiChatTest, CompletionStreamsRawText) {
   GenerationRequest req;
   req.output = OutputMode::kRaw;
   auto g = Generate(req, "raw </think> text", FinishReason::kLength);
-  ResponseContext ctx{"cmpl-z", "m", 1, true, false};
+  ResponseContext ctx{"cmpl-z", "m", 1, true, false, {}};
   auto enc = NewCompletionsStream(ctx);
   std::string text;
   std::string finish;

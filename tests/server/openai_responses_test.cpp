@@ -56,9 +56,12 @@ TEST(ResponsesTest, UnsupportedRequestsAreRefusedClearly) {
   };
   const Case cases[] = {
       {R"({"input": "x", "previous_response_id": "resp_1"})",
-       "'previous_response_id' is not supported"},
-      {R"({"input": "x", "tool_choice": "required"})", "tool_choice=required is not supported"},
-      {R"({"input": "x", "tool_choice": {"type": "function", "name": "a"}})", "forced tool_choice"},
+       "previous_response_id is not supported; replay full input instead"},
+      {R"({"input": "x", "conversation": {"id": "c"}})",
+       "conversation is not supported; replay full input instead"},
+      {R"({"input": "x", "tool_choice": "required"})", "tool_choice=required not supported"},
+      {R"({"input": "x", "tool_choice": {"type": "function", "name": "a"}})",
+       "forced tool_choice not supported"},
       {R"({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image"}]}]})",
        "part type \"input_image\" is not supported"},
       {R"({"input": [{"type": "function_call", "name": "a", "status": "in_progress"}]})", "status"},
@@ -77,7 +80,7 @@ TEST(ResponsesTest, UnsupportedRequestsAreRefusedClearly) {
 TEST(ResponsesTest, StreamEventsAreOrderedNumberedAndEndWithTheWholeResponse) {
   GenerationRequest req = ToolRequest(true, "call_");
   auto g = Generate(req, "Check the file.</think>" + kToolCallText, FinishReason::kToolCalls);
-  ResponseContext ctx{"resp_1", "codex", 5, false, /*reasoning_summary=*/true};
+  ResponseContext ctx{"resp_1", "codex", 5, false, /*reasoning_summary=*/true, {}};
   auto enc = NewResponsesStream(ctx);
   auto events = ParseSse(Encode(*enc, g));
   ASSERT_FALSE(events.empty());
@@ -122,7 +125,7 @@ TEST(ResponsesTest, LengthEndsIncompleteWithoutReasoningItemsUnlessAsked) {
   GenerationRequest req;
   req.thinking = true;
   auto g = Generate(req, "thinking only", FinishReason::kLength);
-  ResponseContext ctx{"resp_2", "codex", 5, false, false};
+  ResponseContext ctx{"resp_2", "codex", 5, false, false, {}};
   Json body = ResponsesResponse(ctx, g.result);
   EXPECT_EQ(body["status"], "incomplete");
   EXPECT_EQ(body["incomplete_details"]["reason"], "max_output_tokens");
