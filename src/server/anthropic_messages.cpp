@@ -56,7 +56,8 @@ Expected<std::string> ToolResultText(const Json& content, const std::string& whe
   return out;
 }
 
-Expected<ChatMessage> ParseMessage(const Json& m, size_t i) {
+// `result_ids`: receives the tool_use_id of each tool_result block.
+Expected<ChatMessage> ParseMessage(const Json& m, size_t i, std::vector<std::string>* result_ids) {
   const std::string where = "messages[" + std::to_string(i) + "]";
   if (!m.is_object())
     return InvalidArgument("'{}' must be an object, not {}", where, JsonTypeName(m));
@@ -105,6 +106,8 @@ Expected<ChatMessage> ParseMessage(const Json& m, size_t i) {
     } else if (*type == "tool_result" && msg.role == ChatRole::kUser) {
       // Inline in the user turn, as ds4 renders it: text blocks that follow the results
       // (Claude Code's reminders) stay in the same turn.
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> use_id, OptString(b, "tool_use_id"));
+      if (use_id && !use_id->empty()) result_ids->push_back(*use_id);
       auto c = b.find("content");
       FLASHKV_ASSIGN_OR_RETURN(std::string text, c == b.end()
                                                      ? Expected<std::string>(std::string())
@@ -252,7 +255,22 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
       req.messages.push_back(ChatMessage{ChatRole::kSystem, system, {}, {}, {}, {}});
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
-    FLASHKV_ASSIGN_OR_RETURN(ChatMessage m, ParseMessage((*msgs)[i], i));
+    std::vector<std::string> result_ids;
+    FLASHKV_ASSIGN_OR_RETURN(ChatMessage m, ParseMessage((*msgs)[i], i, &result_ids));
+    // A result answers a tool_use replayed earlier in `messages`: no conversation state is
+    // kept between requests, so a call only the server would remember cannot be rendered.
+    for (const std::string& id : result_ids) {
+      bool found = false;
+      for (const ChatMessage& prior : req.messages) {
+        for (const ToolCall& c : prior.tool_calls) found |= c.id == id;
+      }
+      if (!found) {
+        return InvalidArgument(
+            "Anthropic continuation state is not available for tool_use_id {}; retry by "
+            "replaying the full messages history",
+            id);
+      }
+    }
     req.messages.push_back(std::move(m));
   }
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> model, OptString(body, "model"));
@@ -265,7 +283,8 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
     FLASHKV_ASSIGN_OR_RETURN(effort, OptString(body, "reasoning_effort"));
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  FLASHKV_RETURN_IF_ERROR(ParseSampling(body, &req));
+  // min_p and seed are not Messages fields (spec §3.4).
+  FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p", "top_k"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens, ParseMaxTokens(body, {"max_tokens"}));
   FLASHKV_RETURN_IF_ERROR(ParseStop(body, "stop_sequences", &req.stop));
   FLASHKV_ASSIGN_OR_RETURN(std::optional<bool> stream, OptBool(body, "stream"));

@@ -83,6 +83,15 @@ Status ParseSampling(const Json& body, ApiRequest* out) {
   return Status::Ok();
 }
 
+Json OnlyKeys(const Json& body, std::initializer_list<std::string_view> keys) {
+  Json out = Json::object();
+  for (std::string_view key : keys) {
+    auto it = body.find(key);
+    if (it != body.end()) out[std::string(key)] = *it;
+  }
+  return out;
+}
+
 Status ParseStop(const Json& body, std::string_view key, std::vector<std::string>* out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return Status::Ok();

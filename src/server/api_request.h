@@ -62,6 +62,10 @@ Expected<ThinkingMode> ParseThinking(const Json& body, const std::optional<std::
 // same); the seed is kept.
 Status ParseSampling(const Json& body, ApiRequest* out);
 
+// The members of `body` named in `keys`: what a dialect honours of the shared sampling
+// fields (Responses ignores top_k, min_p and seed; Anthropic min_p and seed).
+Json OnlyKeys(const Json& body, std::initializer_list<std::string_view> keys);
+
 // `key` as a string or an array of strings (at most 16, each non-empty).
 Status ParseStop(const Json& body, std::string_view key, std::vector<std::string>* out);
 

@@ -129,7 +129,6 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
   if (!input.is_array() || input.empty())
     return InvalidArgument("'input' must be a string or a non-empty array");
   std::string pending_reasoning;  // a reasoning item belongs to the next assistant turn
-  bool last_was_call = false;     // adjacent calls join one assistant turn
   for (size_t i = 0; i < input.size(); ++i) {
     const Json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
@@ -165,12 +164,16 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       req->messages.push_back(std::move(m));
     } else if (is_call) {
       FLASHKV_ASSIGN_OR_RETURN(ToolCall call, CallOf(item, type, where));
-      if (!last_was_call || req->messages.empty() ||
-          req->messages.back().role != ChatRole::kAssistant) {
+      // Responses splits one assistant turn into a message item and call items; they join
+      // again (the model wrote the text and the DSML block as one turn, and the session's
+      // visible key renders them so).
+      if (req->messages.empty() || req->messages.back().role != ChatRole::kAssistant) {
         ChatMessage m;
         m.role = ChatRole::kAssistant;
         m.reasoning = std::exchange(pending_reasoning, {});
         req->messages.push_back(std::move(m));
+      } else if (req->messages.back().reasoning.empty()) {
+        req->messages.back().reasoning = std::exchange(pending_reasoning, {});
       }
       req->messages.back().tool_calls.push_back(std::move(call));
     } else if (type == "function_call_output" || type == "custom_tool_call_output" ||
@@ -200,7 +203,6 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
     } else {
       return InvalidArgument("'{}.type' \"{}\" is not supported", where, type);
     }
-    if (type != "reasoning") last_was_call = is_call;
   }
   return Status::Ok();
 }
@@ -245,9 +247,15 @@ const char* StatusOf(FinishReason f) {
   }
 }
 
-Json ReasoningItem(const std::string& id, const std::string& text) {
+// A reasoning item is complete only once </think> closed it.
+const char* ReasoningStatus(const GenerationResult& r) {
+  return r.text.find("</think>") != std::string::npos ? "completed" : "incomplete";
+}
+
+Json ReasoningItem(const std::string& id, const std::string& text, const char* status) {
   return {{"id", id},
           {"type", "reasoning"},
+          {"status", status},
           {"summary", Json::array({{{"type", "summary_text"}, {"text", text}}})}};
 }
 
@@ -311,13 +319,13 @@ Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, Outpu
   }
   Json& out = resp["output"];
   if (ctx.reasoning_summary && !reasoning.empty())
-    out.push_back(ReasoningItem(ids->reasoning, reasoning));
+    out.push_back(ReasoningItem(ids->reasoning, reasoning, ReasoningStatus(*r)));
   if (!content.empty() || r->parsed.tool_calls.empty())
-    out.push_back(MessageItem(ids->message, content, "completed"));
+    out.push_back(MessageItem(ids->message, content, status));
   while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
   for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
     out.push_back(
-        CallItem(ctx, ids->calls[i], r->tool_call_ids[i], r->parsed.tool_calls[i], "completed"));
+        CallItem(ctx, ids->calls[i], r->tool_call_ids[i], r->parsed.tool_calls[i], status));
   }
   resp["usage"] = ResponsesUsage(*r);
   return resp;
@@ -342,11 +350,12 @@ class ResponsesStream : public StreamEncoder {
     if (c.kind == ChatEvent::Kind::kReasoning && ctx_.reasoning_summary && !c.text.empty()) {
       if (reasoning_index_ < 0) {
         reasoning_index_ = next_index_++;
-        out +=
-            Event("response.output_item.added",
-                  {{"output_index", reasoning_index_},
-                   {"item",
-                    {{"id", ids_.reasoning}, {"type", "reasoning"}, {"summary", Json::array()}}}});
+        out += Event("response.output_item.added", {{"output_index", reasoning_index_},
+                                                    {"item",
+                                                     {{"id", ids_.reasoning},
+                                                      {"type", "reasoning"},
+                                                      {"status", "in_progress"},
+                                                      {"summary", Json::array()}}}});
         out += Event("response.reasoning_summary_part.added",
                      {{"item_id", ids_.reasoning},
                       {"output_index", reasoning_index_},
@@ -359,7 +368,7 @@ class ResponsesStream : public StreamEncoder {
                                                              {"summary_index", 0},
                                                              {"delta", c.text}});
     } else if (c.kind == ChatEvent::Kind::kContent && !c.text.empty()) {
-      out += CloseReasoning();
+      out += CloseReasoning("completed");  // content follows </think>
       OpenMessage(&out);
       content_ += c.text;
       out += Event("response.output_text.delta", {{"item_id", ids_.message},
@@ -371,7 +380,8 @@ class ResponsesStream : public StreamEncoder {
   }
 
   std::string Finish(const GenerationResult& r) override {
-    std::string out = CloseReasoning();
+    const char* status = StatusOf(r.finish);
+    std::string out = CloseReasoning(ReasoningStatus(r));
     if (message_index_ < 0 && r.parsed.tool_calls.empty()) OpenMessage(&out);
     if (message_index_ >= 0) {
       out += Event("response.output_text.done", {{"item_id", ids_.message},
@@ -387,7 +397,7 @@ class ResponsesStream : public StreamEncoder {
                   {{"type", "output_text"}, {"text", content_}, {"annotations", Json::array()}}}});
       out += Event("response.output_item.done",
                    {{"output_index", message_index_},
-                    {"item", MessageItem(ids_.message, content_, "completed")}});
+                    {"item", MessageItem(ids_.message, content_, status)}});
     }
     // Codex reads calls from output_item.done, so arguments go out whole, once.
     while (ids_.calls.size() < r.parsed.tool_calls.size()) ids_.calls.push_back(NewRandomId("fc_"));
@@ -408,13 +418,13 @@ class ResponsesStream : public StreamEncoder {
       }
       out += Event("response.output_item.done",
                    {{"output_index", index},
-                    {"item", CallItem(ctx_, ids_.calls[i], r.tool_call_ids[i], c, "completed")}});
+                    {"item", CallItem(ctx_, ids_.calls[i], r.tool_call_ids[i], c, status)}});
     }
     Json resp = ResponseObject(ctx_, &r, &ids_, reasoning_, content_);
-    const std::string status = resp["status"].get<std::string>();
-    const std::string name = status == "completed"    ? "response.completed"
-                             : status == "incomplete" ? "response.incomplete"
-                                                      : "response.failed";
+    const std::string final_status = resp["status"].get<std::string>();
+    const std::string name = final_status == "completed"    ? "response.completed"
+                             : final_status == "incomplete" ? "response.incomplete"
+                                                            : "response.failed";
     out += Event(name, {{"response", std::move(resp)}});
     return out;
   }
@@ -453,7 +463,7 @@ class ResponsesStream : public StreamEncoder {
                {"content_index", 0},
                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
   }
-  std::string CloseReasoning() {
+  std::string CloseReasoning(const char* status) {
     if (reasoning_index_ < 0 || reasoning_closed_) return {};
     reasoning_closed_ = true;
     std::string out;
@@ -466,9 +476,9 @@ class ResponsesStream : public StreamEncoder {
                   {"output_index", reasoning_index_},
                   {"summary_index", 0},
                   {"part", {{"type", "summary_text"}, {"text", reasoning_}}}});
-    out += Event(
-        "response.output_item.done",
-        {{"output_index", reasoning_index_}, {"item", ReasoningItem(ids_.reasoning, reasoning_)}});
+    out += Event("response.output_item.done",
+                 {{"output_index", reasoning_index_},
+                  {"item", ReasoningItem(ids_.reasoning, reasoning_, status)}});
     return out;
   }
 
@@ -518,7 +528,8 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
     req.reasoning_summary = summary == "auto" || summary == "concise" || summary == "detailed";
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  FLASHKV_RETURN_IF_ERROR(ParseSampling(body, &req));
+  // top_k, min_p, seed and stop are not Responses fields; they are ignored (spec §3.4).
+  FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens,
                            ParseMaxTokens(body, {"max_output_tokens", "max_tokens"}));
   FLASHKV_ASSIGN_OR_RETURN(std::optional<bool> stream, OptBool(body, "stream"));

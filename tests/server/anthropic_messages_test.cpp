@@ -172,5 +172,24 @@ TEST(AnthropicTest, OnlyThinkingStillGetsATextBlockAndStopSequencesAreReported) 
   EXPECT_EQ(body["content"][1], Json::parse(R"({"type":"text","text":""})"));
 }
 
+TEST(AnthropicTest, ToolResultsNeedTheirToolUseAndOnlyMessagesSamplingKeysCount) {
+  auto orphan = ParseAnthropicRequest(Json::parse(R"({"max_tokens": 5, "messages": [
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gone",
+                                    "content": "x"}]}]})"));
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_EQ(orphan.status().message(),
+            "Anthropic continuation state is not available for tool_use_id toolu_gone; retry by "
+            "replaying the full messages history");
+
+  auto r = ParseAnthropicRequest(Json::parse(R"({"max_tokens": 5, "thinking": {"type": "disabled"},
+      "temperature": 0.25, "top_k": 3, "min_p": 0.5, "seed": 9,
+      "messages": [{"role": "user", "content": "hi"}]})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.25f);
+  EXPECT_EQ(r->sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(r->sampling.min_p, 0.05f);
+  EXPECT_FALSE(r->seeded);
+}
+
 }  // namespace
 }  // namespace flashkv

@@ -212,5 +212,78 @@ TEST(ResponsesToolsTest, OutputItemsRestoreNamespaceAndToolSearchShape) {
   EXPECT_EQ(types.back(), "response.completed");
 }
 
+TEST(ResponsesSpecTest, SamplingKeysOutsideTheDialectAreIgnored) {
+  auto r = ParseResponsesRequest(Json::parse(R"({"input": "x", "reasoning": {"effort": "none"},
+      "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.3, "seed": 7, "stop": ["a"]})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 0.9f);
+  EXPECT_EQ(r->sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r->sampling.min_p, 0.05f);
+  EXPECT_FALSE(r->seeded);
+  EXPECT_TRUE(r->stop.empty());
+}
+
+// Item statuses follow the finish (length: incomplete), reasoning is complete only once
+// </think> closed it (spec §3.6, §3.7).
+TEST(ResponsesSpecTest, ItemStatusesFollowTheFinish) {
+  GenerationRequest req;
+  req.thinking = true;
+  ResponseContext ctx{"resp_3", "codex", 5, false, /*reasoning_summary=*/true, {}};
+
+  auto open = Generate(req, "still thinking", FinishReason::kLength);
+  Json body = ResponsesResponse(ctx, open.result);
+  ASSERT_EQ(body["output"].size(), 2u);
+  EXPECT_EQ(body["output"][0]["type"], "reasoning");
+  EXPECT_EQ(body["output"][0]["status"], "incomplete");
+  EXPECT_EQ(body["output"][1]["status"], "incomplete");
+  auto enc = NewResponsesStream(ctx);
+  std::vector<std::string> done_status;
+  for (const auto& ev : ParseSse(Encode(*enc, open))) {
+    if (ev.event == "response.output_item.done") done_status.push_back(ev.json["item"]["status"]);
+  }
+  EXPECT_EQ(done_status, (std::vector<std::string>{"incomplete", "incomplete"}));
+
+  auto closed = Generate(req, "plan</think>Answer", FinishReason::kLength);
+  body = ResponsesResponse(ctx, closed.result);
+  EXPECT_EQ(body["output"][0]["status"], "completed");
+  EXPECT_EQ(body["output"][1]["status"], "incomplete");
+  EXPECT_EQ(body["output"][1]["content"][0]["text"], "Answer");
+
+  auto stopped = Generate(req, "plan</think>Answer", FinishReason::kStop);
+  body = ResponsesResponse(ctx, stopped.result);
+  EXPECT_EQ(body["status"], "completed");
+  EXPECT_EQ(body["output"][1]["status"], "completed");
+}
+
+// Codex replays one assistant turn as a message item followed by its call items.
+TEST(ResponsesSpecTest, AMessageAndTheCallsAfterItAreOneAssistantTurn) {
+  auto r = ParseResponsesRequest(Json::parse(R"({"input": [
+      {"role": "user", "content": "fix"},
+      {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking."}]},
+      {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{}"},
+      {"type": "function_call", "call_id": "call_2", "name": "shell", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "a"},
+      {"type": "function_call_output", "call_id": "call_2", "output": "b"},
+      {"type": "reasoning", "summary": [{"type": "summary_text", "text": "again"}]},
+      {"type": "function_call", "call_id": "call_3", "name": "shell", "arguments": "{}"}]})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& m = r->messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[1].role, ChatRole::kAssistant);
+  EXPECT_EQ(m[1].content, "Looking.");
+  EXPECT_EQ(m[1].reasoning, "plan");
+  ASSERT_EQ(m[1].tool_calls.size(), 2u);
+  EXPECT_EQ(m[1].tool_calls[1].id, "call_2");
+  EXPECT_EQ(m[4].role, ChatRole::kAssistant);
+  EXPECT_EQ(m[4].reasoning, "again");
+  ASSERT_EQ(m[4].tool_calls.size(), 1u);
+  // Rendered as the model wrote it: text, then the DSML block, in one turn.
+  PromptOptions po;
+  const std::string prompt = RenderPrompt(m, po);
+  EXPECT_NE(prompt.find("Looking.\n\n<｜DSML｜tool_calls>"), std::string::npos) << prompt;
+}
+
 }  // namespace
 }  // namespace flashkv
