@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,13 +16,13 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/kv_cache_flags.h"
+#include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
-#include "gguf/gguf_file.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
-#include "kv/model_fingerprint.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -32,10 +31,9 @@ namespace flashkv::cli {
 namespace {
 
 struct ServeFlags {
-  std::string model;
+  ModelFlags model;  // --model and --threads only: the server runs the file's default numerics
   int ctx = 32768;
   int64_t tokens = 393216;
-  int threads = 0;
   std::string host = "127.0.0.1";
   int port = 8000;
   bool cors = false;
@@ -47,16 +45,8 @@ struct ServeFlags {
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
-  // Disk KV cache (tier 2), ds4-server's flags.
-  std::string kv_disk_dir;
-  uint64_t kv_disk_space_mb = 4096;
-  std::string kv_quarantine = "on";
-  CachePolicyOptions kv_policy;
+  KvDiskFlags kv;  // disk KV cache (tier 2), ds4-server's flags
 };
-
-std::string DefaultModel() {
-  return std::filesystem::exists("ds4flash.gguf") ? "ds4flash.gguf" : "models/flashkv-tiny.gguf";
-}
 
 // Waits for SIGINT/SIGTERM on its own thread (they are blocked everywhere else).
 class SignalWatcher {
@@ -95,23 +85,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// The disk cache, keyed to this model file and numerics so another model's snapshots are
-// never loaded into this one.
-Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const ServeFlags& f, const GgufFile& file,
-                                                   const ModelOptions& mo) {
-  if (f.kv_quarantine != "on" && f.kv_quarantine != "off") {
-    return InvalidArgument("--kv-quarantine must be on or off, got '{}'", f.kv_quarantine);
-  }
-  DiskCacheOptions o;
-  o.dir = f.kv_disk_dir;
-  o.budget_bytes = f.kv_disk_space_mb << 20;
-  o.quarantine = f.kv_quarantine == "on";
-  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fp, ModelFingerprint(file));
-  o.identity = SnapshotIdentity{
-      fp, fmt::format("{}/{}", NumericsModeName(mo.numerics), ActQuantModeName(mo.act_quant))};
-  return DiskCache::Open(o);
-}
-
 Status RunServe(const ServeFlags& f) {
   if (f.ctx < 16) return InvalidArgument("--ctx must be at least 16");
   if (f.tokens < 1) return InvalidArgument("--tokens must be positive");
@@ -132,27 +105,18 @@ Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  const std::string model_path = f.model.empty() ? DefaultModel() : f.model;
-  if (!std::filesystem::exists(model_path)) {
-    return NotFound("model {} not found (make one with `flashkv make-tiny {}`, or pass --model)",
-                    model_path, model_path);
-  }
-  FLASHKV_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(model_path));
-  Expected<Tokenizer> tokenizer = Tokenizer::FromGguf(gguf);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(model_path);
-  RuntimeOptions ro;
-  ro.model_path = model_path;
-  ro.threads = f.threads;
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open(ro));
-  FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv_policy));
+  FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
+  const Tokenizer& tokenizer = setup.tokenizer;
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
+  FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
 
   EngineMetrics metrics;
   std::unique_ptr<DiskCache> disk;
-  if (!f.kv_disk_dir.empty()) {
-    if (f.kv_disk_space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
+  if (!f.kv.dir.empty()) {
+    if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
     // A cache that cannot open (another server holds the directory, no permission) is
     // reported; the server still runs from memory, as ds4 does.
-    auto opened = OpenDiskCache(f, gguf, rt->model().options());
+    auto opened = OpenDiskCache(f.kv, setup.file, setup.options);
     if (opened.ok()) {
       disk = std::move(*opened);
       metrics.SetDiskCache(disk.get());
@@ -167,7 +131,7 @@ Status RunServe(const ServeFlags& f) {
   eo.prefill_chunk = f.prefill_chunk;
   eo.disk = disk.get();
   eo.policy = policy;
-  Engine engine(rt->model(), *tokenizer, replay, metrics, eo);
+  Engine engine(rt->model(), tokenizer, replay, metrics, eo);
   Scheduler scheduler(engine, metrics);
   scheduler.Start();
 
@@ -176,7 +140,7 @@ Status RunServe(const ServeFlags& f) {
   ao.default_max_tokens = f.tokens;
   ao.exact_dsml_replay = !f.disable_exact_dsml;
   ao.keepalive_ms = f.keepalive_ms;
-  ApiServer api(scheduler, *tokenizer, replay, metrics, ao);
+  ApiServer api(scheduler, tokenizer, replay, metrics, ao);
 
   HttpServerOptions ho;
   ho.host = f.host;
@@ -191,7 +155,7 @@ Status RunServe(const ServeFlags& f) {
   FLASHKV_RETURN_IF_ERROR(http.Bind());
 
   const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
-  spdlog::info("model {}: ctx {}, {} live sessions, prefill chunk {}, api key {}", model_path,
+  spdlog::info("model {}: ctx {}, {} live sessions, prefill chunk {}, api key {}", setup.path,
                f.ctx, f.live_sessions, f.prefill_chunk, f.api_key.empty() ? "off" : "on");
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
@@ -209,12 +173,10 @@ Status RunServe(const ServeFlags& f) {
 void RegisterServe(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI/Anthropic-compatible server with KV reuse");
   auto f = std::make_shared<ServeFlags>();
-  cmd->add_option("--model,-m", f->model,
-                  "GGUF model (default ./ds4flash.gguf if present, else models/flashkv-tiny.gguf)");
+  AddModelFlags(cmd, &f->model);
   cmd->add_option("--ctx,-c", f->ctx, "context tokens per session")->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "output tokens when a request gives no limit")
       ->capture_default_str();
-  cmd->add_option("--threads,-t", f->threads, "CPU threads for the model (default: all cores)");
   cmd->add_option("--host", f->host, "address to bind (IPv4; 0.0.0.0 exposes the server)")
       ->capture_default_str();
   cmd->add_option("--port", f->port, "TCP port (0: any free port, printed at start)")
@@ -241,28 +203,7 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--tool-memory-max-ids", f->tool_memory_max_ids,
                   "tool-call ids remembered for exact replay")
       ->capture_default_str();
-  cmd->add_option("--kv-disk-dir", f->kv_disk_dir,
-                  "disk KV cache directory: snapshots survive evictions and restarts");
-  cmd->add_option("--kv-disk-space-mb", f->kv_disk_space_mb, "disk KV cache budget (MiB)")
-      ->capture_default_str();
-  cmd->add_option("--kv-quarantine", f->kv_quarantine,
-                  "on: move damaged cache files to quarantine/; off: delete them")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-min-tokens", f->kv_policy.min_tokens,
-                  "never save or load snapshots shorter than this")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-cold-max-tokens", f->kv_policy.cold_max_tokens,
-                  "cold saves only for first prompts up to this long (0: off)")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-continued-interval-tokens", f->kv_policy.continued_interval_tokens,
-                  "spacing of continued snapshots (0: off)")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-boundary-trim-tokens", f->kv_policy.boundary_trim_tokens,
-                  "tail tokens trimmed before a cold boundary")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-boundary-align-tokens", f->kv_policy.boundary_align_tokens,
-                  "align cold and continued boundaries to this (0: off)")
-      ->capture_default_str();
+  AddKvDiskFlags(cmd, &f->kv, "disk KV cache directory: snapshots survive evictions and restarts");
   cmd->callback([f] {
     Status s = RunServe(*f);
     if (!s.ok()) Fail("serve", s);

@@ -1,6 +1,5 @@
 // `flashkv tokenize` and `flashkv detokenize`: text ↔ token ids with a model's vocabulary.
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/project_files.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/token_id_list.h"
 #include "tokenizer/tokenizer.h"
@@ -41,10 +41,7 @@ Expected<Tokenizer> LoadTokenizer(const TokenizerSource& src) {
     FLASHKV_RETURN_IF_ERROR(AddMissingChatMarkers(vocab, std::max(vocab.size(), kDs4VocabSize)));
     return Tokenizer::FromVocab(vocab);
   }
-  std::string path = src.model;
-  if (path.empty()) {
-    path = std::filesystem::exists("ds4flash.gguf") ? "ds4flash.gguf" : "models/flashkv-tiny.gguf";
-  }
+  FLASHKV_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(src.model));
   FLASHKV_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(path));
   Expected<Tokenizer> tok = Tokenizer::FromGguf(gguf);
   if (!tok.ok()) return tok.status().WithContext(path);

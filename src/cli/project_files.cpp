@@ -27,4 +27,14 @@ std::string DefaultModelPath() {
   return tiny.ok() ? *tiny : std::string("models/flashkv-tiny.gguf");
 }
 
+Expected<std::string> ResolveModelPath(const std::string& flag) {
+  std::string path = flag.empty() ? DefaultModelPath() : flag;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return NotFound("model {} not found (make one with `flashkv make-tiny {}`, or pass --model)",
+                    path, path);
+  }
+  return path;
+}
+
 }  // namespace flashkv::cli

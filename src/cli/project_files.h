@@ -14,7 +14,12 @@ namespace flashkv::cli {
 Expected<std::string> FindProjectFile(const std::string& relative);
 
 // The model used when --model is not given: ./ds4flash.gguf if it exists (the real model,
-// as ds4 does), else the project's tiny default models/flashkv-tiny.gguf.
+// as ds4 does), else the project's tiny default models/flashkv-tiny.gguf (found as
+// FindProjectFile does; the relative path when it is nowhere).
 std::string DefaultModelPath();
+
+// The model a command loads: `flag` when given, else DefaultModelPath(). NotFound, saying
+// how to make one, when that file does not exist.
+Expected<std::string> ResolveModelPath(const std::string& flag);
 
 }  // namespace flashkv::cli

@@ -1,0 +1,45 @@
+#include "cli/kv_cache_flags.h"
+
+#include "cli/model_flags.h"
+
+namespace flashkv::cli {
+
+void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_help) {
+  cmd->add_option("--kv-disk-dir", flags->dir, dir_help);
+  cmd->add_option("--kv-disk-space-mb", flags->space_mb, "disk KV cache budget (MiB)")
+      ->capture_default_str();
+  cmd->add_option("--kv-quarantine", flags->quarantine,
+                  "on: move damaged cache files to quarantine/; off: delete them")
+      ->capture_default_str();
+  CachePolicyOptions& p = flags->policy;
+  cmd->add_option("--kv-cache-min-tokens", p.min_tokens,
+                  "never save or load snapshots shorter than this")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-cold-max-tokens", p.cold_max_tokens,
+                  "cold saves only for first prompts up to this long (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-continued-interval-tokens", p.continued_interval_tokens,
+                  "spacing of continued snapshots (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-boundary-trim-tokens", p.boundary_trim_tokens,
+                  "tail tokens trimmed before a cold boundary")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-boundary-align-tokens", p.boundary_align_tokens,
+                  "align cold and continued boundaries to this (0: off)")
+      ->capture_default_str();
+}
+
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags, const GgufFile& file,
+                                                   const ModelOptions& options) {
+  if (flags.quarantine != "on" && flags.quarantine != "off") {
+    return InvalidArgument("--kv-quarantine must be on or off, got '{}'", flags.quarantine);
+  }
+  DiskCacheOptions o;
+  o.dir = flags.dir;
+  o.budget_bytes = flags.space_mb << 20;
+  o.quarantine = flags.quarantine == "on";
+  FLASHKV_ASSIGN_OR_RETURN(o.identity, CacheIdentity(file, options));
+  return DiskCache::Open(o);
+}
+
+}  // namespace flashkv::cli

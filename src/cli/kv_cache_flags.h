@@ -1,0 +1,37 @@
+// The disk KV cache flags shared by `flashkv run` and `flashkv serve` (ds4-server's
+// names: --kv-disk-dir, --kv-disk-space-mb, the CachePolicy knobs) and opening the cache
+// they describe for one model. Exists so the two commands read them identically.
+// Must not: decide when to save or load (CachePolicy and the engine do).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "gguf/gguf_file.h"
+#include "kv/cache_policy.h"
+#include "kv/disk_cache.h"
+#include "model/model_options.h"
+#include "util/status.h"
+
+namespace flashkv::cli {
+
+struct KvDiskFlags {
+  std::string dir;  // empty: no disk tier
+  uint64_t space_mb = 4096;
+  std::string quarantine = "on";  // "on" | "off"
+  CachePolicyOptions policy;
+};
+
+// --kv-disk-dir (described by `dir_help`), --kv-disk-space-mb, --kv-quarantine and the
+// --kv-cache-* policy flags.
+void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_help);
+
+// The cache in flags.dir, keyed to this model file and its numerics (CacheIdentity) so
+// another model's snapshots are never loaded into this one.
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags, const GgufFile& file,
+                                                   const ModelOptions& options);
+
+}  // namespace flashkv::cli

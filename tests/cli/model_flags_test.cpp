@@ -1,0 +1,109 @@
+#include "cli/model_flags.h"
+
+#include <gtest/gtest.h>
+
+#include "cli_test_util.h"
+#include "kv/model_fingerprint.h"
+
+namespace flashkv::cli {
+namespace {
+
+TEST(ModelFlagsTest, FlagsFillTheStruct) {
+  CLI::App app;
+  ModelFlags f;
+  AddModelFlags(&app, &f);
+  AddNumericsFlags(&app, &f);
+  std::string error;
+  ASSERT_TRUE(testing::Parse(
+      app,
+      {"-m", "a.gguf", "-t", "3", "--backend", "cuda", "--numerics", "hf", "--act-quant", "off"},
+      &error))
+      << error;
+  EXPECT_EQ(f.model, "a.gguf");
+  EXPECT_EQ(f.threads, 3);
+  EXPECT_EQ(f.backend, "cuda");
+  EXPECT_EQ(f.numerics, "hf");
+  EXPECT_EQ(f.act_quant, "off");
+
+  // A command that offers only the model flags (serve) refuses the numerics ones.
+  CLI::App serve;
+  ModelFlags g;
+  AddModelFlags(&serve, &g);
+  EXPECT_FALSE(testing::Parse(serve, {"--numerics", "hf"}, &error));
+  EXPECT_EQ(g.backend, "cpu");
+  EXPECT_TRUE(g.model.empty());
+}
+
+TEST(ModelFlagsTest, OpenModelUsesTheFileDefaultsUnlessAFlagSaysOtherwise) {
+  ModelFlags f;
+  f.model = testing::Ds4TinyPath();
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_EQ(setup->path, f.model);
+  // A ds4 GGUF runs with official numerics and q8 activations by default.
+  EXPECT_EQ(setup->options.numerics, NumericsMode::kOfficial);
+  EXPECT_EQ(setup->options.act_quant, ActQuantMode::kQ8);
+  EXPECT_FALSE(setup->tokenizer.Encode("Hello", /*allow_specials=*/false).empty());
+
+  f.numerics = "hf";
+  f.act_quant = "off";
+  setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_EQ(setup->options.numerics, NumericsMode::kHf);
+  EXPECT_EQ(setup->options.act_quant, ActQuantMode::kOff);
+}
+
+TEST(ModelFlagsTest, OpenModelNamesABadFlagValueOrAMissingFile) {
+  ModelFlags f;
+  f.model = testing::Ds4TinyPath();
+  f.numerics = "fast";
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_FALSE(setup.ok());
+  EXPECT_EQ(setup.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(setup.status().message().find("fast"), std::string::npos) << setup.status().ToString();
+
+  f.numerics.clear();
+  f.act_quant = "q4";
+  setup = OpenModel(f);
+  ASSERT_FALSE(setup.ok());
+  EXPECT_NE(setup.status().message().find("q4"), std::string::npos) << setup.status().ToString();
+
+  f.model = "/no/such/m.gguf";
+  setup = OpenModel(f);
+  ASSERT_FALSE(setup.ok());
+  EXPECT_EQ(setup.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ModelFlagsTest, OpenRuntimeLoadsTheModelWithTheChosenOptions) {
+  ModelFlags f;
+  f.model = testing::Ds4TinyPath();
+  f.threads = 1;
+  f.numerics = "hf";
+  f.act_quant = "off";
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  Expected<std::unique_ptr<Runtime>> rt = OpenRuntime(f, *setup);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  EXPECT_EQ((*rt)->model().options().numerics, NumericsMode::kHf);
+  EXPECT_EQ((*rt)->model().options().act_quant, ActQuantMode::kOff);
+
+  f.backend = "tpu";
+  EXPECT_FALSE(OpenRuntime(f, *setup).ok());
+}
+
+TEST(ModelFlagsTest, CacheIdentityIsTheFingerprintAndTheNumerics) {
+  ModelFlags f;
+  f.model = testing::Ds4TinyPath();
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  Expected<SnapshotIdentity> id = CacheIdentity(setup->file, setup->options);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->model, *ModelFingerprint(setup->file));
+  EXPECT_EQ(id->numerics, "official/q8");
+  id = CacheIdentity(setup->file, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->numerics, "hf/off");
+}
+
+}  // namespace
+}  // namespace flashkv::cli
