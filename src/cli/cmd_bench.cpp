@@ -270,8 +270,9 @@ Status RunBench(BenchFlags f) {
     const int threads = rt->pool().size();
     po.title = !f.title.empty()
                    ? f.title
-                   : fmt::format("flashkv bench: {} ({}, {}, {} thread{})", FileName(f.model),
-                                 f.backend, identity.numerics, threads, threads == 1 ? "" : "s");
+                   : fmt::format("flashkv bench: {}{} ({}, {}, {} thread{})", FileName(f.model),
+                                 rt->random_model() ? ", random weights" : "", f.backend,
+                                 identity.numerics, threads, threads == 1 ? "" : "s");
     po.log2_x = f.sweep.step_mul > 0;
     const std::string svg = BenchPlotSvg(plotted, po);
     FLASHKV_RETURN_IF_ERROR(WriteTextFile(f.plot, svg));
