@@ -2,6 +2,8 @@
 // chunked prefill bit-identity on the GPU, and KV state moved between backends (snapshot
 // sections: CUDA → CPU, CPU → CUDA, and CUDA save → restore → decode, which must equal an
 // uninterrupted CUDA run bit for bit). Label `gpu`.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -270,7 +272,9 @@ TEST_F(CudaModelTest, ChunkedPrefillIsBitIdenticalOnCuda) {
 
 // Snapshot sections: save after a 300-token prefill, restore into a fresh state, decode.
 // On CUDA the restored run equals the uninterrupted one bit for bit; across backends the
-// continuation agrees with the destination backend's own uninterrupted run to 1e-3.
+// continuation agrees with the destination backend's own uninterrupted run to 1e-3 (hf),
+// and in official/q8 mode stays within twice the two backends' own divergence on the
+// same prompt, with the destination's greedy choice in at least 3 of 4 steps.
 TEST_F(CudaModelTest, KvStateMovesBetweenBackends) {
   auto all = Ds4Prompt();
   const std::vector<int32_t> prompt(all.begin(), all.begin() + 300);
@@ -282,6 +286,11 @@ TEST_F(CudaModelTest, KvStateMovesBetweenBackends) {
     ASSERT_TRUE(mg && mc);
     const RunResult g_ref = RunModel(*mg, prompt, 0, decode);
     const RunResult c_ref = RunModel(*mc, prompt, 0, decode);
+    // How far the backends drift apart on the same 300 prompt rows: q8 requantization turns
+    // last-bit differences into whole quantization steps, so this is the scale for q8.
+    double baseline = 0;
+    for (size_t i = 0; i < prompt.size() * size_t(vocab); ++i)
+      baseline = std::max(baseline, double(std::fabs(g_ref.logits[i] - c_ref.logits[i])));
 
     // The prefill states of both backends.
     auto sg = mg->NewState(int(prompt.size()) + decode);
@@ -317,6 +326,7 @@ TEST_F(CudaModelTest, KvStateMovesBetweenBackends) {
       ASSERT_TRUE(st.ok());
       WriteState(*st, int64_t(prompt.size()), snap);
       double worst = 0;
+      int same_argmax = 0;
       for (int step = 0; step < decode; ++step) {
         const int32_t next = ref.greedy[step];
         std::vector<float> row(vocab);
@@ -324,13 +334,19 @@ TEST_F(CudaModelTest, KvStateMovesBetweenBackends) {
         const float* want = ref.logits.data() + (prompt.size() + step) * size_t(vocab);
         for (int i = 0; i < vocab; ++i)
           worst = std::max(worst, double(std::fabs(row[i] - want[i])));
+        same_argmax += std::max_element(row.begin(), row.end()) - row.begin() ==
+                       std::max_element(want, want + vocab) - want;
       }
-      std::printf("%s snapshot %s: continuation max|d| %.3g\n",
-                  o.numerics == NumericsMode::kHf ? "hf/off" : "official/q8",
-                  dir == 0 ? "CUDA -> CPU" : "CPU -> CUDA", worst);
+      std::printf(
+          "%s snapshot %s: continuation max|d| %.3g (backends on the prompt: %.3g), "
+          "argmax %d/%d\n",
+          o.numerics == NumericsMode::kHf ? "hf/off" : "official/q8",
+          dir == 0 ? "CUDA -> CPU" : "CPU -> CUDA", worst, baseline, same_argmax, decode);
       // hf/off: the 1e-3 gate. q8: requantization amplifies the prefix's last-bit
-      // differences (see Ds4TinyOfficialNumericsMatchDs4OnCuda), so only a loose bound.
-      EXPECT_LE(worst, o.numerics == NumericsMode::kHf ? 1e-3 : 0.5);
+      // differences (see Ds4TinyOfficialNumericsMatchDs4OnCuda), so the bound is relative to
+      // the backends' own divergence; a misplaced section would be far outside it.
+      EXPECT_LE(worst, o.numerics == NumericsMode::kHf ? 1e-3 : 2 * baseline);
+      EXPECT_GE(4 * same_argmax, 3 * decode);
     }
   }
 }
