@@ -5,54 +5,22 @@
 #include <optional>
 
 #include "chat/dsml.h"
+#include "chat/dsml_lex.h"
 
 namespace flashkv {
 namespace {
 
+using dsml_lex::Cat;
+using dsml_lex::IsSpace;
+using dsml_lex::kMaxTagBytes;
+using dsml_lex::RawAttribute;
+using dsml_lex::TagEnd;
+
 constexpr std::string_view kThinkClose = "</think>";
-// As in the parser: a tag longer than this without its '>' is not DSML.
-constexpr size_t kMaxTagBytes = 4096;
-
-std::string Cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view part : parts) out.append(part);
-  return out;
-}
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 // Whether `rest` is shorter than `lit` and could still grow into it.
 bool ProperPrefixOf(std::string_view rest, std::string_view lit) {
   return rest.size() < lit.size() && lit.starts_with(rest);
-}
-
-// The '>' closing the tag at text[0] == '<' (quotes respected, as the parser does); npos
-// when it has not arrived.
-size_t TagEnd(std::string_view text) {
-  bool quoted = false;
-  for (size_t i = 1; i < text.size(); ++i) {
-    if (text[i] == '"') quoted = !quoted;
-    if (text[i] == '>' && !quoted) return i;
-  }
-  return std::string_view::npos;
-}
-
-// The raw value of attribute `key` in a complete opening tag.
-std::optional<std::string_view> Attribute(std::string_view tag, std::string_view key) {
-  const std::string needle = Cat({key, "=\""});
-  size_t at = 0;
-  while ((at = tag.find(needle, at)) != std::string_view::npos) {
-    if (at > 0 && IsSpace(tag[at - 1])) {
-      const size_t start = at + needle.size();
-      const size_t end = tag.find('"', start);
-      if (end == std::string_view::npos) return std::nullopt;
-      return tag.substr(start, end - start);
-    }
-    at += needle.size();
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -156,7 +124,7 @@ bool DsmlSyntaxTracker::StepStructure() {
       if (rest.size() == open->size()) return false;  // the name may still continue
       const char after = rest[open->size()];
       if (!IsSpace(after) && after != '>') break;  // another element: not DSML
-      const size_t end = TagEnd(rest);
+      const size_t end = TagEnd(rest, 0, std::string_view::npos);
       if (end == std::string_view::npos) {
         if (rest.size() < kMaxTagBytes) return false;
         mode_ = Mode::kSearch;  // the parser gives such a block up
@@ -165,7 +133,7 @@ bool DsmlSyntaxTracker::StepStructure() {
       pos_ += end + 1;
       if (open == &invoke_open) break;
       // Bodies without a string attribute are strings (or loose XML), as in the parser.
-      std::optional<std::string_view> is_string = Attribute(rest.substr(0, end + 1), "string");
+      std::optional<std::string_view> is_string = RawAttribute(rest.substr(0, end + 1), "string");
       if (is_string && *is_string == "false") {
         mode_ = Mode::kJson;
         json_in_string_ = false;

@@ -6,25 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/dsml.h"
+#include "chat/dsml_lex.h"
 
 namespace flashkv {
 namespace {
 
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
-// A tag longer than this without its '>' is not DSML; the block is abandoned.
-constexpr size_t kMaxTagBytes = 4096;
-
-// Concatenation without operator+ chains (GCC 12 -Wrestrict false positives on them).
-std::string Cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view part : parts) out.append(part);
-  return out;
-}
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
+using dsml_lex::Cat;
+using dsml_lex::IsSpace;
+using dsml_lex::kMaxTagBytes;
 
 std::string StartMarker(std::string_view prefix) {
   return Cat({"<", prefix, "tool_calls>"});
@@ -39,32 +30,15 @@ size_t PartialSuffix(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-// Position of the '>' closing the tag that starts at raw[pos] == '<' (quotes respected),
-// looking at most kMaxTagBytes ahead. npos when not (yet) found.
 size_t TagEnd(std::string_view raw, size_t pos) {
-  bool quoted = false;
-  size_t limit = std::min(raw.size(), pos + kMaxTagBytes);
-  for (size_t i = pos + 1; i < limit; ++i) {
-    if (raw[i] == '"') quoted = !quoted;
-    if (raw[i] == '>' && !quoted) return i;
-  }
-  return std::string_view::npos;
+  return dsml_lex::TagEnd(raw, pos, kMaxTagBytes);
 }
 
 // The entity-decoded value of attribute `key` in an opening tag, if present.
 std::optional<std::string> Attribute(std::string_view tag, std::string_view key) {
-  std::string needle = Cat({key, "=\""});
-  size_t at = 0;
-  while ((at = tag.find(needle, at)) != std::string_view::npos) {
-    if (at > 0 && IsSpace(tag[at - 1])) {
-      size_t start = at + needle.size();
-      size_t end = tag.find('"', start);
-      if (end == std::string_view::npos) return std::nullopt;
-      return DecodeXmlEntities(tag.substr(start, end - start));
-    }
-    at += needle.size();
-  }
-  return std::nullopt;
+  std::optional<std::string_view> raw = dsml_lex::RawAttribute(tag, key);
+  if (!raw) return std::nullopt;
+  return DecodeXmlEntities(*raw);
 }
 
 // Whether `tag` is "<{name}" followed by whitespace or '>'.
