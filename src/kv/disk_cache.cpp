@@ -92,10 +92,19 @@ class DiskCache::Impl {
     uint64_t bytes;
     std::string what;
   };
+  // How far the caller's copy of a queued image has got: the writer streams behind it.
+  struct CaptureProgress {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t ready = 0;  // leading bytes of the image that are final
+    bool done = false;   // the caller no longer touches the image
+    Status status;       // the capture's error, once done
+  };
   struct Job {
     std::unique_ptr<SnapshotImage> image;
     std::string key;
     std::vector<Victim> victims;
+    std::shared_ptr<CaptureProgress> capture;  // set with image
   };
 
   explicit Impl(DiskCacheOptions o) : opt_(std::move(o)) {}
@@ -506,13 +515,17 @@ class DiskCache::Impl {
       reserved_bytes_ += bytes;
       pending_keys_.insert(key);
     }
+    // Room in the queue first: the image is allocated (or the spare buffer taken) only
+    // when it may be queued.
     std::unique_ptr<SnapshotImage> spare;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait(
+          lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= opt_.max_pending_bytes; });
       spare = std::move(spare_);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    auto img = CaptureSnapshot(state, *opt_.identity, content, NowMs(), spare.get());
+    auto img = PrepareSnapshot(state, *opt_.identity, content, NowMs(), spare.get());
     if (!img.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       reserved_bytes_ -= bytes;
@@ -522,26 +535,42 @@ class DiskCache::Impl {
       DeleteVictimsLater(std::move(victims));
       return img.status();
     }
-    spdlog::debug(
-        "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(),
-        Mib(img->size()),
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    Job job{std::make_unique<SnapshotImage>(std::move(*img)), key, std::move(victims)};
+    // Queued before the layers are copied: the writer CRCs and writes each part of the
+    // file as soon as the copy has passed it, so the disk works during the copy.
+    auto capture = std::make_shared<CaptureProgress>();
+    SnapshotImage* image = nullptr;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock, [&] {
-        return queue_.empty() || queued_bytes_ + job.image->size() <= opt_.max_pending_bytes;
-      });
+      std::lock_guard<std::mutex> lock(mu_);
+      Job job{std::make_unique<SnapshotImage>(std::move(*img)), key, std::move(victims), capture};
+      image = job.image.get();
       queued_bytes_ += job.image->size();
       queue_.push_back(std::move(job));
     }
     queue_cv_.notify_all();
+    Status st = CaptureSnapshotLayers(state, *image, [&](uint64_t ready) {
+      {
+        std::lock_guard<std::mutex> lock(capture->mu);
+        capture->ready = ready;
+      }
+      capture->cv.notify_all();
+    });
+    // `image` may be gone from here on (written and released by the writer).
+    {
+      std::lock_guard<std::mutex> lock(capture->mu);
+      capture->done = true;
+      capture->status = st;
+    }
+    capture->cv.notify_all();
+    if (!st.ok()) return st;  // the writer drops the job and counts the failure
+    spdlog::debug(
+        "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(), Mib(bytes),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return key;
   }
 
   void DeleteVictimsLater(std::vector<Victim> victims) {
     // Called with mu_ held: queue a job without an image that only deletes.
-    queue_.push_back(Job{nullptr, "", std::move(victims)});
+    queue_.push_back(Job{nullptr, "", std::move(victims), nullptr});
     queue_cv_.notify_all();
   }
 
@@ -562,7 +591,16 @@ class DiskCache::Impl {
         SettleLocked(job.victims, deleted);
       }
       Status st;
-      if (job.image) st = WriteEntry(job);
+      bool capture_failed = false;
+      if (job.image) {
+        st = WriteEntry(job);
+        // The caller may still be copying into the image (a write that failed early):
+        // it is released only once the caller is done with it.
+        CaptureProgress& c = *job.capture;
+        std::unique_lock<std::mutex> lock(c.mu);
+        c.cv.wait(lock, [&] { return c.done; });
+        capture_failed = !c.status.ok();
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (job.image) {
@@ -576,7 +614,8 @@ class DiskCache::Impl {
             ++stats_.saves;
           } else {
             ++stats_.save_failures;
-            if (first_error_.ok()) first_error_ = st;
+            // A failed capture was returned by Save itself; Flush reports write errors.
+            if (first_error_.ok() && !capture_failed) first_error_ = st;
           }
         }
         writing_ = false;
@@ -588,14 +627,22 @@ class DiskCache::Impl {
   Status WriteEntry(Job& job) {
     SnapshotImage& img = *job.image;
     const auto t0 = std::chrono::steady_clock::now();
-    SealSnapshot(img);
     const std::string final_path = JoinPath(opt_.dir, job.key + std::string(kSuffix));
     const std::string tmp =
         JoinPath(opt_.dir, fmt::format("{}{}{}.{}", job.key, kTempMarker, ::getpid(), ++temp_seq_));
     Status st = [&]() -> Status {
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-      FLASHKV_RETURN_IF_ERROR(WriteSnapshotImage(img, f));
-      FLASHKV_RETURN_IF_ERROR(f.Sync());
+      CaptureProgress& c = *job.capture;
+      FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(img, f, [&c](uint64_t end) -> Status {
+        std::unique_lock<std::mutex> lock(c.mu);
+        c.cv.wait(lock, [&] { return c.ready >= end || c.done; });
+        if (c.ready >= end) return Status::Ok();
+        return c.status.ok() ? Internal("snapshot capture ended at byte {} of {}", c.ready, end)
+                             : c.status;
+      }));
+      // One sync for the whole file: writeback of every chunk was started as it was
+      // written, so this mostly waits for the last ones.
+      FLASHKV_RETURN_IF_ERROR(f.SyncData());
       FLASHKV_RETURN_IF_ERROR(f.Close());
       return RenameDurably(tmp, final_path);
     }();

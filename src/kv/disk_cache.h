@@ -124,8 +124,9 @@ class DiskCache {
   // untouched otherwise. A hit bumps the entry's hit count and last-used time in place.
   Expected<DiskHit> Load(const DiskLookup& lookup, KvState& state);
 
-  // Copies `state` + `content` now (the state may change as soon as this returns) and
-  // writes it on the background thread: temp file, fsync, rename, fsync directory.
+  // Copies `state` + `content` now (the state may change as soon as this returns) while
+  // the background thread already writes what is copied: temp file (payload first,
+  // header last), fdatasync, rename, fsync directory.
   // Returns the key. Returns without writing (kOk) when an entry with these tokens
   // already exists and has the same extensions. kResourceExhausted when the entry does
   // not fit the budget or would be the first to be evicted.

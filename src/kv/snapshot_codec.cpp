@@ -7,10 +7,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "util/crc32c.h"
+#include "util/file_io_writer.h"
 
 namespace flashkv {
 
@@ -261,7 +263,7 @@ uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_voc
   return AssignOffsets(PlanSections(shape, n_tokens, n_vocab, text_bytes, extensions), &sections);
 }
 
-Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,
+Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIdentity& identity,
                                         const SnapshotContent& content, int64_t now_ms,
                                         SnapshotImage* reuse) {
   const KvShape& shape = state.shape();
@@ -362,15 +364,12 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
           Put<uint16_t>(dst, l * kLayerTableRowBytes + 6, 0);
         }
         break;
-      case SnapshotSectionKind::kLayer: {
+      case SnapshotSectionKind::kLayer:  // CaptureSnapshotLayers
         if (state.LayerFloats(int(s.tag)) * sizeof(float) != s.bytes) {
           return Internal("layer {}: state holds {} floats, the format expects {} bytes", s.tag,
                           state.LayerFloats(int(s.tag)), s.bytes);
         }
-        Status st = state.ReadLayer(int(s.tag), reinterpret_cast<float*>(dst));
-        if (!st.ok()) return st.WithContext(fmt::format("capturing layer {}", s.tag));
         break;
-      }
       case SnapshotSectionKind::kExtension: {
         const size_t e = i - (4 + shape.layers.size());
         std::memcpy(dst, content.extensions[e].bytes.data(), s.bytes);
@@ -382,12 +381,45 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
   return img;
 }
 
-void SealSnapshot(SnapshotImage& img) {
-  SnapshotHeader& h = img.header_;
+Status CaptureSnapshotLayers(const KvState& state, SnapshotImage& img,
+                             const std::function<void(uint64_t)>& on_ready) {
+  const SnapshotHeader& h = img.header_;
+  if (state.shape().layers.size() != h.n_layer || state.n_tokens() != int64_t(h.n_tokens)) {
+    return Internal("capturing layers of another state than the image was prepared for");
+  }
   uint8_t* base = img.bytes_.get();
+  const uint64_t size = img.size_;
   for (size_t i = 0; i < h.sections.size(); ++i) {
-    SnapshotSection& s = h.sections[i];
-    s.crc32c = Crc32c(0, base + s.offset, s.bytes);
+    const SnapshotSection& s = h.sections[i];
+    if (s.kind != SnapshotSectionKind::kLayer) continue;
+    Status st = state.ReadLayer(int(s.tag), reinterpret_cast<float*>(base + s.offset));
+    if (!st.ok()) return st.WithContext(fmt::format("capturing layer {}", s.tag));
+    // Everything before the next layer is final (the small sections, the extensions and
+    // the padding were written by PrepareSnapshot). The last call must be the last touch
+    // of `img`: the consumer may release it as soon as it sees `size`.
+    const bool last = s.tag + 1 == h.n_layer;
+    if (on_ready) on_ready(last ? size : h.sections[i + 1].offset);
+  }
+  if (h.n_layer == 0 && on_ready) on_ready(size);
+  return Status::Ok();
+}
+
+Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,
+                                        const SnapshotContent& content, int64_t now_ms,
+                                        SnapshotImage* reuse) {
+  FLASHKV_ASSIGN_OR_RETURN(SnapshotImage img,
+                           PrepareSnapshot(state, identity, content, now_ms, reuse));
+  FLASHKV_RETURN_IF_ERROR(CaptureSnapshotLayers(state, img));
+  return img;
+}
+
+namespace {
+
+// Writes the header and the section table (with the sections' CRCs as set in `h`) into
+// the first bytes of the image.
+void EncodeHeaderAndTable(const SnapshotHeader& h, uint8_t* base) {
+  for (size_t i = 0; i < h.sections.size(); ++i) {
+    const SnapshotSection& s = h.sections[i];
     uint8_t* row = base + kSnapshotHeaderBytes + i * kSnapshotSectionRowBytes;
     Put<uint32_t>(row, 0, uint32_t(s.kind));
     Put<uint32_t>(row, 4, s.tag);
@@ -422,12 +454,61 @@ void SealSnapshot(SnapshotImage& img) {
   Put<uint32_t>(base, kOffStatsHits, h.hit_count);
   Put<uint32_t>(base, kOffStatsCrc,
                 Crc32c(0, base + kSnapshotStatsOffset, kOffStatsCrc - kSnapshotStatsOffset));
+}
+
+}  // namespace
+
+void SealSnapshot(SnapshotImage& img) {
+  SnapshotHeader& h = img.header_;
+  uint8_t* base = img.bytes_.get();
+  for (SnapshotSection& s : h.sections) s.crc32c = Crc32c(0, base + s.offset, s.bytes);
+  EncodeHeaderAndTable(h, base);
   img.sealed_ = true;
 }
 
 Status WriteSnapshotImage(const SnapshotImage& image, File& file) {
   if (!image.sealed()) return Internal("writing an unsealed snapshot image");
   return file.Write(image.data(), image.size());
+}
+
+Status StreamSnapshotImage(SnapshotImage& img, File& file,
+                           const std::function<Status(uint64_t)>& wait_ready,
+                           const SnapshotWriteOptions& options) {
+  SnapshotHeader& h = img.header_;
+  uint8_t* base = img.bytes_.get();
+  const uint64_t size = img.size_;
+  // Whole multiples of the direct-I/O block, so every chunk but the file's tail can go
+  // through O_DIRECT (the image is page-aligned).
+  const uint64_t chunk = AlignUp(std::max<uint64_t>(options.chunk_bytes, 1), File::kDirectAlign);
+  std::vector<uint32_t> crcs(h.sections.size(), 0);
+  size_t first = 0;  // first section not yet wholly CRC'd
+  // Declared after everything it reads: on an early return it waits for its queued
+  // writes before the image can be released.
+  ChunkedFileWriter out(file, options.depth, options.direct);
+  for (uint64_t pos = 0; pos < size;) {
+    const uint64_t end = std::min(size, pos + chunk);
+    if (wait_ready) FLASHKV_RETURN_IF_ERROR(wait_ready(end));
+    // The CRC pass runs here while the I/O thread writes the previous chunk.
+    for (size_t i = first; i < h.sections.size(); ++i) {
+      const SnapshotSection& s = h.sections[i];
+      if (s.offset >= end) break;
+      const uint64_t a = std::max(pos, s.offset), b = std::min(end, s.offset + s.bytes);
+      if (a < b) crcs[i] = Crc32c(crcs[i], base + a, size_t(b - a));
+      if (s.offset + s.bytes <= end) first = i + 1;
+    }
+    // The first chunk holds the header and the section table, which hold the CRCs: it is
+    // written last, so until the file is complete it has no valid header and a torn
+    // temp file can never pass for a snapshot.
+    if (pos > 0) FLASHKV_RETURN_IF_ERROR(out.Write(pos, base + pos, size_t(end - pos)));
+    pos = end;
+  }
+  if (wait_ready) FLASHKV_RETURN_IF_ERROR(wait_ready(size));
+  FLASHKV_RETURN_IF_ERROR(out.Finish());
+  for (size_t i = 0; i < h.sections.size(); ++i) h.sections[i].crc32c = crcs[i];
+  EncodeHeaderAndTable(h, base);
+  img.sealed_ = true;
+  FLASHKV_RETURN_IF_ERROR(out.Write(0, base, size_t(std::min(size, chunk))));
+  return out.Finish();
 }
 
 Status WriteSnapshotStats(File& file, int64_t last_used_ms, uint32_t hit_count) {

@@ -6,7 +6,11 @@
 // Saving is split so that decoding is never blocked by the disk: CaptureSnapshot copies
 // the state out of the backend (one Backend::Read batch per layer into one host image laid
 // out exactly as the file) on the caller's thread; SealSnapshot (CRCs) and
-// WriteSnapshotImage run later on an I/O thread. Loading streams the file with plain
+// WriteSnapshotImage run later on an I/O thread. The disk cache goes further and writes
+// while it captures: PrepareSnapshot lays the image out, CaptureSnapshotLayers copies the
+// layers and reports how much of the image is final, and StreamSnapshotImage on the I/O
+// thread CRCs and writes each chunk as soon as it is, so the file is on its way to the
+// disk before the copy has finished. Loading streams the file with plain
 // large read()s into staging buffers on a reader thread, which also computes the CRCs,
 // while the caller's thread writes each layer into the backend: the header, shape and
 // identity are validated before any byte reaches the KvState, and a CRC or truncation
@@ -22,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +61,12 @@ struct SnapshotContent {
   std::vector<SnapshotExtension> extensions;
 };
 
+struct SnapshotWriteOptions {
+  size_t chunk_bytes = size_t(16) << 20;  // one pwrite; rounded up to 4 KiB
+  int depth = 2;                          // chunks queued ahead of the I/O thread
+  bool direct = true;                     // O_DIRECT where the filesystem has it
+};
+
 // A snapshot in host memory, byte for byte its file. Move-only (it may be gigabytes).
 class SnapshotImage {
  public:
@@ -73,9 +84,13 @@ class SnapshotImage {
   bool sealed() const { return sealed_; }
 
  private:
-  friend Expected<SnapshotImage> CaptureSnapshot(const KvState&, const SnapshotIdentity&,
+  friend Expected<SnapshotImage> PrepareSnapshot(const KvState&, const SnapshotIdentity&,
                                                  const SnapshotContent&, int64_t, SnapshotImage*);
+  friend Status CaptureSnapshotLayers(const KvState&, SnapshotImage&,
+                                      const std::function<void(uint64_t)>&);
   friend void SealSnapshot(SnapshotImage&);
+  friend Status StreamSnapshotImage(SnapshotImage&, File&, const std::function<Status(uint64_t)>&,
+                                    const SnapshotWriteOptions&);
   SnapshotImage() = default;
 
   SnapshotHeader header_;
@@ -103,6 +118,28 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
 void SealSnapshot(SnapshotImage& image);
 // Writes a sealed image from the file's current position in large chunks.
 Status WriteSnapshotImage(const SnapshotImage& image, File& file);
+
+// CaptureSnapshot in two steps, for writing while capturing. PrepareSnapshot checks the
+// content as CaptureSnapshot does, lays the image out and fills everything but the layer
+// sections; CaptureSnapshotLayers then copies the layers in file order and after each one
+// calls on_ready(n): the image's first n bytes are final (n == size() after the last
+// layer, and that call is its last touch of the image).
+Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIdentity& identity,
+                                        const SnapshotContent& content, int64_t now_ms,
+                                        SnapshotImage* reuse = nullptr);
+Status CaptureSnapshotLayers(const KvState& state, SnapshotImage& image,
+                             const std::function<void(uint64_t ready_bytes)>& on_ready = {});
+
+// Writes a prepared image to `file` (offset 0 on) and seals it, possibly while its layers
+// are still being captured on another thread: before touching bytes [0, end) it calls
+// wait_ready(end), which blocks until they are final (an error, e.g. a failed capture,
+// aborts the write). Chunks are CRC'd on the calling thread while a ChunkedFileWriter
+// writes the previous ones (O_DIRECT where possible: no page-cache copy); the first
+// chunk, with the header and section table, goes last, so an unfinished file never has a
+// valid header. Does not sync: the caller fdatasyncs `file` before the rename.
+Status StreamSnapshotImage(SnapshotImage& image, File& file,
+                           const std::function<Status(uint64_t end)>& wait_ready,
+                           const SnapshotWriteOptions& options = {});
 
 // Bytes of a snapshot file, from the shape alone (budget admission before capture).
 uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,

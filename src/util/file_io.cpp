@@ -69,6 +69,16 @@ Expected<File> File::OpenReadWrite(const std::string& path) {
   return File(fd, path);
 }
 
+Expected<File> File::OpenDirectWrite(const std::string& path) {
+#if defined(O_DIRECT)
+  const int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "opening for direct writes", path);
+  return File(fd, path);
+#else
+  return Unsupported("{}: no O_DIRECT on this platform", path);
+#endif
+}
+
 Expected<File> File::LockExclusive(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus(errno, "opening lock file", path);
@@ -140,6 +150,20 @@ Status File::WriteAt(uint64_t offset, const void* src, size_t n) {
 Status File::Sync() {
   if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
   return Status::Ok();
+}
+
+Status File::SyncData() {
+  if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "fdatasync", path_);
+  return Status::Ok();
+}
+
+void File::StartWriteback(uint64_t offset, uint64_t n) {
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, off_t(offset), off_t(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)n;
+#endif
 }
 
 void File::DropCache() {

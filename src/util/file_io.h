@@ -30,6 +30,10 @@ class File {
   static Expected<File> Create(const std::string& path, bool exclusive = false);
   // Opens an existing file for positioned reads and writes (header patches).
   static Expected<File> OpenReadWrite(const std::string& path);
+  // Opens an existing file for O_DIRECT writes (ChunkedFileWriter): addresses, offsets
+  // and lengths must be multiples of kDirectAlign. Fails on filesystems without O_DIRECT.
+  static Expected<File> OpenDirectWrite(const std::string& path);
+  static constexpr size_t kDirectAlign = 4096;
 
   // Creates `path` if needed and takes an exclusive advisory lock (flock) on it, held
   // until the File closes; kFailedPrecondition when another process holds it.
@@ -47,6 +51,13 @@ class File {
   Status Write(const void* src, size_t n);
   Status WriteAt(uint64_t offset, const void* src, size_t n);
   Status Sync();
+  // fdatasync: the data and the metadata needed to read it back (the size), not times.
+  Status SyncData();
+  // Starts writeback of [offset, offset + n) without waiting for it (sync_file_range
+  // SYNC_FILE_RANGE_WRITE), so the disk works on one chunk while the next is prepared;
+  // durability still needs Sync/SyncData. Best effort: filesystems without it are
+  // ignored (a write error shows up at the sync).
+  void StartWriteback(uint64_t offset, uint64_t n);
   // Tells the kernel the cached pages are no longer needed (benchmarks: cold reads).
   void DropCache();
   Status Close();
