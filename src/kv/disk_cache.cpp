@@ -633,13 +633,16 @@ class DiskCache::Impl {
     Status st = [&]() -> Status {
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
       CaptureProgress& c = *job.capture;
-      FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(img, f, [&c](uint64_t end) -> Status {
-        std::unique_lock<std::mutex> lock(c.mu);
-        c.cv.wait(lock, [&] { return c.ready >= end || c.done; });
-        if (c.ready >= end) return Status::Ok();
-        return c.status.ok() ? Internal("snapshot capture ended at byte {} of {}", c.ready, end)
-                             : c.status;
-      }));
+      FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
+          img, f,
+          [&c](uint64_t end) -> Status {
+            std::unique_lock<std::mutex> lock(c.mu);
+            c.cv.wait(lock, [&] { return c.ready >= end || c.done; });
+            if (c.ready >= end) return Status::Ok();
+            return c.status.ok() ? Internal("snapshot capture ended at byte {} of {}", c.ready, end)
+                                 : c.status;
+          },
+          opt_.write));
       // One sync for the whole file: writeback of every chunk was started as it was
       // written, so this mostly waits for the last ones.
       FLASHKV_RETURN_IF_ERROR(f.SyncData());

@@ -53,6 +53,10 @@ struct DiskCacheOptions {
   // the copy is the part of a save that blocks decoding.
   bool reuse_host_buffer = true;
   SnapshotLoadOptions load;
+  // Chunking and O_DIRECT of the streamed write. O_DIRECT (default) keeps snapshots out
+  // of the page cache, where they would push out the model's mapped pages; the price is
+  // that a load soon after a save reads the disk instead of the cache.
+  SnapshotWriteOptions write;
 };
 
 // One snapshot file as the index knows it.
