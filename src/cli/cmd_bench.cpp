@@ -4,7 +4,7 @@
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
 // saved run. `--model random:flash[:LAYERS]` runs the same Model code on weights generated
 // on the backend (model/random_model.h), tokenized with --tokenizer (a file carrying the
-// DeepSeek vocabulary: random models have none).
+// DeepSeek vocabulary: random models have none); cli/model_flags opens either source.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "cli/project_files.h"
 #include "engine/bench_csv.h"
 #include "engine/bench_plot.h"
 #include "engine/bench_sweep.h"
 #include "engine/runtime.h"
-#include "kv/model_fingerprint.h"
-#include "model/random_model.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/vocab.h"
 #include "util/file_io.h"
 #include "util/progress.h"
 
@@ -28,21 +26,15 @@ namespace flashkv::cli {
 namespace {
 
 constexpr const char* kDefaultPrompt = "data/bench/devils-dictionary.txt";
-constexpr const char* kDefaultTokenizer = "models/tokenizer/tokenizer.json";
 
 struct BenchFlags {
-  std::string model;
+  ModelFlags model;  // --model, --threads, --backend, --numerics, --act-quant, --tokenizer
   std::string prompt_file;
-  std::string tokenizer;  // random: models only
   BenchOptions sweep;
-  std::string backend = "cpu";
-  int threads = 0;
   std::string csv;
   std::string plot;
   std::string from_csv;  // re-plot a saved run instead of running
   std::string title;
-  std::string numerics;
-  std::string act_quant;
 };
 
 // A CSV sink: stdout, or a file opened before the (long) run so a bad path fails at once.
@@ -92,78 +84,6 @@ Status WriteTextFile(const std::string& path, std::string_view text) {
   return Status::Ok();
 }
 
-// The tokenizer of a random: model, which has no vocabulary of its own: a GGUF's (e.g. the
-// tiny model's) or a tokenizer.json's completed with the DS4 chat markers as make-tiny does
-// (plain text tokenizes the same either way).
-Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab) {
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
-    FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
-    auto tokenizer = Tokenizer::FromGguf(file);
-    if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
-    return tokenizer;
-  }
-  auto vocab = LoadVocabFromTokenizerJson(path);
-  if (!vocab.ok()) return vocab.status().WithContext(path);
-  Status s = AddMissingChatMarkers(*vocab, size_t(n_vocab));
-  if (!s.ok()) return s.WithContext(path);
-  auto tokenizer = Tokenizer::FromVocab(*vocab);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
-  return tokenizer;
-}
-
-// What the model source provides before the model is loaded: options, tokenizer and the
-// snapshot fingerprint.
-struct SourceInfo {
-  ModelOptions options;
-  std::optional<Tokenizer> tokenizer;
-  Sha1Digest fingerprint{};
-  std::string description;  // for the log line
-};
-
-Status ApplyNumericsFlags(const BenchFlags& f, ModelOptions& mo) {
-  if (!f.numerics.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(mo.numerics, ParseNumericsMode(f.numerics));
-  }
-  if (!f.act_quant.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(mo.act_quant, ParseActQuantMode(f.act_quant));
-  }
-  return Status::Ok();
-}
-
-Expected<SourceInfo> OpenSource(BenchFlags& f) {
-  SourceInfo info;
-  if (IsRandomModelSource(f.model)) {
-    FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(f.model));
-    const ModelConfig config = RandomModelConfig(spec);
-    info.options = DefaultModelOptions(config);
-    FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(f, info.options));
-    if (f.tokenizer.empty()) {
-      FLASHKV_ASSIGN_OR_RETURN(f.tokenizer, FindProjectFile(kDefaultTokenizer));
-    }
-    FLASHKV_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizerFile(f.tokenizer, config.n_vocab));
-    info.tokenizer.emplace(std::move(tokenizer));
-    info.fingerprint = RandomModelFingerprint(spec);
-    info.description = spec.Describe() + ", tokenizer " + f.tokenizer;
-    return info;
-  }
-  if (!f.tokenizer.empty()) {
-    return InvalidArgument("--tokenizer is for random: models; {} uses its own vocabulary",
-                           f.model);
-  }
-  // Options and tokenizer from the file, as `flashkv run` does.
-  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(f.model));
-  auto config = ModelConfig::FromGguf(file);
-  if (!config.ok()) return config.status().WithContext(f.model);
-  info.options = DefaultModelOptions(*config);
-  FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(f, info.options));
-  auto tokenizer = Tokenizer::FromGguf(file);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext(f.model);
-  info.tokenizer.emplace(std::move(*tokenizer));
-  FLASHKV_ASSIGN_OR_RETURN(info.fingerprint, ModelFingerprint(file));
-  info.description = f.model;
-  return info;
-}
-
 std::string FileName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -191,24 +111,21 @@ Status Replot(const BenchFlags& f) {
 
 Status RunBench(BenchFlags f) {
   if (!f.from_csv.empty()) return Replot(f);
-  if (f.backend != "cpu" && f.backend != "cuda")
-    return InvalidArgument("--backend must be cpu or cuda, got '{}'", f.backend);
-  if (!Runtime::HasBackend(f.backend)) {
+  const std::string& backend = f.model.backend;
+  if (backend != "cpu" && backend != "cuda")
+    return InvalidArgument("--backend must be cpu or cuda, got '{}'", backend);
+  if (!Runtime::HasBackend(backend)) {
     return Unsupported("--backend {}: this flashkv was built without it; use --backend cpu",
-                       f.backend);
+                       backend);
   }
-  if (f.model.empty()) f.model = DefaultModelPath();
   if (f.prompt_file.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(f.prompt_file, FindProjectFile(kDefaultPrompt));
   }
   FLASHKV_ASSIGN_OR_RETURN(std::vector<int> frontiers, BenchFrontiers(f.sweep));
 
-  FLASHKV_ASSIGN_OR_RETURN(SourceInfo source, OpenSource(f));
-  ModelOptions& mo = source.options;
-  const Tokenizer* tokenizer = &*source.tokenizer;
-  const Sha1Digest fingerprint = source.fingerprint;
-  const SnapshotIdentity identity{fingerprint, fmt::format("{}/{}", NumericsModeName(mo.numerics),
-                                                           ActQuantModeName(mo.act_quant))};
+  FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
+  const Tokenizer* tokenizer = &setup.tokenizer;
+  const SnapshotIdentity identity = CacheIdentity(setup.fingerprint, setup.options);
 
   auto text = ReadWholeFile(f.prompt_file);
   if (!text.ok()) return text.status().WithContext(f.prompt_file);
@@ -219,18 +136,13 @@ Status RunBench(BenchFlags f) {
   }
   FLASHKV_ASSIGN_OR_RETURN(CsvOut csv, CsvOut::Open(f.csv));
 
-  RuntimeOptions ro;
-  ro.model_path = f.model;
-  ro.threads = f.threads;
-  ro.backend = f.backend;
-  ro.model = &mo;
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open(ro));
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
   if (const RandomModelInfo* r = rt->random_model()) {
     std::fprintf(stderr,
                  "bench: %s: %.2f GiB of random weights generated on %s in %.1f s; %.3f GB of "
                  "weights read per decoded token\n",
                  r->spec.Describe().c_str(), double(r->total_bytes) / double(1ull << 30),
-                 f.backend.c_str(), r->seconds, double(r->bytes_per_token) / 1e9);
+                 backend.c_str(), r->seconds, double(r->bytes_per_token) / 1e9);
   }
   const int ctx_alloc =
       f.sweep.ctx_alloc > 0 ? f.sweep.ctx_alloc : f.sweep.ctx_max + f.sweep.gen_tokens;
@@ -240,10 +152,10 @@ Status RunBench(BenchFlags f) {
     std::fprintf(stderr,
                  "bench: %s (%s, %s), backend %s, threads %d; %s: %zu tokens; %zu frontiers "
                  "%d..%d, %d gen tokens each; KV state for %d tokens allocates %.1f MiB\n",
-                 source.description.c_str(), identity.numerics.c_str(),
-                 Sha1Hex(fingerprint).substr(0, 12).c_str(), f.backend.c_str(), rt->pool().size(),
-                 f.prompt_file.c_str(), tokens.size(), frontiers.size(), frontiers.front(),
-                 frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
+                 setup.description.c_str(), identity.numerics.c_str(),
+                 Sha1Hex(setup.fingerprint).substr(0, 12).c_str(), backend.c_str(),
+                 rt->pool().size(), f.prompt_file.c_str(), tokens.size(), frontiers.size(),
+                 frontiers.front(), frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
                  double(KvAllocBytes(probe_state)) / (1024.0 * 1024.0));
   }
 
@@ -270,8 +182,8 @@ Status RunBench(BenchFlags f) {
     const int threads = rt->pool().size();
     po.title = !f.title.empty()
                    ? f.title
-                   : fmt::format("flashkv bench: {}{} ({}, {}, {} thread{})", FileName(f.model),
-                                 rt->random_model() ? ", random weights" : "", f.backend,
+                   : fmt::format("flashkv bench: {}{} ({}, {}, {} thread{})", FileName(setup.path),
+                                 rt->random_model() ? ", random weights" : "", backend,
                                  identity.numerics, threads, threads == 1 ? "" : "s");
     po.log2_x = f.sweep.step_mul > 0;
     const std::string svg = BenchPlotSvg(plotted, po);
@@ -285,16 +197,9 @@ void RegisterBench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "Prefill and generation speed, KV and snapshot size at growing context frontiers");
   auto f = std::make_shared<BenchFlags>();
-  cmd->add_option("--model,-m", f->model,
-                  "GGUF model (default: ./ds4flash.gguf, else the tiny model), or "
-                  "random:flash[:LAYERS] / random:tiny[:LAYERS]: that shape (DeepSeek-V4-Flash, "
-                  "or the tiny model's; optionally only its first LAYERS layers) with random "
-                  "weights generated on the backend, no file needed (speed and sizes are the "
-                  "shape's; the text is meaningless)");
-  cmd->add_option("--tokenizer", f->tokenizer,
-                  "random: models only: tokenize the prompt with this tokenizer.json or GGUF's "
-                  "vocabulary (default: " +
-                      std::string(kDefaultTokenizer) + ", the DeepSeek vocabulary)");
+  AddModelFlags(cmd, &f->model);
+  AddNumericsFlags(cmd, &f->model);
+  AddTokenizerFlag(cmd, &f->model);
   cmd->add_option("--prompt-file", f->prompt_file,
                   "plain text, tokenized without a chat template (default: " +
                       std::string(kDefaultPrompt) + ")");
@@ -310,14 +215,10 @@ void RegisterBench(CLI::App& app) {
                   "KV state capacity (default: ctx-max + gen-tokens)");
   cmd->add_option("--chunk", f->sweep.prefill_chunk, "prefill chunk (tokens per forward call)")
       ->capture_default_str();
-  cmd->add_option("--backend", f->backend, "cpu | cuda")->capture_default_str();
-  cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--csv", f->csv, "write the CSV here instead of stdout");
   cmd->add_option("--plot", f->plot, "write an SVG of tokens/s and KV size against context");
   cmd->add_option("--title", f->title, "the plot's title (default: model, backend, numerics)");
   cmd->add_option("--from-csv", f->from_csv, "plot this saved bench CSV instead of running");
-  cmd->add_option("--numerics", f->numerics, "hf | official (default: official for ds4 GGUFs)");
-  cmd->add_option("--act-quant", f->act_quant, "off | q8 (default: q8 with official numerics)");
   cmd->callback([f] {
     Status s = RunBench(*f);
     if (!s.ok()) Fail("bench", s);

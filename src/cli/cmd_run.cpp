@@ -94,7 +94,7 @@ Status RunOnce(const RunFlags& f) {
   std::unique_ptr<DiskCache> cache;
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
   if (!f.kv.dir.empty()) {
-    auto opened = OpenDiskCache(f.kv, setup.file, setup.options);
+    auto opened = OpenDiskCache(f.kv, setup.fingerprint, setup.options);
     if (opened.ok()) {
       cache = std::move(*opened);
     } else {
@@ -211,6 +211,7 @@ void RegisterRun(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   AddModelFlags(cmd, &f->model);
   AddNumericsFlags(cmd, &f->model);
+  AddTokenizerFlag(cmd, &f->model);
   cmd->add_option("--prompt,-p", f->prompt, "the prompt (one user turn)")->required();
   cmd->add_option("-n,--n-predict", f->n_predict, "most tokens to generate")->capture_default_str();
   cmd->add_option("--temp", f->temperature, "temperature (0: greedy)")->capture_default_str();

@@ -116,7 +116,7 @@ Status RunServe(const ServeFlags& f) {
     if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
     // A cache that cannot open (another server holds the directory, no permission) is
     // reported; the server still runs from memory, as ds4 does.
-    auto opened = OpenDiskCache(f.kv, setup.file, setup.options);
+    auto opened = OpenDiskCache(f.kv, setup.fingerprint, setup.options);
     if (opened.ok()) {
       disk = std::move(*opened);
       metrics.SetDiskCache(disk.get());
@@ -155,8 +155,9 @@ Status RunServe(const ServeFlags& f) {
   FLASHKV_RETURN_IF_ERROR(http.Bind());
 
   const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
-  spdlog::info("model {}: ctx {}, {} live sessions, prefill chunk {}, api key {}", setup.path,
-               f.ctx, f.live_sessions, f.prefill_chunk, f.api_key.empty() ? "off" : "on");
+  spdlog::info("model {}: ctx {}, {} live sessions, prefill chunk {}, api key {}",
+               setup.description, f.ctx, f.live_sessions, f.prefill_chunk,
+               f.api_key.empty() ? "off" : "on");
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
 
@@ -174,6 +175,7 @@ void RegisterServe(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI/Anthropic-compatible server with KV reuse");
   auto f = std::make_shared<ServeFlags>();
   AddModelFlags(cmd, &f->model);
+  AddTokenizerFlag(cmd, &f->model);
   cmd->add_option("--ctx,-c", f->ctx, "context tokens per session")->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "output tokens when a request gives no limit")
       ->capture_default_str();

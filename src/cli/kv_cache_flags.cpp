@@ -29,7 +29,8 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
       ->capture_default_str();
 }
 
-Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags, const GgufFile& file,
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
+                                                   const Sha1Digest& fingerprint,
                                                    const ModelOptions& options) {
   if (flags.quarantine != "on" && flags.quarantine != "off") {
     return InvalidArgument("--kv-quarantine must be on or off, got '{}'", flags.quarantine);
@@ -38,7 +39,7 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags, con
   o.dir = flags.dir;
   o.budget_bytes = flags.space_mb << 20;
   o.quarantine = flags.quarantine == "on";
-  FLASHKV_ASSIGN_OR_RETURN(o.identity, CacheIdentity(file, options));
+  o.identity = CacheIdentity(fingerprint, options);
   return DiskCache::Open(o);
 }
 

@@ -10,10 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gguf/gguf_file.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
 #include "model/model_options.h"
+#include "util/sha1.h"
 #include "util/status.h"
 
 namespace flashkv::cli {
@@ -29,9 +29,10 @@ struct KvDiskFlags {
 // --kv-cache-* policy flags.
 void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_help);
 
-// The cache in flags.dir, keyed to this model file and its numerics (CacheIdentity) so
-// another model's snapshots are never loaded into this one.
-Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags, const GgufFile& file,
+// The cache in flags.dir, keyed to this model's fingerprint and numerics (CacheIdentity)
+// so another model's snapshots are never loaded into this one.
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
+                                                   const Sha1Digest& fingerprint,
                                                    const ModelOptions& options);
 
 }  // namespace flashkv::cli

@@ -5,12 +5,18 @@
 #include "cli/project_files.h"
 #include "kv/model_fingerprint.h"
 #include "model/model_config.h"
+#include "model/random_model.h"
+#include "tokenizer/vocab.h"
 
 namespace flashkv::cli {
 
 void AddModelFlags(CLI::App* cmd, ModelFlags* flags) {
   cmd->add_option("--model,-m", flags->model,
-                  "GGUF model (default ./ds4flash.gguf if present, else models/flashkv-tiny.gguf)");
+                  "GGUF model (default ./ds4flash.gguf if present, else models/flashkv-tiny.gguf), "
+                  "or random:flash[:LAYERS] / random:tiny[:LAYERS]: that shape (DeepSeek-V4-Flash "
+                  "or the tiny model's, optionally only its first LAYERS layers) with random "
+                  "weights generated on the backend, no file needed (for speed and sizes; the "
+                  "text it writes is meaningless)");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads for the model (default: all cores)");
 }
 
@@ -21,21 +27,81 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
 
-Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
-  FLASHKV_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(flags.model));
-  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
-  Expected<ModelConfig> config = ModelConfig::FromGguf(file);
-  if (!config.ok()) return config.status().WithContext(path);
-  ModelOptions options = DefaultModelOptions(*config);
+void AddTokenizerFlag(CLI::App* cmd, ModelFlags* flags) {
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "for --model random:...: a tokenizer.json or GGUF with the DeepSeek vocabulary "
+                  "(default models/tokenizer/tokenizer.json)");
+}
+
+Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
+    FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+    auto tokenizer = Tokenizer::FromGguf(file);
+    if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
+    return tokenizer;
+  }
+  auto vocab = LoadVocabFromTokenizerJson(path);
+  if (!vocab.ok()) return vocab.status().WithContext(path);
+  Status s = AddMissingChatMarkers(*vocab, size_t(n_vocab));
+  if (!s.ok()) return s.WithContext(path);
+  auto tokenizer = Tokenizer::FromVocab(*vocab);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
+  return tokenizer;
+}
+
+namespace {
+
+constexpr const char* kDefaultTokenizer = "models/tokenizer/tokenizer.json";
+
+Status ApplyNumericsFlags(const ModelFlags& flags, ModelOptions& options) {
   if (!flags.numerics.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(options.numerics, ParseNumericsMode(flags.numerics));
   }
   if (!flags.act_quant.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(options.act_quant, ParseActQuantMode(flags.act_quant));
   }
+  return Status::Ok();
+}
+
+Expected<ModelSetup> OpenRandomModel(const ModelFlags& flags) {
+  FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(flags.model));
+  const ModelConfig config = RandomModelConfig(spec);
+  ModelOptions options = DefaultModelOptions(config);
+  FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(flags, options));
+  std::string tokenizer_path = flags.tokenizer;
+  if (tokenizer_path.empty()) {
+    FLASHKV_ASSIGN_OR_RETURN(tokenizer_path, FindProjectFile(kDefaultTokenizer));
+  }
+  FLASHKV_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizerFile(tokenizer_path, config.n_vocab));
+  return ModelSetup{flags.model,
+                    std::nullopt,
+                    options,
+                    std::move(tokenizer),
+                    RandomModelFingerprint(spec),
+                    spec.Describe() + ", tokenizer " + tokenizer_path};
+}
+
+}  // namespace
+
+Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
+  if (IsRandomModelSource(flags.model)) return OpenRandomModel(flags);
+  if (!flags.tokenizer.empty()) {
+    return InvalidArgument(
+        "--tokenizer is for random: models; a GGUF model uses its own vocabulary");
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(flags.model));
+  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+  Expected<ModelConfig> config = ModelConfig::FromGguf(file);
+  if (!config.ok()) return config.status().WithContext(path);
+  ModelOptions options = DefaultModelOptions(*config);
+  FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(flags, options));
   Expected<Tokenizer> tokenizer = Tokenizer::FromGguf(file);
   if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
-  return ModelSetup{std::move(path), std::move(file), options, std::move(*tokenizer)};
+  Expected<Sha1Digest> fingerprint = ModelFingerprint(file);
+  if (!fingerprint.ok()) return fingerprint.status().WithContext(path);
+  std::string description = path;
+  return ModelSetup{std::move(path),       std::move(file), options,
+                    std::move(*tokenizer), *fingerprint,    std::move(description)};
 }
 
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup) {
@@ -47,8 +113,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
   return Runtime::Open(ro);
 }
 
-Expected<SnapshotIdentity> CacheIdentity(const GgufFile& file, const ModelOptions& options) {
-  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fingerprint, ModelFingerprint(file));
+SnapshotIdentity CacheIdentity(const Sha1Digest& fingerprint, const ModelOptions& options) {
   return SnapshotIdentity{fingerprint, fmt::format("{}/{}", NumericsModeName(options.numerics),
                                                    ActQuantModeName(options.act_quant))};
 }

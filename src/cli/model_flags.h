@@ -1,11 +1,14 @@
-// The flags and setup every model-loading subcommand shares (run, serve; bench should
-// too): --model/--threads, and --backend/--numerics/--act-quant where the command offers
-// them; then the GGUF opened once for its ModelOptions and tokenizer, and the Runtime.
+// The flags and setup every model-loading subcommand shares (run, serve, bench):
+// --model/--threads, and --backend/--numerics/--act-quant/--tokenizer where the command
+// offers them; then the model source opened once for its ModelOptions, tokenizer and
+// snapshot fingerprint — a GGUF file, or a `random:` shape (model/random_model.h) whose
+// weights the Runtime generates on the backend — and the Runtime.
 // Exists so each cmd_<name>.cpp stays thin and the commands cannot drift apart in how a
 // flag is read. Must not: hold command logic (prompting, serving, timing).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +18,7 @@
 #include "kv/snapshot_format.h"
 #include "model/model_options.h"
 #include "tokenizer/tokenizer.h"
+#include "util/sha1.h"
 #include "util/status.h"
 
 namespace flashkv::cli {
@@ -25,32 +29,42 @@ struct ModelFlags {
   std::string backend = "cpu";
   std::string numerics;   // empty: DefaultModelOptions for the file
   std::string act_quant;  // empty: DefaultModelOptions for the file
+  std::string tokenizer;  // random: sources only (empty: models/tokenizer/tokenizer.json)
 };
 
 // --model/-m and --threads/-t.
 void AddModelFlags(CLI::App* cmd, ModelFlags* flags);
 // --backend, --numerics and --act-quant.
 void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags);
+// --tokenizer, for random: model sources (they have no vocabulary of their own).
+void AddTokenizerFlag(CLI::App* cmd, ModelFlags* flags);
 
-// A model file opened (tensor bytes stay mapped, no weights loaded yet) with what the
-// commands need from it before the Runtime: the options the flags ask for and the
-// tokenizer.
+// A model source opened (a file's tensor bytes stay mapped, no weights loaded yet) with what
+// the commands need from it before the Runtime: the options the flags ask for, the
+// tokenizer and the fingerprint its KV snapshots carry.
 struct ModelSetup {
-  std::string path;  // the resolved --model
-  GgufFile file;
+  std::string path;              // the resolved --model, or the random: source
+  std::optional<GgufFile> file;  // absent for random: sources
   ModelOptions options;
   Tokenizer tokenizer;
+  Sha1Digest fingerprint{};  // ModelFingerprint of the file, RandomModelFingerprint otherwise
+  std::string description;   // for log lines: the path, or the shape and the tokenizer
 };
 
 // Resolves the path (ResolveModelPath), reads ModelConfig for DefaultModelOptions, applies
-// --numerics / --act-quant and builds the tokenizer. Errors name the file or the flag.
+// --numerics / --act-quant and builds the tokenizer (from the GGUF, or for a random: source
+// from --tokenizer). Errors name the file or the flag.
 Expected<ModelSetup> OpenModel(const ModelFlags& flags);
+
+// The tokenizer of a random: model: a GGUF's, or a tokenizer.json's completed with the DS4
+// chat markers up to `n_vocab` ids as make-tiny does (plain text tokenizes the same).
+Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
 // Loads the weights of `setup` onto the flags' backend with its options.
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup);
 
-// Who a KV snapshot belongs to: this file's fingerprint and "<numerics>/<act-quant>", so a
+// Who a KV snapshot belongs to: the model's fingerprint and "<numerics>/<act-quant>", so a
 // snapshot of another model or numerics is never loaded.
-Expected<SnapshotIdentity> CacheIdentity(const GgufFile& file, const ModelOptions& options);
+SnapshotIdentity CacheIdentity(const Sha1Digest& fingerprint, const ModelOptions& options);
 
 }  // namespace flashkv::cli

@@ -49,18 +49,18 @@ TEST(KvCacheFlagsTest, OpenDiskCacheKeysTheCacheToTheModel) {
   f.dir = (work.path() / "kv").string();
   f.space_mb = 7;
   f.quarantine = "maybe";
-  auto bad = OpenDiskCache(f, setup->file, setup->options);
+  auto bad = OpenDiskCache(f, setup->fingerprint, setup->options);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "--kv-quarantine must be on or off, got 'maybe'");
 
   f.quarantine = "off";
-  auto cache = OpenDiskCache(f, setup->file, setup->options);
+  auto cache = OpenDiskCache(f, setup->fingerprint, setup->options);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const DiskCacheOptions& o = (*cache)->options();
   EXPECT_EQ(o.dir, f.dir);
   EXPECT_EQ(o.budget_bytes, uint64_t{7} << 20);
   EXPECT_FALSE(o.quarantine);
-  EXPECT_EQ(o.identity, *CacheIdentity(setup->file, setup->options));
+  EXPECT_EQ(o.identity, CacheIdentity(setup->fingerprint, setup->options));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "cli_test_util.h"
 #include "kv/model_fingerprint.h"
+#include "model/random_model.h"
 
 namespace flashkv::cli {
 namespace {
@@ -96,13 +97,39 @@ TEST(ModelFlagsTest, CacheIdentityIsTheFingerprintAndTheNumerics) {
   f.model = testing::Ds4TinyPath();
   Expected<ModelSetup> setup = OpenModel(f);
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
-  Expected<SnapshotIdentity> id = CacheIdentity(setup->file, setup->options);
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  EXPECT_EQ(id->model, *ModelFingerprint(setup->file));
-  EXPECT_EQ(id->numerics, "official/q8");
-  id = CacheIdentity(setup->file, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  EXPECT_EQ(id->numerics, "hf/off");
+  ASSERT_TRUE(setup->file.has_value());
+  EXPECT_EQ(setup->fingerprint, *ModelFingerprint(*setup->file));
+  SnapshotIdentity id = CacheIdentity(setup->fingerprint, setup->options);
+  EXPECT_EQ(id.model, setup->fingerprint);
+  EXPECT_EQ(id.numerics, "official/q8");
+  id = CacheIdentity(setup->fingerprint, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
+  EXPECT_EQ(id.numerics, "hf/off");
+}
+
+// random: sources have no file: the shape's own fingerprint and the tokenizer of
+// --tokenizer (here the ds4-tiny GGUF's, to keep the test small).
+TEST(ModelFlagsTest, RandomSourcesOpenWithoutAFile) {
+  ModelFlags f;
+  f.model = "random:tiny:2";
+  f.tokenizer = testing::Ds4TinyPath();
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_FALSE(setup->file.has_value());
+  EXPECT_EQ(setup->path, "random:tiny:2");
+  Expected<RandomModelSpec> spec = ParseRandomModelSource("random:tiny:2");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(setup->fingerprint, RandomModelFingerprint(*spec));
+  EXPECT_NE(setup->description.find(f.tokenizer), std::string::npos) << setup->description;
+  EXPECT_FALSE(setup->tokenizer.Encode("Hello", /*allow_specials=*/false).empty());
+
+  f.model = "random:nonsense";
+  EXPECT_FALSE(OpenModel(f).ok());
+  // A GGUF brings its own vocabulary: --tokenizer beside it is a mistake, said as such.
+  f.model = testing::Ds4TinyPath();
+  Expected<ModelSetup> both = OpenModel(f);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(both.status().message().find("--tokenizer"), std::string::npos);
 }
 
 }  // namespace
