@@ -11,6 +11,11 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
   cmd->add_option("--kv-quarantine", flags->quarantine,
                   "on: move damaged cache files to quarantine/; off: delete them")
       ->capture_default_str();
+  cmd->add_option("--kv-disk-direct", flags->direct,
+                  "on: write snapshots with O_DIRECT where the filesystem has it (fast, keeps "
+                  "the model's pages cached); off: through the page cache (a load right after "
+                  "a save is served from RAM)")
+      ->capture_default_str();
   CachePolicyOptions& p = flags->policy;
   cmd->add_option("--kv-cache-min-tokens", p.min_tokens,
                   "never save or load snapshots shorter than this")
@@ -35,10 +40,14 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
   if (flags.quarantine != "on" && flags.quarantine != "off") {
     return InvalidArgument("--kv-quarantine must be on or off, got '{}'", flags.quarantine);
   }
+  if (flags.direct != "on" && flags.direct != "off") {
+    return InvalidArgument("--kv-disk-direct must be on or off, got '{}'", flags.direct);
+  }
   DiskCacheOptions o;
   o.dir = flags.dir;
   o.budget_bytes = flags.space_mb << 20;
   o.quarantine = flags.quarantine == "on";
+  o.write.direct = flags.direct == "on";
   o.identity = CacheIdentity(fingerprint, options);
   return DiskCache::Open(o);
 }

@@ -22,6 +22,7 @@ struct KvDiskFlags {
   std::string dir;  // empty: no disk tier
   uint64_t space_mb = 4096;
   std::string quarantine = "on";  // "on" | "off"
+  std::string direct = "on";      // "on" | "off": O_DIRECT snapshot writes
   CachePolicyOptions policy;
 };
 

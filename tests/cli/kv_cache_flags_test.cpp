@@ -23,7 +23,7 @@ TEST(KvCacheFlagsTest, FlagsFillTheStructAndKeepTheirDefaults) {
   ASSERT_TRUE(testing::Parse(
       app,
       {"--kv-disk-dir", "d", "--kv-disk-space-mb", "7", "--kv-quarantine", "off",
-       "--kv-cache-min-tokens", "5", "--kv-cache-cold-max-tokens", "6",
+       "--kv-disk-direct", "off", "--kv-cache-min-tokens", "5", "--kv-cache-cold-max-tokens", "6",
        "--kv-cache-continued-interval-tokens", "8", "--kv-cache-boundary-trim-tokens", "9",
        "--kv-cache-boundary-align-tokens", "10"},
       &error))
@@ -31,6 +31,7 @@ TEST(KvCacheFlagsTest, FlagsFillTheStructAndKeepTheirDefaults) {
   EXPECT_EQ(f.dir, "d");
   EXPECT_EQ(f.space_mb, 7u);
   EXPECT_EQ(f.quarantine, "off");
+  EXPECT_EQ(f.direct, "off");
   EXPECT_EQ(f.policy.min_tokens, 5);
   EXPECT_EQ(f.policy.cold_max_tokens, 6);
   EXPECT_EQ(f.policy.continued_interval_tokens, 8);
@@ -54,12 +55,19 @@ TEST(KvCacheFlagsTest, OpenDiskCacheKeysTheCacheToTheModel) {
   EXPECT_EQ(bad.status().message(), "--kv-quarantine must be on or off, got 'maybe'");
 
   f.quarantine = "off";
+  f.direct = "sometimes";
+  bad = OpenDiskCache(f, setup->fingerprint, setup->options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--kv-disk-direct must be on or off, got 'sometimes'");
+
+  f.direct = "off";
   auto cache = OpenDiskCache(f, setup->fingerprint, setup->options);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const DiskCacheOptions& o = (*cache)->options();
   EXPECT_EQ(o.dir, f.dir);
   EXPECT_EQ(o.budget_bytes, uint64_t{7} << 20);
   EXPECT_FALSE(o.quarantine);
+  EXPECT_FALSE(o.write.direct);
   EXPECT_EQ(o.identity, CacheIdentity(setup->fingerprint, setup->options));
 }
 
