@@ -125,7 +125,8 @@ Status RunBench(BenchFlags f) {
 
   FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
   const Tokenizer* tokenizer = &setup.tokenizer;
-  const SnapshotIdentity identity = CacheIdentity(setup.fingerprint, setup.options);
+  FLASHKV_ASSIGN_OR_RETURN(const Sha1Digest fingerprint, SetupFingerprint(setup));
+  const SnapshotIdentity identity = CacheIdentity(fingerprint, setup.options);
 
   auto text = ReadWholeFile(f.prompt_file);
   if (!text.ok()) return text.status().WithContext(f.prompt_file);
@@ -153,9 +154,9 @@ Status RunBench(BenchFlags f) {
                  "bench: %s (%s, %s), backend %s, threads %d; %s: %zu tokens; %zu frontiers "
                  "%d..%d, %d gen tokens each; KV state for %d tokens allocates %.1f MiB\n",
                  setup.description.c_str(), identity.numerics.c_str(),
-                 Sha1Hex(setup.fingerprint).substr(0, 12).c_str(), backend.c_str(),
-                 rt->pool().size(), f.prompt_file.c_str(), tokens.size(), frontiers.size(),
-                 frontiers.front(), frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
+                 Sha1Hex(fingerprint).substr(0, 12).c_str(), backend.c_str(), rt->pool().size(),
+                 f.prompt_file.c_str(), tokens.size(), frontiers.size(), frontiers.front(),
+                 frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
                  double(KvAllocBytes(probe_state)) / (1024.0 * 1024.0));
   }
 

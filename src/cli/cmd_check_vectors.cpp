@@ -58,7 +58,8 @@ Status RunCheckVectors(const CheckVectorsFlags& f, bool* all_ok) {
     if (!f.prompt_only) {
       vo.on_prefill = [&](int64_t done, int64_t total) {
         if (!progress)
-          progress = std::make_unique<Progress>("prefill " + c.id, static_cast<uint64_t>(total), "tok");
+          progress =
+              std::make_unique<Progress>("prefill " + c.id, static_cast<uint64_t>(total), "tok");
         progress->Update(static_cast<uint64_t>(done));
       };
     }

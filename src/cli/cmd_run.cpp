@@ -94,7 +94,7 @@ Status RunOnce(const RunFlags& f) {
   std::unique_ptr<DiskCache> cache;
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
   if (!f.kv.dir.empty()) {
-    auto opened = OpenDiskCache(f.kv, setup.fingerprint, setup.options);
+    auto opened = OpenDiskCache(f.kv, setup);
     if (opened.ok()) {
       cache = std::move(*opened);
     } else {

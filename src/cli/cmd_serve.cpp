@@ -116,7 +116,7 @@ Status RunServe(const ServeFlags& f) {
     if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
     // A cache that cannot open (another server holds the directory, no permission) is
     // reported; the server still runs from memory, as ds4 does.
-    auto opened = OpenDiskCache(f.kv, setup.fingerprint, setup.options);
+    auto opened = OpenDiskCache(f.kv, setup);
     if (opened.ok()) {
       disk = std::move(*opened);
       metrics.SetDiskCache(disk.get());

@@ -35,8 +35,7 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
 }
 
 Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
-                                                   const Sha1Digest& fingerprint,
-                                                   const ModelOptions& options) {
+                                                   const ModelSetup& setup) {
   if (flags.quarantine != "on" && flags.quarantine != "off") {
     return InvalidArgument("--kv-quarantine must be on or off, got '{}'", flags.quarantine);
   }
@@ -48,7 +47,8 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
   o.budget_bytes = flags.space_mb << 20;
   o.quarantine = flags.quarantine == "on";
   o.write.direct = flags.direct == "on";
-  o.identity = CacheIdentity(fingerprint, options);
+  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fingerprint, SetupFingerprint(setup));
+  o.identity = CacheIdentity(fingerprint, setup.options);
   return DiskCache::Open(o);
 }
 

@@ -10,10 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/model_flags.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
 #include "model/model_options.h"
-#include "util/sha1.h"
 #include "util/status.h"
 
 namespace flashkv::cli {
@@ -33,7 +33,6 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
 // The cache in flags.dir, keyed to this model's fingerprint and numerics (CacheIdentity)
 // so another model's snapshots are never loaded into this one.
 Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
-                                                   const Sha1Digest& fingerprint,
-                                                   const ModelOptions& options);
+                                                   const ModelSetup& setup);
 
 }  // namespace flashkv::cli

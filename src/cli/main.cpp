@@ -20,7 +20,9 @@ std::vector<std::pair<int, RegisterFn>>& Registry() {
 
 }  // namespace
 
-CommandRegistrar::CommandRegistrar(int order, RegisterFn fn) { Registry().emplace_back(order, fn); }
+CommandRegistrar::CommandRegistrar(int order, RegisterFn fn) {
+  Registry().emplace_back(order, fn);
+}
 
 void RegisterAllCommands(CLI::App& app) {
   auto entries = Registry();

@@ -73,12 +73,9 @@ Expected<ModelSetup> OpenRandomModel(const ModelFlags& flags) {
     FLASHKV_ASSIGN_OR_RETURN(tokenizer_path, FindProjectFile(kDefaultTokenizer));
   }
   FLASHKV_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizerFile(tokenizer_path, config.n_vocab));
-  return ModelSetup{flags.model,
-                    std::nullopt,
-                    options,
-                    std::move(tokenizer),
-                    RandomModelFingerprint(spec),
-                    spec.Describe() + ", tokenizer " + tokenizer_path};
+  std::string description = spec.Describe() + ", tokenizer " + tokenizer_path;
+  return ModelSetup{flags.model,          std::nullopt, options,
+                    std::move(tokenizer), spec,         std::move(description)};
 }
 
 }  // namespace
@@ -97,11 +94,9 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
   FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlags(flags, options));
   Expected<Tokenizer> tokenizer = Tokenizer::FromGguf(file);
   if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
-  Expected<Sha1Digest> fingerprint = ModelFingerprint(file);
-  if (!fingerprint.ok()) return fingerprint.status().WithContext(path);
   std::string description = path;
   return ModelSetup{std::move(path),       std::move(file), options,
-                    std::move(*tokenizer), *fingerprint,    std::move(description)};
+                    std::move(*tokenizer), std::nullopt,    std::move(description)};
 }
 
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup) {
@@ -111,6 +106,13 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
   ro.backend = flags.backend;
   ro.model = &setup.options;
   return Runtime::Open(ro);
+}
+
+Expected<Sha1Digest> SetupFingerprint(const ModelSetup& setup) {
+  if (setup.random) return RandomModelFingerprint(*setup.random);
+  Expected<Sha1Digest> fingerprint = ModelFingerprint(*setup.file);
+  if (!fingerprint.ok()) return fingerprint.status().WithContext(setup.path);
+  return fingerprint;
 }
 
 SnapshotIdentity CacheIdentity(const Sha1Digest& fingerprint, const ModelOptions& options) {

@@ -17,6 +17,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/snapshot_format.h"
 #include "model/model_options.h"
+#include "model/random_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/sha1.h"
 #include "util/status.h"
@@ -47,8 +48,8 @@ struct ModelSetup {
   std::optional<GgufFile> file;  // absent for random: sources
   ModelOptions options;
   Tokenizer tokenizer;
-  Sha1Digest fingerprint{};  // ModelFingerprint of the file, RandomModelFingerprint otherwise
-  std::string description;   // for log lines: the path, or the shape and the tokenizer
+  std::optional<RandomModelSpec> random;  // set for random: sources
+  std::string description;                // for log lines: the path, or the shape and the tokenizer
 };
 
 // Resolves the path (ResolveModelPath), reads ModelConfig for DefaultModelOptions, applies
@@ -62,6 +63,11 @@ Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
 // Loads the weights of `setup` onto the flags' backend with its options.
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup);
+
+// The fingerprint a KV snapshot of this model carries: ModelFingerprint of the file (it
+// reads the first bytes of every tensor, so only commands that use snapshots ask for it),
+// RandomModelFingerprint of a random: shape.
+Expected<Sha1Digest> SetupFingerprint(const ModelSetup& setup);
 
 // Who a KV snapshot belongs to: the model's fingerprint and "<numerics>/<act-quant>", so a
 // snapshot of another model or numerics is never loaded.

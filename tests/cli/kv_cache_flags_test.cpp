@@ -50,25 +50,25 @@ TEST(KvCacheFlagsTest, OpenDiskCacheKeysTheCacheToTheModel) {
   f.dir = (work.path() / "kv").string();
   f.space_mb = 7;
   f.quarantine = "maybe";
-  auto bad = OpenDiskCache(f, setup->fingerprint, setup->options);
+  auto bad = OpenDiskCache(f, *setup);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "--kv-quarantine must be on or off, got 'maybe'");
 
   f.quarantine = "off";
   f.direct = "sometimes";
-  bad = OpenDiskCache(f, setup->fingerprint, setup->options);
+  bad = OpenDiskCache(f, *setup);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "--kv-disk-direct must be on or off, got 'sometimes'");
 
   f.direct = "off";
-  auto cache = OpenDiskCache(f, setup->fingerprint, setup->options);
+  auto cache = OpenDiskCache(f, *setup);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const DiskCacheOptions& o = (*cache)->options();
   EXPECT_EQ(o.dir, f.dir);
   EXPECT_EQ(o.budget_bytes, uint64_t{7} << 20);
   EXPECT_FALSE(o.quarantine);
   EXPECT_FALSE(o.write.direct);
-  EXPECT_EQ(o.identity, CacheIdentity(setup->fingerprint, setup->options));
+  EXPECT_EQ(o.identity, CacheIdentity(*SetupFingerprint(*setup), setup->options));
 }
 
 }  // namespace

@@ -98,11 +98,14 @@ TEST(ModelFlagsTest, CacheIdentityIsTheFingerprintAndTheNumerics) {
   Expected<ModelSetup> setup = OpenModel(f);
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   ASSERT_TRUE(setup->file.has_value());
-  EXPECT_EQ(setup->fingerprint, *ModelFingerprint(*setup->file));
-  SnapshotIdentity id = CacheIdentity(setup->fingerprint, setup->options);
-  EXPECT_EQ(id.model, setup->fingerprint);
+  EXPECT_FALSE(setup->random.has_value());
+  Expected<Sha1Digest> fingerprint = SetupFingerprint(*setup);
+  ASSERT_TRUE(fingerprint.ok()) << fingerprint.status().ToString();
+  EXPECT_EQ(*fingerprint, *ModelFingerprint(*setup->file));
+  SnapshotIdentity id = CacheIdentity(*fingerprint, setup->options);
+  EXPECT_EQ(id.model, *fingerprint);
   EXPECT_EQ(id.numerics, "official/q8");
-  id = CacheIdentity(setup->fingerprint, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
+  id = CacheIdentity(*fingerprint, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
   EXPECT_EQ(id.numerics, "hf/off");
 }
 
@@ -118,7 +121,8 @@ TEST(ModelFlagsTest, RandomSourcesOpenWithoutAFile) {
   EXPECT_EQ(setup->path, "random:tiny:2");
   Expected<RandomModelSpec> spec = ParseRandomModelSource("random:tiny:2");
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(setup->fingerprint, RandomModelFingerprint(*spec));
+  ASSERT_TRUE(setup->random.has_value());
+  EXPECT_EQ(*SetupFingerprint(*setup), RandomModelFingerprint(*spec));
   EXPECT_NE(setup->description.find(f.tokenizer), std::string::npos) << setup->description;
   EXPECT_FALSE(setup->tokenizer.Encode("Hello", /*allow_specials=*/false).empty());
 
