@@ -56,6 +56,18 @@ ExtSignature SignatureOf(std::span<const SnapshotExtension> ext) {
   return sig;
 }
 
+// The scanned header of the entry file at `path` whose name says `key`: a file whose token
+// ids do not hash to its name is damaged (renamed or rewritten outside the cache).
+Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key) {
+  auto file = File::OpenRead(path);
+  if (!file.ok()) return file.status();
+  Expected<ScannedSnapshot> scan = ScanSnapshotFile(*file);
+  if (scan.ok() && TokensKey(scan->tokens) != key) {
+    return Corrupt("file name does not match the SHA1 of its token ids");
+  }
+  return scan;
+}
+
 }  // namespace
 
 std::string SnapshotFileName(const Sha1Digest& key) {
@@ -172,12 +184,7 @@ class DiskCache::Impl {
   }
 
   void ScanEntry(const std::string& path, const Sha1Digest& key, uint64_t size) {
-    auto file = File::OpenRead(path);
-    Expected<ScannedSnapshot> scan =
-        file.ok() ? ScanSnapshotFile(*file) : Expected<ScannedSnapshot>(file.status());
-    if (scan.ok() && TokensKey(scan->tokens) != key) {
-      scan = Corrupt("file name does not match the SHA1 of its token ids");
-    }
+    Expected<ScannedSnapshot> scan = ScanEntryFile(path, key);
     if (!scan.ok()) {
       if (scan.status().code() == StatusCode::kUnsupported) {
         spdlog::warn("kv cache: ignoring {}: {}", path, scan.status().message());
@@ -817,12 +824,7 @@ Expected<CacheDirectoryView> InspectCacheDirectory(
     if (f.name.find(kTempMarker) != std::string::npos) ++view.temp_files;
     Sha1Digest key;
     if (!f.is_regular || !ParseSnapshotFileName(f.name, &key)) continue;
-    auto file = File::OpenRead(path);
-    Expected<ScannedSnapshot> scan =
-        file.ok() ? ScanSnapshotFile(*file) : Expected<ScannedSnapshot>(file.status());
-    if (scan.ok() && TokensKey(scan->tokens) != key) {
-      scan = Corrupt("file name does not match the SHA1 of its token ids");
-    }
+    Expected<ScannedSnapshot> scan = ScanEntryFile(path, key);
     if (!scan.ok()) {
       view.damaged.emplace_back(path, scan.status());
       continue;
