@@ -1,5 +1,7 @@
 #include "chat/dsml.h"
 
+#include "util/xml_escape.h"
+
 namespace flashkv {
 namespace {
 
@@ -69,27 +71,7 @@ std::string EscapeToolResult(std::string_view text) {
 }
 
 std::string EscapeDsmlAttribute(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
+  return EscapeXml(text);
 }
 
 std::string DecodeXmlEntities(std::string_view text) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/xml_escape.h"
+
 namespace flashkv {
 namespace {
 
@@ -16,30 +18,6 @@ constexpr int kMarginRight = 24;
 constexpr int kMarginTop = 48;  // title, then the first panel's legend
 constexpr int kPanelGap = 40;   // the next panel's legend sits in it
 constexpr int kMarginBottom = 56;
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 bool Usable(const PlotPoint& p, PlotXScale scale) {
   return std::isfinite(p.x) && std::isfinite(p.y) && (scale == PlotXScale::kLinear || p.x > 0);
@@ -146,7 +124,7 @@ std::string RenderLineChartSvg(const LineChart& chart) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" "
       "font-weight=\"bold\">{3}</text>\n",
-      width, height, Num(kMarginLeft + pw / 2.0), Escape(chart.title));
+      width, height, Num(kMarginLeft + pw / 2.0), EscapeXml(chart.title));
 
   size_t color_index = 0;
   for (int pi = 0; pi < n_panels; ++pi) {
@@ -190,7 +168,7 @@ std::string RenderLineChartSvg(const LineChart& chart) {
         kMarginLeft, top, pw, ph);
     out += fmt::format(
         "<text transform=\"translate(16 {0}) rotate(-90)\" text-anchor=\"middle\">{1}</text>\n",
-        Num(top + ph / 2.0), Escape(panel.y_label));
+        Num(top + ph / 2.0), EscapeXml(panel.y_label));
 
     // Series, then the legend above the panel, right-aligned, in series order. About 7 px
     // per character at font-size 12, plus the colour sample and a gap.
@@ -219,14 +197,14 @@ std::string RenderLineChartSvg(const LineChart& chart) {
           "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>\n"
           "<text x=\"{4}\" y=\"{5}\">{6}</text>\n",
           Num(legend_x), Num(legend_x + 18), top - 12, color, Num(legend_x + 22), top - 8,
-          Escape(s.name));
+          EscapeXml(s.name));
       legend_x += legend_width(s);
     }
     out += "</g>\n";
   }
   const int bottom = kMarginTop + n_panels * ph + (n_panels - 1) * kPanelGap;
   out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                     Num(kMarginLeft + pw / 2.0), bottom + 40, Escape(chart.x_label));
+                     Num(kMarginLeft + pw / 2.0), bottom + 40, EscapeXml(chart.x_label));
   out += "</svg>\n";
   return out;
 }
