@@ -10,11 +10,13 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
       ->capture_default_str();
   cmd->add_option("--kv-quarantine", flags->quarantine,
                   "on: move damaged cache files to quarantine/; off: delete them")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--kv-disk-direct", flags->direct,
                   "on: write snapshots with O_DIRECT where the filesystem has it (fast, keeps "
                   "the model's pages cached); off: through the page cache (a load right after "
                   "a save is served from RAM)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   CachePolicyOptions& p = flags->policy;
   cmd->add_option("--kv-cache-min-tokens", p.min_tokens,

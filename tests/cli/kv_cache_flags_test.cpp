@@ -39,6 +39,19 @@ TEST(KvCacheFlagsTest, FlagsFillTheStructAndKeepTheirDefaults) {
   EXPECT_EQ(f.policy.boundary_align_tokens, 10);
 }
 
+// A misspelt on/off is a command-line error, not a disk tier that silently fails to open
+// while the server runs on without it.
+TEST(KvCacheFlagsTest, OnOffFlagsRejectOtherValuesWhenParsed) {
+  for (const char* flag : {"--kv-quarantine", "--kv-disk-direct"}) {
+    CLI::App app;
+    KvDiskFlags f;
+    AddKvDiskFlags(&app, &f, "where snapshots go");
+    std::string error;
+    EXPECT_FALSE(testing::Parse(app, {flag, "maybe"}, &error)) << flag;
+    EXPECT_NE(error.find("maybe"), std::string::npos) << error;
+  }
+}
+
 TEST(KvCacheFlagsTest, OpenDiskCacheKeysTheCacheToTheModel) {
   testing::ScopedWorkDir work("flashkv_cli_kv_flags");
   ModelFlags mf;
