@@ -40,11 +40,11 @@ Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab) {
     if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
     return tokenizer;
   }
-  auto vocab = LoadVocabFromTokenizerJson(path);
-  if (!vocab.ok()) return vocab.status().WithContext(path);
-  Status s = AddMissingChatMarkers(*vocab, size_t(n_vocab));
+  // Its errors already name the file.
+  FLASHKV_ASSIGN_OR_RETURN(Vocab vocab, LoadVocabFromTokenizerJson(path));
+  Status s = AddMissingChatMarkers(vocab, size_t(n_vocab));
   if (!s.ok()) return s.WithContext(path);
-  auto tokenizer = Tokenizer::FromVocab(*vocab);
+  auto tokenizer = Tokenizer::FromVocab(vocab);
   if (!tokenizer.ok()) return tokenizer.status().WithContext(path);
   return tokenizer;
 }
