@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -176,6 +177,20 @@ class Backend {
   virtual Status WriteMany(const HostCopy* copies, size_t n);
   // Waits for queued ops; reports a sticky device error.
   virtual Status Synchronize() = 0;
+  // Page-locks the host range [p, p + bytes) so that transfers to and from it go straight
+  // to the copy engine (a GPU backend's Read/Write/ReadMany/WriteMany then skip their
+  // staging copies); until UnpinHost(p), which must come before the memory is freed. The
+  // defaults do nothing: a backend whose memory is the host's moves bytes with memcpy. An
+  // error leaves the range usable, only slower.
+  virtual Status PinHost(void* p, size_t bytes);
+  virtual void UnpinHost(void* p);
+  // Free and total bytes of the memory Alloc draws from, when it is the backend's own (a
+  // GPU's); nullopt when the backend allocates host memory.
+  struct MemoryInfo {
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+  };
+  virtual std::optional<MemoryInfo> DeviceMemory() const;
   // Places a weight on the device. The CPU backend uses the host bytes in place (they
   // must outlive the backend's use of the Weight).
   virtual Expected<Weight> PlaceWeight(const WeightSource& src) = 0;

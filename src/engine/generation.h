@@ -58,7 +58,8 @@ struct CacheInfo {
   std::string detail;         // "memory-token", "memory-text", "memory-visible", "", ...
   int64_t prompt_tokens = 0;  // the effective prompt: reused + evaluated ids
   int64_t cached_tokens = 0;  // ids reused without evaluation
-  double restore_ms = 0;      // disk restore time (0 otherwise)
+  double restore_ms = 0;      // RAM or disk restore time (0 otherwise)
+  uint64_t restore_bytes = 0;  // bytes the restore moved into the state
 };
 
 struct GenerationResult {

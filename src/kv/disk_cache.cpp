@@ -446,6 +446,8 @@ class DiskCache::Impl {
       hit.tokens = std::move(loaded->tokens);
       hit.logits = std::move(loaded->logits);
       hit.extensions = std::move(loaded->extensions);
+      hit.bytes = loaded->bytes_read;
+      hit.text = entry.text;
       hit.failed_candidates = failed;
       {
         std::lock_guard<std::mutex> lock(mu_);

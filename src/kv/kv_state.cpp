@@ -19,7 +19,35 @@ size_t IndexerFrontierFloats(const KvLayerShape& l, int dim) {
   return size_t(2) * l.compress_ratio * 2 * dim;
 }
 
+// Floats of each buffer one layer allocates (0: the layer has none).
+struct LayerBuffers {
+  size_t ring = 0, comp_rows = 0, comp_state = 0, index_rows = 0, index_state = 0;
+  int comp_cap = 0;
+};
+
+LayerBuffers LayerBuffersFor(const KvShape& shape, const KvLayerShape& ls) {
+  LayerBuffers b;
+  b.ring = size_t(shape.n_swa) * shape.head_dim;
+  if (ls.compress_ratio == 0) return b;
+  b.comp_cap = shape.ctx_size / ls.compress_ratio + 2;
+  b.comp_rows = size_t(b.comp_cap) * shape.head_dim;
+  b.comp_state = FrontierFloats(ls, shape.head_dim);
+  if (!ls.indexer) return b;
+  b.index_rows = size_t(b.comp_cap) * shape.indexer_dim;
+  b.index_state = IndexerFrontierFloats(ls, shape.indexer_dim);
+  return b;
+}
+
 }  // namespace
+
+uint64_t KvState::AllocatedBytes(const KvShape& shape) {
+  uint64_t floats = 0;
+  for (const KvLayerShape& ls : shape.layers) {
+    const LayerBuffers b = LayerBuffersFor(shape, ls);
+    floats += b.ring + b.comp_rows + 2 * b.comp_state + b.index_rows + 2 * b.index_state;
+  }
+  return floats * sizeof(float);
+}
 
 Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   if (shape.head_dim <= 0 || shape.n_swa <= 0 || shape.ctx_size <= 0) {
@@ -38,18 +66,18 @@ Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   };
   for (size_t l = 0; l < shape.layers.size(); ++l) {
     const KvLayerShape& ls = shape.layers[l];
+    const LayerBuffers b = LayerBuffersFor(shape, ls);
     Layer& L = s.layers_[l];
-    FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(size_t(shape.n_swa) * shape.head_dim));
+    FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(b.ring));
     if (ls.compress_ratio == 0) continue;
-    L.comp_cap = shape.ctx_size / ls.compress_ratio + 2;
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_rows, alloc(size_t(L.comp_cap) * shape.head_dim));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_kv, alloc(FrontierFloats(ls, shape.head_dim)));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_score, alloc(FrontierFloats(ls, shape.head_dim)));
+    L.comp_cap = b.comp_cap;
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_rows, alloc(b.comp_rows));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_kv, alloc(b.comp_state));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_score, alloc(b.comp_state));
     if (!ls.indexer) continue;
-    FLASHKV_ASSIGN_OR_RETURN(L.index_rows, alloc(size_t(L.comp_cap) * shape.indexer_dim));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_state_kv, alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_state_score,
-                             alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_rows, alloc(b.index_rows));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_kv, alloc(b.index_state));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_score, alloc(b.index_state));
   }
   FLASHKV_RETURN_IF_ERROR(s.ResetFrontiers());
   return s;

@@ -67,6 +67,9 @@ class KvState {
 
   // Allocates every buffer on `backend` and clears it. The backend must outlive this.
   static Expected<KvState> Create(Backend& backend, const KvShape& shape);
+  // Bytes Create allocates for `shape` (before the backend's rounding): what one live
+  // session of that context costs in device memory.
+  static uint64_t AllocatedBytes(const KvShape& shape);
 
   KvState(KvState&&) noexcept = default;
   KvState& operator=(KvState&&) noexcept = default;

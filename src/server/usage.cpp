@@ -40,6 +40,7 @@ std::string CacheHeaderValue(const CacheInfo& cache) {
       fmt::format("{}; reused={}; prompt={}; restore_ms={:.1f}", CacheSourceName(cache.source),
                   cache.cached_tokens, cache.prompt_tokens, cache.restore_ms);
   if (!cache.detail.empty()) v += "; match=" + cache.detail;
+  if (cache.restore_bytes > 0) v += fmt::format("; bytes={}", cache.restore_bytes);
   return v;
 }
 

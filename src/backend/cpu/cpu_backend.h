@@ -19,7 +19,7 @@
 
 namespace flashkv {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   // `pool` must outlive the backend; null runs everything on the calling thread.
   explicit CpuBackend(ThreadPool* pool) : pool_(pool) {}

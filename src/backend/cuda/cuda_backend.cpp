@@ -89,6 +89,18 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(s_->stream);
 }
 
+int CudaBackend::DeviceCount(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why != nullptr) *why = cudaGetErrorString(e);
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "the driver reports no device";
+  return count;
+}
+
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -194,6 +206,33 @@ Status CudaBackend::Synchronize() {
   std::lock_guard<std::mutex> lock(s_->error_mu);
   if (!s_->error.empty()) return Internal("cuda backend: {}", s_->error);
   return Status::Ok();
+}
+
+Status CudaBackend::PinHost(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return Status::Ok();
+  const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(fmt::format("page-locking {} bytes of host memory", bytes).c_str(), e);
+  }
+  return Status::Ok();
+}
+
+void CudaBackend::UnpinHost(void* p) {
+  if (p == nullptr) return;
+  // Copies out of the range may still be queued.
+  s_->Flush();
+  cudaStreamSynchronize(s_->stream);
+  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
+std::optional<Backend::MemoryInfo> CudaBackend::DeviceMemory() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  return MemoryInfo{uint64_t(free_bytes), uint64_t(total_bytes)};
 }
 
 Status CudaBackend::Write(DevPtr<void> dst, const void* src, size_t bytes) {

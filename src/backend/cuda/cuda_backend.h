@@ -39,6 +39,9 @@ class CudaBackend final : public Backend {
  public:
   // Opens the device and creates the stream; an error when no usable GPU is present.
   static Expected<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  // Devices the driver reports (0 without a driver or GPU; `why` then says what the runtime
+  // answered). Cheap: no context is created, so `--backend auto` can ask before choosing.
+  static int DeviceCount(std::string* why = nullptr);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -50,6 +53,10 @@ class CudaBackend final : public Backend {
   Status Write(DevPtr<void> dst, const void* src, size_t bytes) override;
   Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
   Status Synchronize() override;
+  // cudaHostRegister / cudaHostUnregister; DeviceMemory is cudaMemGetInfo.
+  Status PinHost(void* p, size_t bytes) override;
+  void UnpinHost(void* p) override;
+  std::optional<MemoryInfo> DeviceMemory() const override;
   Expected<Weight> PlaceWeight(const WeightSource& src) override;
 
   // One pipelined pass through the pinned staging buffers for all the copies (host ranges
