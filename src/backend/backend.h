@@ -175,6 +175,17 @@ class Backend {
   // (a snapshot moves a few hundred sections). The defaults loop over Read / Write.
   virtual Status ReadMany(const HostCopy* copies, size_t n);
   virtual Status WriteMany(const HostCopy* copies, size_t n);
+  // Copies device ranges to host memory without making the caller wait: the copies see
+  // every op queued before the call and run while later ops execute, so the device ranges
+  // must not be written by those later ops (a snapshot copies only rows that decoding
+  // never rewrites) and the host ranges must stay valid until the copies are waited for.
+  // Returns a ticket for WaitCopies (never 0). A GPU backend copies asynchronously only
+  // into page-locked memory (PinHost) and synchronously otherwise; the CPU backend copies
+  // on a background thread. The default copies synchronously (ReadMany).
+  virtual Expected<uint64_t> ReadManyAsync(const HostCopy* copies, size_t n);
+  // Blocks until the copies of `ticket` are done, and reports their error. Any thread may
+  // call it; waiting for a ticket that was already waited for returns at once.
+  virtual Status WaitCopies(uint64_t ticket);
   // Waits for queued ops; reports a sticky device error.
   virtual Status Synchronize() = 0;
   // Page-locks the host range [p, p + bytes) so that transfers to and from it go straight

@@ -100,12 +100,42 @@ Status KvState::ResetFrontiers() {
   return backend_->Synchronize();
 }
 
+KvState& KvState::operator=(KvState&& other) noexcept {
+  if (this != &other) {
+    (void)WaitForCopies();
+    backend_ = other.backend_;
+    held_ = std::move(other.held_);
+    other.held_.clear();
+    shape_ = std::move(other.shape_);
+    n_tokens_ = other.n_tokens_;
+    buffers_ = std::move(other.buffers_);
+    layers_ = std::move(other.layers_);
+  }
+  return *this;
+}
+
+KvState::~KvState() {
+  (void)WaitForCopies();
+}
+
+Status KvState::WaitForCopies() const {
+  Status first;
+  for (uint64_t t : held_) {
+    Status st = backend_->WaitCopies(t);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  held_.clear();
+  return first;
+}
+
 Status KvState::Clear() {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   n_tokens_ = 0;
   return ResetFrontiers();
 }
 
 Status KvState::SetTokenCount(int64_t n_tokens) {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   if (n_tokens < 0 || n_tokens > shape_.ctx_size) {
     return OutOfRange("token count {} is outside this state's context of {}", n_tokens,
                       shape_.ctx_size);
@@ -198,6 +228,7 @@ Status KvState::ReadSection(int layer, KvSection section, float* dst) const {
 
 Status KvState::WriteSection(int layer, KvSection section, const float* src) {
   FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   std::vector<HostCopy> copies;
   SectionCopies(layer, section, const_cast<float*>(src), copies);
   for (const HostCopy& c : copies) {
@@ -235,9 +266,20 @@ Status KvState::ReadLayer(int layer, float* dst) const {
 }
 
 Status KvState::WriteLayer(int layer, const float* src) {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   std::vector<HostCopy> copies;
   FLASHKV_RETURN_IF_ERROR(LayerCopies(layer, const_cast<float*>(src), copies));
   return backend_->WriteMany(copies.data(), copies.size());
+}
+
+Status KvState::SplitLayerCopies(int layer, float* dst, std::vector<HostCopy>* rest,
+                                 std::vector<HostCopy>* closed) const {
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  for (KvSection s : kAllSections) {
+    const bool is_closed = s == KvSection::kCompressed || s == KvSection::kIndexerRows;
+    dst += SectionCopies(layer, s, dst, is_closed ? *closed : *rest);
+  }
+  return Status::Ok();
 }
 
 }  // namespace flashkv

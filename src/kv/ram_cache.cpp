@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,10 +27,7 @@ RamCache::RamCache(RamCacheOptions options) : options_(std::move(options)) {
 }
 
 RamCache::~RamCache() {
-  std::vector<std::string> keys;
-  keys.reserve(entries_.size());
-  for (const auto& [key, e] : entries_) keys.push_back(key);
-  for (const std::string& key : keys) Release(Take(key));
+  // Each image unpins its buffer as it is freed (SnapshotImage::Pin).
 }
 
 SnapshotImage RamCache::Take(const std::string& key) {
@@ -46,15 +42,6 @@ SnapshotImage RamCache::Take(const std::string& key) {
   return image;
 }
 
-void RamCache::Release(SnapshotImage image) {
-  auto it = pinned_.find(image.data());
-  if (it != pinned_.end()) {
-    if (options_.pin != nullptr) options_.pin->UnpinHost(const_cast<uint8_t*>(image.data()));
-    pinned_.erase(it);
-  }
-  // `image` frees its buffer here, after the unpin.
-}
-
 Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent& content) {
   const uint64_t need =
       SnapshotFileBytes(state.shape(), state.n_tokens(), int64_t(content.logits.size()),
@@ -67,14 +54,10 @@ Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent&
   // An older image of the same ids is replaced; evicted buffers are kept for reuse, the
   // largest one only, since a capture into mapped, page-locked pages is several times
   // faster than into fresh memory.
-  std::optional<SnapshotImage> reusable;
+  std::unique_ptr<SnapshotImage> reusable;
   auto keep = [&](SnapshotImage image) {
-    if (reusable && reusable->capacity() >= image.capacity()) {
-      Release(std::move(image));
-      return;
-    }
-    if (reusable) Release(std::move(*reusable));
-    reusable.emplace(std::move(image));
+    if (reusable && reusable->capacity() >= image.capacity()) return;  // `image` is freed
+    reusable = std::make_unique<SnapshotImage>(std::move(image));
   };
   const std::string key = Sha1Hex(TokensKey(content.tokens));
   if (entries_.count(key) != 0) keep(Take(key));
@@ -84,28 +67,19 @@ Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent&
   }
   if (reusable && (reusable->capacity() < need ||
                    entry_bytes_ + reusable->capacity() > options_.budget_bytes)) {
-    Release(std::move(*reusable));
     reusable.reset();
   }
 
   Expected<SnapshotImage> prepared =
-      PrepareSnapshot(state, options_.identity, content, NowMs(), reusable ? &*reusable : nullptr);
-  if (reusable) Release(std::move(*reusable));  // no-op when its buffer was taken over
+      PrepareSnapshot(state, options_.identity, content, NowMs(), reusable.get());
+  reusable.reset();  // freed unless its buffer was taken over
   if (!prepared.ok()) return prepared.status();
   SnapshotImage image = std::move(*prepared);
-  if (options_.pin != nullptr && pinned_.count(image.data()) == 0) {
-    Status st = options_.pin->PinHost(const_cast<uint8_t*>(image.data()), image.capacity());
-    if (st.ok()) {
-      pinned_[image.data()] = image.capacity();
-    } else {
-      spdlog::warn("kv ram: {} (restores from this entry go through staging)", st.message());
-    }
+  if (options_.pin != nullptr) {
+    Status st = image.Pin(*options_.pin);
+    if (!st.ok()) spdlog::warn("kv ram: {} (this entry moves through staging)", st.message());
   }
-  Status st = CaptureSnapshotLayers(state, image);
-  if (!st.ok()) {
-    Release(std::move(image));
-    return st;
-  }
+  FLASHKV_RETURN_IF_ERROR(CaptureSnapshotLayers(state, image));
   lru_.push_front(key);
   Entry e{std::move(image), std::string(content.text), lru_.begin()};
   tokens_.Insert(key, e.image.tokens());
@@ -151,7 +125,7 @@ Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
       // Only a bug can get here (the identity and shape were this process's own).
       last = restored.status();
       spdlog::error("kv ram: entry {} did not restore, dropped: {}", key, last.ToString());
-      Release(Take(key));
+      Take(key);
       continue;
     }
     ResumeHit hit;

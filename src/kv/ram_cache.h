@@ -53,7 +53,6 @@ struct RamCacheStats {
 class RamCache {
  public:
   explicit RamCache(RamCacheOptions options);
-  // Unpins every buffer before it is freed.
   ~RamCache();
   RamCache(const RamCache&) = delete;
   RamCache& operator=(const RamCache&) = delete;
@@ -84,16 +83,13 @@ class RamCache {
 
   // Removes an entry from the indexes and hands its image back.
   SnapshotImage Take(const std::string& key);
-  // Unpins and frees an image's buffer.
-  void Release(SnapshotImage image);
 
   RamCacheOptions options_;
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> lru_;  // most recently used first
   TokenPrefixIndex tokens_;
   TextPrefixIndex texts_;
-  std::unordered_map<const uint8_t*, uint64_t> pinned_;  // buffer → bytes page-locked
-  uint64_t entry_bytes_ = 0;                             // capacity of every entry's buffer
+  uint64_t entry_bytes_ = 0;  // capacity of every entry's buffer
   RamCacheStats stats_;
 };
 

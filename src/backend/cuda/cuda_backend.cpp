@@ -72,10 +72,19 @@ void* CudaBackend::State::Scratch(CudaScratch slot, size_t bytes) {
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : s_(std::move(state)) {}
 
+CudaBackend::State::AsyncCopy::~AsyncCopy() {
+  if (done != nullptr) cudaEventDestroy(done);
+}
+
 CudaBackend::~CudaBackend() {
   if (!s_) return;
   s_->Flush();
   cudaStreamSynchronize(s_->stream);
+  if (s_->copy_stream != nullptr) {
+    cudaStreamSynchronize(s_->copy_stream);
+    s_->async_copies.clear();
+    cudaStreamDestroy(s_->copy_stream);
+  }
   s_->queue.reset();
   for (void* p : s_->weight_allocs) cudaFree(p);
   for (void* p : s_->scratch) {
@@ -121,7 +130,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     return Unsupported("CUDA device {} is compute capability {}.{}; flashkv needs 7.0 or newer",
                        s->prop.name, s->prop.major, s->prop.minor);
   }
-  if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+  if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     return CudaStatus("cudaStreamCreate", e);
   }
   for (int i = 0; i < State::kStagingBuffers; ++i) {
@@ -208,6 +218,63 @@ Status CudaBackend::Synchronize() {
   return Status::Ok();
 }
 
+Expected<uint64_t> CudaBackend::ReadManyAsync(const HostCopy* copies, size_t n) {
+  State& s = *s_;
+  bool all_pinned = true;
+  for (size_t i = 0; i < n && all_pinned; ++i) {
+    all_pinned = copies[i].bytes == 0 || IsPinned(copies[i].host);
+  }
+  auto ticket = [&s](std::shared_ptr<State::AsyncCopy> copy) {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    const uint64_t t = ++s.next_ticket;
+    if (copy) s.async_copies.emplace(t, std::move(copy));
+    return t;
+  };
+  // The copy engine cannot read into pageable memory without the host's help.
+  if (!all_pinned) {
+    FLASHKV_RETURN_IF_ERROR(ReadMany(copies, n));
+    return ticket(nullptr);
+  }
+  s.Flush();
+  cudaEvent_t ready = nullptr;
+  auto copy = std::make_shared<State::AsyncCopy>();
+  cudaError_t e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ready, s.stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(s.copy_stream, ready, 0);
+  if (ready != nullptr) cudaEventDestroy(ready);  // the wait holds what it needs
+  for (size_t i = 0; i < n && e == cudaSuccess; ++i) {
+    if (copies[i].bytes == 0) continue;
+    e = cudaMemcpyAsync(copies[i].host, copies[i].device.get(), copies[i].bytes,
+                        cudaMemcpyDeviceToHost, s.copy_stream);
+  }
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copy->done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(copy->done, s.copy_stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamSynchronize(s.copy_stream);  // nothing may still write into the host ranges
+    return CudaStatus("asynchronous device to host copy", e);
+  }
+  return ticket(std::move(copy));
+}
+
+Status CudaBackend::WaitCopies(uint64_t t) {
+  State& s = *s_;
+  std::shared_ptr<State::AsyncCopy> copy;
+  {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    auto it = s.async_copies.find(t);
+    if (it == s.async_copies.end()) return Status::Ok();  // done, or waited for already
+    copy = it->second;
+  }
+  const cudaError_t e = cudaEventSynchronize(copy->done);
+  {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    s.async_copies.erase(t);
+  }
+  if (e != cudaSuccess) return CudaStatus("asynchronous device to host copy", e);
+  return Status::Ok();
+}
+
 Status CudaBackend::PinHost(void* p, size_t bytes) {
   if (p == nullptr || bytes == 0) return Status::Ok();
   const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
@@ -220,9 +287,10 @@ Status CudaBackend::PinHost(void* p, size_t bytes) {
 
 void CudaBackend::UnpinHost(void* p) {
   if (p == nullptr) return;
-  // Copies out of the range may still be queued.
+  // Copies out of or into the range may still be queued.
   s_->Flush();
   cudaStreamSynchronize(s_->stream);
+  cudaStreamSynchronize(s_->copy_stream);
   if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 

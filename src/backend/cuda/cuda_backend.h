@@ -53,6 +53,9 @@ class CudaBackend final : public Backend {
   Status Write(DevPtr<void> dst, const void* src, size_t bytes) override;
   Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
   Status Synchronize() override;
+  // Asynchronous into pinned host memory (a copy stream; see backend.h), else synchronous.
+  Expected<uint64_t> ReadManyAsync(const HostCopy* copies, size_t n) override;
+  Status WaitCopies(uint64_t ticket) override;
   // cudaHostRegister / cudaHostUnregister; DeviceMemory is cudaMemGetInfo.
   Status PinHost(void* p, size_t bytes) override;
   void UnpinHost(void* p) override;
