@@ -5,7 +5,7 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|imma|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -14,6 +14,11 @@
 #                                  context sweep of the real Model on Flash-shaped random
 #                                  weights; extra args are appended to its flags (later
 #                                  ones win, e.g. --ctx-max 4096 or --model random:flash:12).
+#                                  imma: the int8 tensor-core MatMul kernel — its tests under
+#                                  compute-sanitizer (small shapes), then all its tests, the
+#                                  SASS check (IMMA instructions), the kernel microbenchmark
+#                                  and the Flash prefill with dp4a vs tensor-core kernels in
+#                                  one process (extra args go to that last run).
 # The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
 # half recreates them as links.
 set -euo pipefail
@@ -29,7 +34,6 @@ stage() {
       -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
   fi
   ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
-  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
   rm -rf .devcarry
   mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib \
     .devcarry/shared/fixtures/ds4-tiny
@@ -111,6 +115,31 @@ PY
       | tee "$OUT/flash-sweep.log" || rc=1
     if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
   fi
+  if [[ $what == imma ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 120 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaImmaTest.Small*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -4 "$OUT/sanitizer-$tool.log"
+      done
+    else
+      echo "compute-sanitizer: not found"
+    fi
+    "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*' > "$OUT/imma-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|max\|d\|' "$OUT/imma-tests.log" | head -60
+    local OD
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++} END {for (k in n) if (k ~ /Imma/) print "SASS IMMA instructions:", n[k], k}'
+    fi
+    "$BB" --matmul --skip-model --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.log" || rc=1
+    "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
+      --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
+  fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
       | tee "$OUT/bench.log" || rc=1
@@ -122,7 +151,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|imma|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -57,4 +57,12 @@ void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n
 bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& a);
 bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a);
 
+// The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
+// (matmul_imma.cu): same bits as the kernels above. ImmaShapeOk: the shapes and alignments
+// it takes (rows of a multiple of 256 values, 16-byte aligned rows). `variant` picks the
+// tile shape (1..kImmaVariants); false when the variant or the shape does not fit.
+inline constexpr int kImmaVariants = 3;
+bool ImmaShapeOk(const MatVecArgs& a);
+bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
+
 }  // namespace flashkv::cuda
