@@ -122,8 +122,8 @@ PY
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     if [[ -n $CS ]]; then
       for tool in memcheck racecheck; do
-        timeout 120 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-          --gtest_filter='CudaImmaTest.Small*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        timeout 90 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaImmaTest.SmallShapes*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
         tail -4 "$OUT/sanitizer-$tool.log"
       done
     else
