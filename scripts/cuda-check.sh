@@ -5,7 +5,7 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|imma|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|imma|sanitize|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -14,11 +14,12 @@
 #                                  context sweep of the real Model on Flash-shaped random
 #                                  weights; extra args are appended to its flags (later
 #                                  ones win, e.g. --ctx-max 4096 or --model random:flash:12).
-#                                  imma: the int8 tensor-core MatMul kernel — its tests under
-#                                  compute-sanitizer (small shapes), then all its tests, the
+#                                  imma: the int8 tensor-core MatMul kernel — its tests, the
 #                                  SASS check (IMMA instructions), the kernel microbenchmark
 #                                  and the Flash prefill with dp4a vs tensor-core kernels in
 #                                  one process (extra args go to that last run).
+#                                  sanitize: its small-shape test under compute-sanitizer
+#                                  (memcheck, racecheck).
 # The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
 # half recreates them as links.
 set -euo pipefail
@@ -118,6 +119,19 @@ PY
   if [[ $what == imma ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*' > "$OUT/imma-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|max\|d\|' "$OUT/imma-tests.log" | head -60
+    local OD
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++} END {for (k in n) if (k ~ /Imma/) print "SASS IMMA instructions:", n[k], k}'
+    fi
+    "$BB" --matmul --skip-model --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.log" || rc=1
+    "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
+      --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
+  fi
+  if [[ $what == sanitize ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     if [[ -n $CS ]]; then
@@ -129,16 +143,6 @@ PY
     else
       echo "compute-sanitizer: not found"
     fi
-    "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*' > "$OUT/imma-tests.log" 2>&1 || rc=1
-    grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|max\|d\|' "$OUT/imma-tests.log" | head -60
-    local OD
-    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
-    if [[ -n $OD ]]; then
-      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++} END {for (k in n) if (k ~ /Imma/) print "SASS IMMA instructions:", n[k], k}'
-    fi
-    "$BB" --matmul --skip-model --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.log" || rc=1
-    "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
-      --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
   fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
@@ -151,7 +155,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|imma|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|imma|sanitize|all] [extra args...]" >&2
     exit 2
     ;;
 esac
