@@ -1,5 +1,6 @@
 #include "matmul_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -68,6 +69,93 @@ Expected<Timed> TimeMatMul(CudaBackend& be, const Weight& w, DevPtr<const float>
 
 double Tops(double macs, double ms) {
   return 2.0 * macs / (ms * 1e-3) / 1e12;
+}
+
+// One Flash layer's routed experts at `tokens` tokens (256 experts, top 6, uniform random
+// choices, random weights): MoeExperts' kernels, dp4a vs tensor cores, and whether the
+// outputs are bit-identical.
+Status RunMoeBench(CudaBackend& be, const MatMulBenchOptions& o, int variant, nlohmann::json& out) {
+  const uint64_t D = 4096, F = 2048, E = 256;
+  const int k = 6, T = o.tokens;
+  FLASHKV_ASSIGN_OR_RETURN(
+      Weight gate, be.RandomWeight("bench.gate", DType::kIQ2_XXS, {D, F, E}, 11, 1.0f / 64));
+  FLASHKV_ASSIGN_OR_RETURN(Weight up,
+                           be.RandomWeight("bench.up", DType::kIQ2_XXS, {D, F, E}, 12, 1.0f / 64));
+  FLASHKV_ASSIGN_OR_RETURN(Weight down,
+                           be.RandomWeight("bench.down", DType::kQ2_K, {F, D, E}, 13, 1.0f / 45));
+  std::mt19937 rng(14);
+  std::vector<float> xs(size_t(T) * D);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  for (float& v : xs) v = ud(rng);
+  std::vector<int32_t> sel(size_t(T) * k);
+  std::vector<float> wts(sel.size());
+  for (int t = 0; t < T; ++t) {
+    for (int j = 0; j < k; ++j) {
+      int32_t e;
+      do {
+        e = int32_t(rng() % E);
+      } while (std::find(sel.begin() + t * k, sel.begin() + t * k + j, e) !=
+               sel.begin() + t * k + j);
+      sel[size_t(t) * k + j] = e;
+      wts[size_t(t) * k + j] = 0.2f + 0.1f * float(j);
+    }
+  }
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer xb, be.Alloc(4 * xs.size()));
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer sb, be.Alloc(4 * sel.size()));
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer wb, be.Alloc(4 * wts.size()));
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer ob, be.Alloc(4 * size_t(T) * D));
+  FLASHKV_RETURN_IF_ERROR(be.Write(xb.as<void>(), xs.data(), 4 * xs.size()));
+  FLASHKV_RETURN_IF_ERROR(be.Write(sb.as<void>(), sel.data(), 4 * sel.size()));
+  FLASHKV_RETURN_IF_ERROR(be.Write(wb.as<void>(), wts.data(), 4 * wts.size()));
+  MoeArgs a{};
+  a.x = xb.as<const float>();
+  a.selected = sb.as<const int32_t>();
+  a.weights = wb.as<const float>();
+  a.gate = &gate;
+  a.up = &up;
+  a.down = &down;
+  a.out = ob.as<float>();
+  a.n_tokens = T;
+  a.n_used = k;
+  a.clamp = 10.0f;
+  a.act_quant = ActQuantMode::kQ8;
+  // 3 products of D·F per pair.
+  const double macs = 3.0 * double(T) * k * double(D) * double(F);
+  std::vector<float> first;
+  nlohmann::json rows = nlohmann::json::array();
+  for (int v : {0, variant}) {
+    be.SetImma(v);
+    be.MoeExperts(a);  // warm-up
+    FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+    be.ProfileTimes(true);
+    for (int i = 0; i < o.reps; ++i) be.MoeExperts(a);
+    FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+    double total = 0;
+    nlohmann::json kernels = nlohmann::json::object();
+    std::string line;
+    for (const CudaKernelTime& kt : be.ProfileTimes(true)) {
+      total += kt.ms / o.reps;
+      kernels[kt.name] = kt.ms / o.reps;
+      line += fmt::format("    {:8.3f} ms  {:.90s}\n", kt.ms / o.reps, kt.name);
+    }
+    std::vector<float> y(size_t(T) * D);
+    FLASHKV_RETURN_IF_ERROR(
+        be.Read(DevPtr<const void>(ob.as<void>().get()), y.data(), 4 * y.size()));
+    const bool same = first.empty() || std::memcmp(y.data(), first.data(), 4 * y.size()) == 0;
+    if (first.empty()) first = y;
+    std::printf(
+        "MoeExperts, %d tokens x top-%d of 256 experts (D 4096, F 2048), %s: %.3f ms per "
+        "call, %.1f TOPS%s\n%s",
+        T, k, v == 0 ? "dp4a" : "tensor cores", total, Tops(macs, total),
+        v == 0 ? "" : (same ? ", bit-identical to dp4a" : ", bits DIFFER from dp4a"), line.c_str());
+    rows.push_back({{"imma", v},
+                    {"ms", total},
+                    {"tops", Tops(macs, total)},
+                    {"kernels", kernels},
+                    {"bit_identical", same}});
+  }
+  out["matmul"]["moe_experts"] = rows;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -164,6 +252,7 @@ Status RunMatMulBench(CudaBackend& be, const MatMulBenchOptions& o, nlohmann::js
     }
     out["matmul"]["token_sweep"] = sweep;
   }
+  FLASHKV_RETURN_IF_ERROR(RunMoeBench(be, o, default_variant, out));
   be.SetImma(default_variant);
   be.SetProfiling(false);
   return Status::Ok();

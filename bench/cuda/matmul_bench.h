@@ -2,8 +2,9 @@
 // projection shapes (random weights on the GPU, random activations), every tensor-core
 // tile variant against the dp4a kernels in one process: kernel time per call (from the
 // launch profile, the activation quantizer excluded), int8 TOPS and the fraction of the
-// H200's dense int8 peak, whether the outputs are bit-identical to the dp4a kernels', and a
-// token-count sweep for the kernel threshold.
+// H200's dense int8 peak, whether the outputs are bit-identical to the dp4a kernels', a
+// token-count sweep for the kernel threshold, and one Flash layer's routed experts
+// (MoeExperts) per kernel, dp4a vs tensor cores.
 #pragma once
 
 #include <nlohmann/json.hpp>

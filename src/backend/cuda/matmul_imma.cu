@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/imma_ptx.cuh"
 #include "backend/cuda/matvec_launch.h"
 
 namespace flashkv::cuda {
@@ -50,36 +51,6 @@ struct ImmaTile {
   static_assert(STAGES >= 2 && kSmem <= 227 * 1024);
 };
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return uint32_t(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void LdMatrixX4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-// d = a·b + 1.5·2^23 (int32), A 16×32 row-major weights, B 32×8 column-major tokens.
-__device__ __forceinline__ void MmaBiased(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                          int (&d)[4]) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%10,%10,%10};\n"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kBiasBits));
-}
 // The block term (d_w · d_x) · Σ folded into acc: ds4's order, unfused.
 __device__ __forceinline__ float FoldTerm(float acc, float dw, float dx, int biased) {
   const float isum = __fsub_rn(__int_as_float(biased), kBiasValue);
@@ -190,7 +161,7 @@ __device__ __forceinline__ void ComputeStage(
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         int d[4];
-        MmaBiased(af, bf[j][0], bf[j][1], d);
+        Mma(af, bf[j][0], bf[j][1], d, kBiasBits);
         // d[0] (row g, token 2·tig), d[1] (g, 2·tig + 1), d[2] (g + 8, 2·tig), d[3].
         acc[i][j][0] = FoldTerm(acc[i][j][0], dw0, dx[j].x, d[0]);
         acc[i][j][1] = FoldTerm(acc[i][j][1], dw0, dx[j].y, d[1]);

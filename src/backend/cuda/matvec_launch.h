@@ -64,5 +64,10 @@ bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& 
 inline constexpr int kImmaVariants = 3;
 bool ImmaShapeOk(const MatVecArgs& a);
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
+// Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
+// GateUpTPKernel's bits; false for shapes it does not take.
+bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);
+// Expert down (Q2_K, tiles of kTpTokens pairs) on the tensor cores, MatVecTPKernel's bits.
+bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a);
 
 }  // namespace flashkv::cuda

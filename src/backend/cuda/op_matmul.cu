@@ -357,6 +357,17 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
       return true;
     }
   }
+  if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens && LaunchDownImmaQ2K(s, a)) {
+      return true;
+    }
+  }
+  if constexpr (kQ8 && T == DType::kIQ2_XXS && std::is_same_v<A, GateUpArgs>) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens &&
+        LaunchGateUpImmaIq2(s, args)) {
+      return true;
+    }
+  }
   if constexpr (kQ8 && (T == DType::kQ8_0 || T == DType::kQ2_K || T == DType::kIQ2_XXS)) {
     // Token-parallel for expert tiles of 32; for plain batches the 8-token warp kernel reads
     // its activations coalesced and measured faster (docs/CUDA.md).

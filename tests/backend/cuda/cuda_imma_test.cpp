@@ -1,10 +1,12 @@
-// The int8 tensor-core kernel for Q8_0 MatMul (src/backend/cuda/matmul_imma.cu) against its
-// CPU twin and against the dp4a kernels it replaces for prefill batches: bit for bit, for
-// every tile variant, at token counts around the kernel threshold, odd row/token tails,
-// grouped projections and Flash's real projection shapes. Each check also asserts, from
+// The int8 tensor-core kernels (src/backend/cuda/matmul_imma.cu for Q8_0 MatMul,
+// moe_imma.cu for the IQ2_XXS expert gate/up and the Q2_K expert down) against their CPU twins and
+// against the dp4a kernels they replace for prefill batches: bit for bit, for every tile variant,
+// at token counts around the kernel threshold, odd row/token tails, grouped projections and Flash's
+// real projection shapes. Each check also asserts, from
 // the kernel profile, which kernel ran, so a silent fallback to the dp4a kernel (or the
 // tensor-core kernel where it must not run) fails. Label `gpu`.
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "cuda_test_util.h"
@@ -31,14 +33,14 @@ class CudaImmaTest : public ::testing::Test {
     }
   }
 
-  // Whether the tensor-core kernel ran since the last call (and forgets the profile).
-  bool RanImma() {
-    bool ran = false;
-    for (const CudaKernelTime& k : gpu_->ProfileTimes(true)) {
-      ran = ran || k.name.find("MatMulImmaQ8_0Kernel") != std::string::npos;
-    }
-    return ran;
+  // The names of the kernels that ran since the last call, one per line (and forgets the
+  // profile).
+  std::string KernelsRan() {
+    std::string names;
+    for (const CudaKernelTime& k : gpu_->ProfileTimes(true)) names += k.name + "\n";
+    return names;
   }
+  bool RanImma() { return KernelsRan().find("MatMulImmaQ8_0Kernel") != std::string::npos; }
 
   // y = W x (q8) on the GPU with tensor-core variant v (0: the dp4a kernels).
   std::vector<float> GpuMatMul(const Weight& w, const Buf<float>& x, int T, int groups, int v,
@@ -150,6 +152,73 @@ TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
         EXPECT_TRUE(ran) << s.name << " variant " << v;
         EXPECT_EQ(d.mismatches, 0u) << s.name << " T " << T << " variant " << v << ": max|d| "
                                     << d.max_abs << " at " << d.worst;
+      }
+    }
+  }
+}
+
+// Routed experts in ds4's q2 mix: the tensor-core gate/up (IQ2_XXS) and down (Q2_K) against
+// the dp4a kernels, whole MoeExperts output bit for bit, and the CPU within the
+// tolerance of cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized
+// mid). D 256 is one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's.
+TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
+  struct Shape {
+    int D, F, E, k, T;
+  };
+  for (const Shape& sh :
+       {Shape{256, 256, 8, 2, 70}, Shape{768, 384, 5, 6, 41}, Shape{4096, 2048, 16, 6, 300}}) {
+    const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
+    std::vector<int32_t> sel_h(size_t(sh.T) * sh.k);
+    std::mt19937 rng(162);
+    for (int t = 0; t < sh.T; ++t) {
+      for (int j = 0; j < sh.k; ++j)
+        sel_h[size_t(t) * sh.k + j] = int((t * 7 + j * 3 + rng() % 2) % sh.E);
+    }
+    const auto wts_h = RandomFloats(sel_h.size(), 163, 0.2f, 1.0f);
+    const uint64_t D = sh.D, F = sh.F, E = sh.E;
+    auto gate = PlaceBoth(cpu_, *gpu_, DType::kIQ2_XXS, {D, F, E},
+                          RandomWeightBytes(DType::kIQ2_XXS, D, F * E, 164, 0.1f));
+    auto up = PlaceBoth(cpu_, *gpu_, DType::kIQ2_XXS, {D, F, E},
+                        RandomWeightBytes(DType::kIQ2_XXS, D, F * E, 165, 0.1f));
+    auto down = PlaceBoth(cpu_, *gpu_, DType::kQ2_K, {F, D, E},
+                          RandomWeightBytes(DType::kQ2_K, F, D * E, 166, 0.1f));
+    auto x = PutBoth(cpu_, *gpu_, xs);
+    auto sel = PutBoth(cpu_, *gpu_, sel_h);
+    auto wts = PutBoth(cpu_, *gpu_, wts_h);
+    std::vector<float> outs[2];
+    for (int g = 0; g < 3; ++g) {  // CPU, GPU dp4a, GPU tensor cores
+      auto out = PutBoth(cpu_, *gpu_, std::vector<float>(size_t(sh.T) * sh.D));
+      MoeArgs a{};
+      a.x = g ? x.gpu.ptr() : x.cpu.ptr();
+      a.selected = g ? sel.gpu.ptr() : sel.cpu.ptr();
+      a.weights = g ? wts.gpu.ptr() : wts.cpu.ptr();
+      a.gate = g ? &gate->gpu : &gate->cpu;
+      a.up = g ? &up->gpu : &up->cpu;
+      a.down = g ? &down->gpu : &down->cpu;
+      a.out = g ? out.gpu.ptr() : out.cpu.ptr();
+      a.n_tokens = sh.T;
+      a.n_used = sh.k;
+      a.clamp = 10.0f;
+      a.act_quant = ActQuantMode::kQ8;
+      if (g == 0) {
+        cpu_.MoeExperts(a);
+        outs[0] = Get(cpu_, out.cpu);
+        continue;
+      }
+      ASSERT_TRUE(gpu_->SetImma(g == 1 ? 0 : 1));
+      gpu_->MoeExperts(a);
+      const std::vector<float> og = Get(*gpu_, out.gpu);
+      const std::string ran = KernelsRan();
+      EXPECT_EQ(ran.find("GateUpImmaIq2Kernel") != std::string::npos, g == 2) << "D " << sh.D;
+      EXPECT_EQ(ran.find("DownImmaQ2KKernel") != std::string::npos, g == 2) << "D " << sh.D;
+      const double tol = 2e-3 * std::max(1.0, MaxAbs(outs[0]));
+      EXPECT_LE(Compare(outs[0], og).max_abs, tol) << "D " << sh.D << (g == 2 ? " imma" : "");
+      if (g == 1) {
+        outs[1] = og;
+      } else {
+        const Diff d = Compare(outs[1], og);
+        EXPECT_EQ(d.mismatches, 0u)
+            << "D " << sh.D << ": max|d| " << d.max_abs << " at " << d.worst;
       }
     }
   }
