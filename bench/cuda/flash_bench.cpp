@@ -124,6 +124,15 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
   std::vector<std::vector<float>> first_logits;
   std::vector<int32_t> first_tokens;
   nlohmann::json rows = nlohmann::json::array();
+  {
+    // Untimed warm-up chunk (scratch growth, first launches), so the first variant timed
+    // is not the one that pays for them.
+    if (!be.SetImma(o.imma_compare.back())) return InvalidArgument("--imma-compare: bad variant");
+    FLASHKV_ASSIGN_OR_RETURN(KvState st, model.NewState(max_ctx));
+    FLASHKV_RETURN_IF_ERROR(
+        model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
+                      st, LogitsFor::kNone, nullptr));
+  }
   for (size_t vi = 0; vi < o.imma_compare.size(); ++vi) {
     const int v = o.imma_compare[vi];
     if (!be.SetImma(v)) return InvalidArgument("--imma-compare: unknown variant {}", v);
