@@ -45,7 +45,7 @@ stage() {
   cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
   [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
   strip .devcarry/build-cuda/bench/flashkv_bench_cuda \
-    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test
+    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}
   # Non-system libraries the binaries link (the CUDA runtime is static).
   for bin in .devcarry/build-cuda/bench/flashkv_bench_cuda \
     .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}; do
