@@ -1,5 +1,6 @@
-// The PTX pieces of the int8 tensor-core kernels (matmul_imma.cu, moe_imma.cu): cp.async
-// staging into shared memory, ldmatrix fragment loads and the s8 m16n8k32 MMA.
+// The pieces the int8 tensor-core kernels (matmul_imma.cu, moe_imma.cu) share: cp.async
+// staging into shared memory, ldmatrix fragment loads, the s8 m16n8k32 MMA, and the launch
+// attributes for their large shared-memory tiles.
 // Fragments of mma.m16n8k32.row.col.s32.s8.s8.s32 (lane = 4·group + t):
 //   A 16×32 (rows × k): a0 = row group, k 4t…4t+3; a1 = row group + 8, same k; a2, a3 = the
 //     same rows at k + 16;
@@ -7,6 +8,8 @@
 //   C 16×8: c0, c1 = row group, columns 2t, 2t + 1; c2, c3 = row group + 8.
 // Must not: know block formats or tile shapes.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -53,6 +56,18 @@ __device__ __forceinline__ void MmaAcc(const uint32_t (&a)[4], uint32_t b0, uint
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory and asks for the largest carveout, so
+// two CTAs of ~100 KB fit on one SM. Once per kernel and process (callers keep the result).
+template <typename A>
+cudaError_t AllowSharedMemory(void (*kernel)(A), int bytes) {
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             int(cudaSharedmemCarveoutMaxShared));
+  }
+  return e;
 }
 
 }  // namespace flashkv::cuda

@@ -232,8 +232,7 @@ bool LaunchTile(CudaBackend::State& s, const MatVecArgs& a) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   if (a.rows_per_group > 0 && a.rows_per_group % BM != 0) return false;
   auto* kernel = MatMulImmaQ8_0Kernel<BM, BN, WM, WN, STAGES, kMinBlocks>;
-  static const cudaError_t raised =  // the attribute is per function, once per process
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  static const cudaError_t raised = AllowSharedMemory(kernel, C::kSmem);
   if (raised != cudaSuccess) return false;
   const dim3 grid(CeilDiv(a.n_tokens, BN), CeilDiv(a.rows, BM));
   s.Launch(kernel, grid, dim3(C::kThreads), unsigned(C::kSmem), a);

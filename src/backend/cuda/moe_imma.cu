@@ -477,9 +477,7 @@ bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a) {
       reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  static const cudaError_t raised =  // the attribute is per function, once per process
-      cudaFuncSetAttribute(DownImmaQ2KKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(sizeof(DownSmem)));
+  static const cudaError_t raised = AllowSharedMemory(DownImmaQ2KKernel, int(sizeof(DownSmem)));
   if (raised != cudaSuccess) return false;
   const dim3 grid(a.n_tiles, CeilDiv(a.rows, kBM));
   s.Launch(DownImmaQ2KKernel, grid, dim3(kThreads), unsigned(sizeof(DownSmem)), a);
@@ -494,9 +492,7 @@ bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g) {
       !aligned(a.x, 16) || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  static const cudaError_t raised =  // the attribute is per function, once per process
-      cudaFuncSetAttribute(GateUpImmaIq2Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(sizeof(Smem)));
+  static const cudaError_t raised = AllowSharedMemory(GateUpImmaIq2Kernel, int(sizeof(Smem)));
   if (raised != cudaSuccess) return false;
   const dim3 grid(a.n_tiles, CeilDiv(a.rows, kBM));
   s.Launch(GateUpImmaIq2Kernel, grid, dim3(kThreads), unsigned(sizeof(Smem)), g);
