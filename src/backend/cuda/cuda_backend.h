@@ -34,9 +34,9 @@ struct CudaBackendOptions {
   int device = 0;
   // -1: FLASHKV_CUDA_GRAPHS from the environment (default on); 0 off; 1 on.
   int graphs = -1;
-  // Prefill q8 products of Q8_0 weights on the int8 tensor cores (same bits as the dp4a
-  // kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off; 1 the default
-  // tile shape; 2..3 other tile shapes (benchmarks).
+  // Prefill q8 products on the int8 tensor cores (Q8_0 MatMul, IQ2_XXS / Q2_K experts; same
+  // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
+  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
   int imma = -1;
 };
 

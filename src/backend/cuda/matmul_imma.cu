@@ -239,8 +239,6 @@ bool LaunchTile(CudaBackend::State& s, const MatVecArgs& a) {
   return true;
 }
 
-}  // namespace
-
 bool ImmaShapeOk(const MatVecArgs& a) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return a.tiles == nullptr && a.rows > 0 && a.n_tokens > 0 && a.n % kStageValues == 0 &&
@@ -248,6 +246,8 @@ bool ImmaShapeOk(const MatVecArgs& a) {
          a.x_row_bytes % 16 == 0 && a.x_group_bytes % 16 == 0 &&
          a.x_row_bytes >= uint64_t(a.n) + uint64_t(a.n / 32) * 4;
 }
+
+}  // namespace
 
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a) {
   if (!ImmaShapeOk(a)) return false;

@@ -58,11 +58,10 @@ bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& 
 bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a);
 
 // The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
-// (matmul_imma.cu): same bits as the kernels above. ImmaShapeOk: the shapes and alignments
-// it takes (rows of a multiple of 256 values, 16-byte aligned rows). `variant` picks the
-// tile shape (1..kImmaVariants); false when the variant or the shape does not fit.
+// (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
+// (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256
+// values, 16-byte aligned rows, grouped slices of whole tiles) does not fit.
 inline constexpr int kImmaVariants = 3;
-bool ImmaShapeOk(const MatVecArgs& a);
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
 // Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
 // GateUpTPKernel's bits; false for shapes it does not take.
