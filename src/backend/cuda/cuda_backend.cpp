@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_launchers.h"
 #include "backend/cuda/cuda_state.h"
+#include "backend/cuda/matvec_launch.h"
 #include "tensor/iq2_tables.h"
 
 namespace flashkv {
@@ -151,6 +152,16 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     graphs = std::strcmp(env, "0") != 0;
   }
   s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs);
+  int imma = options.imma;
+  if (imma < 0) {
+    const char* env = std::getenv("FLASHKV_CUDA_IMMA");
+    imma = env != nullptr && *env != '\0' ? std::atoi(env) : 1;
+  }
+  if (imma < 0 || imma > cuda::kImmaVariants) {
+    return InvalidArgument("FLASHKV_CUDA_IMMA / imma must be 0..{}, not {}", cuda::kImmaVariants,
+                           imma);
+  }
+  s->imma = imma;
   {
     void* grid = nullptr;
     if ((e = cudaMalloc(&grid, sizeof(kIq2xxsGrid))) != cudaSuccess ||
@@ -161,7 +172,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     s->iq2_grid = static_cast<const uint64_t*>(grid);
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
-  spdlog::info("cuda backend: {} (graphs {})", be->DeviceDescription(), graphs ? "on" : "off");
+  spdlog::info("cuda backend: {} (graphs {}, int8 tensor-core prefill {})", be->DeviceDescription(),
+               graphs ? "on" : "off",
+               imma == 0 ? std::string("off") : fmt::format("tiles {}", imma));
   return be;
 }
 
@@ -184,6 +197,24 @@ void CudaBackend::SetProfiling(bool on) {
 std::string CudaBackend::ProfileReport(bool reset) {
   s_->Flush();
   return s_->queue->ProfileReport(reset);
+}
+std::vector<CudaKernelTime> CudaBackend::ProfileTimes(bool reset) {
+  s_->Flush();
+  std::vector<CudaKernelTime> out;
+  for (const cuda::KernelTiming& t : s_->queue->Timings(reset)) {
+    out.push_back(CudaKernelTime{t.name, t.launches, t.ms});
+  }
+  return out;
+}
+bool CudaBackend::SetImma(int variant, int min_tokens) {
+  if (variant < 0 || variant > cuda::kImmaVariants) return false;
+  s_->Flush();
+  s_->imma = variant;
+  s_->imma_min_tokens = std::max(1, min_tokens);
+  return true;
+}
+int CudaBackend::imma() const {
+  return s_->imma;
 }
 
 Expected<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {

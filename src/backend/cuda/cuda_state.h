@@ -66,6 +66,10 @@ struct CudaBackend::State {
 
   std::vector<void*> weight_allocs;    // freed with the backend
   const uint64_t* iq2_grid = nullptr;  // device copy of kIq2xxsGrid [256]
+  // Prefill q8 products on the int8 tensor cores: 0 off (dp4a kernels), else the tile
+  // variant (CudaBackendOptions::imma).
+  int imma = 1;
+  int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
 
   std::mutex error_mu;
   std::string error;  // first failure, reported by the next Read/Write/Synchronize
