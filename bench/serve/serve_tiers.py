@@ -157,9 +157,12 @@ def main():
     results = {"options": vars(opt)}
 
     def tier_args(kv_dir, live="1", ram=None, interval=0):
-        return ["--kv-live-sessions", live, "--kv-ram-space-mb", ram or opt.ram_mb,
+        args = ["--kv-live-sessions", live, "--kv-ram-space-mb", ram or opt.ram_mb,
                 "--kv-disk-dir", kv_dir, "--kv-cache-continued-interval-tokens", str(interval),
                 "--kv-disk-space-mb", "65536"]
+        if interval > 0:  # continued frontiers are multiples of the alignment
+            args += ["--kv-cache-boundary-align-tokens", str(interval)]
+        return args
 
     # One disk tier for the tiers and the stall parts: the stall's conversation starts from
     # the first one's system prompt, whose anchor is saved there (no second long prefill).

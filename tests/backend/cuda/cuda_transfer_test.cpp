@@ -45,7 +45,7 @@ TEST(CudaTransfer, AsyncCopySeesEarlierOpsAndAnyThreadMayWait) {
   for (int round = 0; round < 3; ++round) {
     const float value = 1.5f + float(round);
     gpu->Fill(a->as<float>(), value, n);  // queued before the copy: must be seen
-    HostCopy c{DevPtr<void>(a->data()), host.data(), n * sizeof(float)};
+    HostCopy c{a->as<void>(), host.data(), n * sizeof(float)};
     auto ticket = gpu->ReadManyAsync(&c, 1);
     ASSERT_TRUE(ticket.ok()) << ticket.status().ToString();
     gpu->Fill(b->as<float>(), -7.0f, n);  // later work on other memory runs alongside
@@ -62,7 +62,7 @@ TEST(CudaTransfer, AsyncCopySeesEarlierOpsAndAnyThreadMayWait) {
   // Pageable memory: copied before the call returns, still through a ticket.
   std::vector<float> pageable(1 << 20, 0.0f);
   gpu->Fill(a->as<float>(), 3.25f, pageable.size());
-  HostCopy c{DevPtr<void>(a->data()), pageable.data(), pageable.size() * sizeof(float)};
+  HostCopy c{a->as<void>(), pageable.data(), pageable.size() * sizeof(float)};
   auto ticket = gpu->ReadManyAsync(&c, 1);
   ASSERT_TRUE(ticket.ok());
   ASSERT_TRUE(gpu->WaitCopies(*ticket).ok());
