@@ -168,7 +168,7 @@ TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
     int D, F, E, k, T;
     bool cpu;
   };
-  for (const Shape& sh : {Shape{256, 256, 8, 2, 70, true}, Shape{768, 384, 8, 6, 41, true},
+  for (const Shape& sh : {Shape{256, 256, 8, 2, 70, true}, Shape{768, 512, 8, 6, 41, true},
                           Shape{4096, 2048, 16, 6, 300, false}}) {
     const uint64_t D = sh.D, F = sh.F, E = sh.E;
     const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
