@@ -58,7 +58,16 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       ram_(options.ram),
       disk_(options.disk),
       markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
-  if (disk_ != nullptr) LoadReplayFromDisk();
+  if (disk_ != nullptr) {
+    LoadReplayFromDisk();
+    // The first snapshot's capture buffer, page-locked ahead so that save does not stall
+    // decoding: sized for the largest state this context holds (text at most 16 bytes a
+    // token), at most 2 GiB.
+    const int64_t ctx = options_.ctx_size;
+    const uint64_t most =
+        SnapshotFileBytes(model_.StateShape(int(ctx)), ctx, n_vocab_, size_t(ctx) * 16, {});
+    disk_->PrepareHostBuffer(model_.backend(), std::min(most, uint64_t(2) << 30));
+  }
   PublishRamStats();
 }
 
@@ -291,11 +300,20 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   if (n >= ctx) return too_long(n);
   if (n == 0) return InvalidArgument("empty prompt");
   const bool full = pool_.live_count() >= pool_.capacity();
+  const Clock::time_point t_acquire = Clock::now();
+  int64_t evicted = -1;
   FLASHKV_ASSIGN_OR_RETURN(r.slot, pool_.AcquireFresh(next_session_id_++, [&](Session& old) {
+    evicted = old.id();
     spdlog::info("live session {} evicted ({} tokens)", old.id(), old.total_tokens());
     SaveSession(old, SaveReason::kEvict, /*visible=*/true);
   }));
   if (full) metrics_.RecordLiveEviction();
+  // Saving it and clearing the slot (which waits for the copies out of it) sits on this
+  // request's time to first token.
+  if (evicted >= 0) {
+    spdlog::info("live session {} saved and its slot cleared in {:.1f} ms", evicted,
+                 MsSince(t_acquire));
+  }
 
   // Tiers 2 and 3: the longest snapshot in RAM, then on disk, that the prompt continues.
   for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk}) {
