@@ -58,15 +58,17 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       ram_(options.ram),
       disk_(options.disk),
       markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
-  if (disk_ != nullptr) {
-    LoadReplayFromDisk();
-    // The first snapshot's capture buffer, page-locked ahead so that save does not stall
-    // decoding: sized for the largest state this context holds (text at most 16 bytes a
-    // token), at most 2 GiB.
+  if (disk_ != nullptr) LoadReplayFromDisk();
+  // The first snapshots' capture buffers, page-locked ahead so that neither the first save
+  // nor the first RAM put stalls decoding: sized for the largest state this context holds
+  // (text at most 16 bytes a token), at most 2 GiB.
+  if (disk_ != nullptr || ram_ != nullptr) {
     const int64_t ctx = options_.ctx_size;
-    const uint64_t most =
-        SnapshotFileBytes(model_.StateShape(int(ctx)), ctx, n_vocab_, size_t(ctx) * 16, {});
-    disk_->PrepareHostBuffer(model_.backend(), std::min(most, uint64_t(2) << 30));
+    const uint64_t most = std::min(
+        SnapshotFileBytes(model_.StateShape(int(ctx)), ctx, n_vocab_, size_t(ctx) * 16, {}),
+        uint64_t(2) << 30);
+    if (disk_ != nullptr) disk_->PrepareHostBuffer(model_.backend(), most);
+    if (ram_ != nullptr) ram_->PrepareHostBuffer(most);
   }
   PublishRamStats();
 }

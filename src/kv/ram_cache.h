@@ -78,6 +78,10 @@ class RamCache {
   // the entry and reports the error.
   Expected<ResumeHit> Load(const ResumeLookup& lookup, KvState& state);
 
+  // Makes a page-locked buffer of `bytes` ahead of the first put, on a background thread
+  // (a put takes it when it is at most twice the snapshot's size).
+  void PrepareHostBuffer(uint64_t bytes) { standby_.Prepare(bytes); }
+
   // True when an entry holds exactly these ids.
   bool Contains(std::span<const int32_t> tokens) const;
   RamCacheStats stats() const;
