@@ -3,8 +3,9 @@
 # Debian dependencies, and its time is scarce:
 #   scripts/cuda-check.sh stage    (here) build the CUDA test and benchmark binaries (and,
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
-#                                  build-cuda/ and stage them, the shared libraries they
-#                                  need and the tiny-model fixtures in .devcarry/
+#                                  build-cuda/ and stage them and the shared libraries
+#                                  they need in .devcarry/ (the fixtures travel with the
+#                                  working tree: tests/data/fixtures)
 #   scripts/cuda-check.sh device [tests|bench|cli|flashbench|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
@@ -14,8 +15,8 @@
 #                                  context sweep of the real Model on Flash-shaped random
 #                                  weights; extra args are appended to its flags (later
 #                                  ones win, e.g. --ctx-max 4096 or --model random:flash:12).
-# The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
-# half recreates them as links.
+# The binaries carry absolute paths of this checkout (/work/main, whose tests/data/fixtures
+# the tests read); the device half recreates it as a link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,8 +32,7 @@ stage() {
   ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
   grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
   rm -rf .devcarry
-  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib \
-    .devcarry/shared/fixtures/ds4-tiny
+  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib
   cp $B/tests/backend/cuda/backend_cuda_test .devcarry/build-cuda/tests/backend/cuda/
   cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
   [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
@@ -44,10 +44,6 @@ stage() {
     ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
       | xargs -r -I{} cp -L {} .devcarry/lib/
   done
-  local F=../shared/fixtures
-  cp $F/ds4-tiny/{ds4-tiny.gguf,reference.json,prefill_logits.f32,decode_logits.f32,noactq_logits.f32} \
-    .devcarry/shared/fixtures/ds4-tiny/
-  cp -r $F/hf-tiny-a .devcarry/shared/fixtures/
   chmod -R u+w .devcarry
   du -sh .devcarry
 }
@@ -60,7 +56,6 @@ device() {
   # Recreate the build-time paths.
   mkdir -p /work
   [[ -e /work/main ]] || ln -s "$ROOT" /work/main
-  [[ -e /work/shared ]] || ln -s "$ROOT/.devcarry/shared" /work/shared
   [[ -e $ROOT/build-cuda ]] || ln -s "$ROOT/.devcarry/build-cuda" "$ROOT/build-cuda"
   export LD_LIBRARY_PATH=$ROOT/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,power.limit \
@@ -74,7 +69,7 @@ device() {
       "$OUT/gpu-tests.log" | head -150 || true
   fi
   if [[ $what == cli ]]; then
-    local F=/work/shared/fixtures/hf-tiny-a T=$OUT/cli
+    local F=$ROOT/tests/data/fixtures/hf-tiny-a T=$OUT/cli
     mkdir -p "$T"
     python3 -c "import json;print(','.join(map(str,json.load(open('$F/reference.json'))['prompt_tokens'])))" \
       > "$T/prompt.txt"

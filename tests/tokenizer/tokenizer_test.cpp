@@ -22,8 +22,7 @@ nlohmann::json ReadJson(const std::string& path) {
 }
 
 TEST(TokenizerTest, MatchesHuggingFaceOnEveryFixtureCase) {
-  nlohmann::json fixture =
-      ReadJson(std::string(FLASHKV_SHARED_DIR) + "/fixtures/tokenizer_cases.json");
+  nlohmann::json fixture = ReadJson(std::string(FLASHKV_FIXTURES_DIR) + "/tokenizer_cases.json");
   const auto& cases = fixture["cases"];
   ASSERT_GT(cases.size(), 100u);
   size_t mismatches = 0;
