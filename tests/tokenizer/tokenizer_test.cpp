@@ -103,7 +103,7 @@ TEST(TokenizerTest, SpecialsOnlyWhenAllowed) {
 }
 
 TEST(TokenizerTest, DsmlClosingTagIsSlashThenMarker) {
-  // Spec §4.1: "</｜DSML｜" tokenizes as "</" + ｜DSML｜ (+ the rest).
+  // docs/TOKENIZER.md "DSML tool calls": "</｜DSML｜" tokenizes as "</" + ｜DSML｜ (+ the rest).
   const Tokenizer& t = Tiny();
   std::vector<int32_t> ids = t.Encode("</｜DSML｜invoke>", true);
   auto dsml = std::find(ids.begin(), ids.end(), t.FindToken("｜DSML｜"));
