@@ -1,4 +1,4 @@
-// Renders a conversation into the DS4 prompt text (spec §4.2–§4.5, §4.8): BOS, the
+// Renders a conversation into the DS4 prompt text (docs/TOKENIZER.md "Chat template"): BOS, the
 // Think-Max preamble, the system block (tools first, then system/developer text), role
 // markers, reasoning, canonical or replayed DSML tool calls, tool results, and the
 // assistant prefix in the requested thinking mode. Must not: tokenize (the caller encodes

@@ -1,6 +1,7 @@
 // Engine: what the inference worker does with one request — the resume cascade (live
-// session → RAM snapshot → disk snapshot → cold prefill, spec §2.2), the chunked prefill of only
-// the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop sequences, the
+// session → RAM snapshot → disk snapshot → cold prefill, docs/SERVER.md §1), the chunked
+// prefill of only the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop
+// sequences, the
 // incremental chat parser, tool-call ids), and keeping the session keyed by what the
 // client will resend next (pending ids, visible keys, the exact-DSML replay map). Must
 // not: parse HTTP or build API shapes (server/ does), or be called from two threads.

@@ -3,7 +3,7 @@
 // in chat mode the incremental parser's reasoning / content / tool-call deltas, each new
 // tool call given a fresh unguessable id. Separate from the decode loop so the tool-call
 // path can be driven with exact text in tests. Also tracks, from every byte generated so
-// far, whether the next token is DSML tool-call syntax (decoded greedily, spec §3.5).
+// far, whether the next token is DSML tool-call syntax (decoded greedily, docs/SERVER.md §5.5).
 // Must not: sample, touch sessions or know HTTP.
 #pragma once
 

@@ -283,7 +283,7 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
     FLASHKV_ASSIGN_OR_RETURN(effort, OptString(body, "reasoning_effort"));
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  // min_p and seed are not Messages fields (spec §3.4).
+  // min_p and seed are not Messages fields (docs/SERVER.md §5.4).
   FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p", "top_k"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens, ParseMaxTokens(body, {"max_tokens"}));
   FLASHKV_RETURN_IF_ERROR(ParseStop(body, "stop_sequences", &req.stop));

@@ -49,7 +49,7 @@ struct ApiRequest {
   std::vector<std::string> stop;
 };
 
-// The thinking controls of every dialect (spec §3.5): `thinking` (bool or {"type":…}),
+// The thinking controls of every dialect (docs/SERVER.md §5.5): `thinking` (bool or {"type":…}),
 // `think` (bool), `reasoning_effort` / `output_config.effort` / Responses
 // `reasoning.effort` (passed in `effort`), and the deepseek-chat / deepseek-reasoner model
 // aliases. Default: thinking on.

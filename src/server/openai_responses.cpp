@@ -51,7 +51,7 @@ std::string ValueText(const Json& v) {
   return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
-// The hosted tool calls Codex may replay (spec §3.4) and the tool name each is rendered
+// The hosted tool calls Codex may replay (docs/SERVER.md §5.4) and the tool name each is rendered
 // as; nullptr for other types.
 const char* HostedCallName(const std::string& type) {
   if (type == "local_shell_call") return "local_shell";
@@ -209,7 +209,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
 
 // Every tool output must answer a call earlier in the input: this server keeps no
 // Responses state between requests, so a call only the server would remember cannot be
-// rendered (spec §3.4).
+// rendered (docs/SERVER.md §5.4).
 Status CheckToolOutputsHaveCalls(const std::vector<ChatMessage>& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -270,7 +270,7 @@ Json MessageItem(const std::string& id, const std::string& text, const char* sta
 }
 
 // A call as an output item: the wire name and namespace restored for flattened tools,
-// tool_search calls as tool_search_call items with object arguments (spec §3.6).
+// tool_search calls as tool_search_call items with object arguments (docs/SERVER.md §5.6).
 // `with_arguments` false: the in_progress shape ("" or {} arguments).
 Json CallItem(const ResponseContext& ctx, const std::string& id, const std::string& call_id,
               const ParsedToolCall& c, const char* status, bool with_arguments = true) {
@@ -528,7 +528,7 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
     req.reasoning_summary = summary == "auto" || summary == "concise" || summary == "detailed";
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  // top_k, min_p, seed and stop are not Responses fields; they are ignored (spec §3.4).
+  // top_k, min_p, seed and stop are not Responses fields; they are ignored (docs/SERVER.md §5.4).
   FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens,
                            ParseMaxTokens(body, {"max_output_tokens", "max_tokens"}));

@@ -1,4 +1,4 @@
-// Responses hosted tool items, namespace tool groups and tool_search (spec §3.4, §3.6).
+// Responses hosted tool items, namespace tool groups and tool_search (docs/SERVER.md §5.4, §5.6).
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -225,7 +225,7 @@ TEST(ResponsesSpecTest, SamplingKeysOutsideTheDialectAreIgnored) {
 }
 
 // Item statuses follow the finish (length: incomplete), reasoning is complete only once
-// </think> closed it (spec §3.6, §3.7).
+// </think> closed it (docs/SERVER.md §5.6, §5.7).
 TEST(ResponsesSpecTest, ItemStatusesFollowTheFinish) {
   GenerationRequest req;
   req.thinking = true;
