@@ -67,8 +67,14 @@ Expected<ChatMessage> ParseMessage(const Json& m, size_t i, std::vector<std::str
     msg.role = ChatRole::kUser;
   } else if (*role == "assistant") {
     msg.role = ChatRole::kAssistant;
+  } else if (*role == "system") {
+    // A mid-conversation system message (Claude Code's environment, agent and skill
+    // listing, sent with the anthropic-beta mid-conversation-system feature): its text
+    // blocks are system text at this point of the conversation.
+    msg.role = ChatRole::kSystem;
   } else {
-    return InvalidArgument("'{}.role' must be \"user\" or \"assistant\", not \"{}\"", where, *role);
+    return InvalidArgument("'{}.role' must be \"user\", \"assistant\" or \"system\", not \"{}\"",
+                           where, *role);
   }
   auto content = m.find("content");
   if (content == m.end() || content->is_null()) return msg;
@@ -273,6 +279,9 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
     }
     req.messages.push_back(std::move(m));
   }
+  bool has_turn = false;
+  for (const ChatMessage& m : req.messages) has_turn |= m.role != ChatRole::kSystem;
+  if (!has_turn) return InvalidArgument("'messages' has no user or assistant message");
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> model, OptString(body, "model"));
   req.model = model.value_or("");
   std::optional<std::string> effort;

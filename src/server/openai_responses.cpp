@@ -136,9 +136,13 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       return InvalidArgument("'{}' must be an object, not {}", where, JsonTypeName(item));
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type_opt, OptString(item, "type"));
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> status, OptString(item, "status"));
-    if (status && *status != "completed") {
-      return InvalidArgument("'{}.status' \"{}\" is not supported (only completed items)", where,
-                             *status);
+    // Clients replay the items a response returned as they got them, and a reply cut by
+    // max_output_tokens comes back "incomplete" (Codex resumes such sessions); its text is
+    // what the model wrote, so it renders like any other turn.
+    if (status && *status != "completed" && *status != "incomplete") {
+      return InvalidArgument(
+          "'{}.status' \"{}\" is not supported (only completed or incomplete items)", where,
+          *status);
     }
     const std::string type = type_opt.value_or("message");
     const bool is_call =

@@ -69,9 +69,13 @@ TEST(AnthropicTest, DropsClaudeCodesPerRequestHeaderAndInlinesToolResults) {
 TEST(AnthropicTest, BadRequestsAndThinkingControls) {
   EXPECT_FALSE(ParseAnthropicRequest(Json::parse(R"({"messages": []})")).ok());
   auto role =
-      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"system","content":"x"}]})"));
+      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"tool","content":"x"}]})"));
   ASSERT_FALSE(role.ok());
   EXPECT_NE(role.status().message().find("messages[0].role"), std::string::npos);
+  auto only_system =
+      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"system","content":"x"}]})"));
+  ASSERT_FALSE(only_system.ok());
+  EXPECT_EQ(only_system.status().message(), "'messages' has no user or assistant message");
   auto block = ParseAnthropicRequest(
       Json::parse(R"({"messages": [{"role":"user","content":[{"text":"x"}]}]})"));
   ASSERT_FALSE(block.ok());
