@@ -349,6 +349,7 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       break;
     }
     ++result->completion_tokens;
+    if (output.reasoning_open()) ++result->reasoning_tokens;
     Expected<std::string> piece = decoder.Push(id);
     if (piece.ok()) push(output.Feed(*piece));
     if (output.stopped()) {

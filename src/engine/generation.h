@@ -68,6 +68,7 @@ struct GenerationResult {
   std::string stop_sequence;               // the stop sequence that ended it, if any
   CacheInfo cache;
   int64_t completion_tokens = 0;  // sampled tokens (reasoning and DSML included)
+  int64_t reasoning_tokens = 0;   // of those, the ones before </think> closed (it included)
   RequestTiming timing;
   std::string error;  // why, when finish is kError
 };

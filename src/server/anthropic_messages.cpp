@@ -176,12 +176,9 @@ class AnthropicStream : public StreamEncoder {
   }
 
   std::string Finish(const GenerationResult& r) override {
+    // A reply that stopped inside its thinking has no text block: an empty one would be
+    // replayed by the client as an empty text block, which the Messages API refuses.
     std::string out = Close();
-    if (!had_text_or_tool_) {
-      // Clients expect at least one text block when nothing but thinking was produced.
-      out += Open(Block::kText, {{"type", "text"}, {"text", ""}});
-      out += Close();
-    }
     Json delta{{"stop_reason", AnthropicStopReason(r)},
                {"stop_sequence", r.stop_sequence.empty() ? Json(nullptr) : Json(r.stop_sequence)}};
     Json usage = AnthropicUsage(r);
@@ -204,7 +201,6 @@ class AnthropicStream : public StreamEncoder {
     if (open_ == b && b != Block::kToolUse) return {};
     std::string out = Close();
     open_ = b;
-    if (b != Block::kThinking) had_text_or_tool_ = true;
     out += SseEvent(
         "content_block_start",
         {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(block)}});
@@ -231,7 +227,6 @@ class AnthropicStream : public StreamEncoder {
   ResponseContext ctx_;
   Block open_ = Block::kNone;
   int index_ = 0;
-  bool had_text_or_tool_ = false;
 };
 
 }  // namespace
@@ -325,9 +320,6 @@ Json AnthropicResponse(const ResponseContext& ctx, const GenerationResult& r) {
                        {"id", r.tool_call_ids[i]},
                        {"name", r.parsed.tool_calls[i].name},
                        {"input", std::move(input)}});
-  }
-  if (r.parsed.content.empty() && r.parsed.tool_calls.empty()) {
-    content.push_back({{"type", "text"}, {"text", ""}});
   }
   return Json{{"id", ctx.id},
               {"type", "message"},

@@ -324,8 +324,9 @@ Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, Outpu
   Json& out = resp["output"];
   if (ctx.reasoning_summary && !reasoning.empty())
     out.push_back(ReasoningItem(ids->reasoning, reasoning, ReasoningStatus(*r)));
-  if (!content.empty() || r->parsed.tool_calls.empty())
-    out.push_back(MessageItem(ids->message, content, status));
+  // No message item for a reply without text (stopped inside its thinking, or only
+  // calls): Codex would replay an empty output_text message.
+  if (!content.empty()) out.push_back(MessageItem(ids->message, content, status));
   while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
   for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
     out.push_back(
@@ -386,7 +387,6 @@ class ResponsesStream : public StreamEncoder {
   std::string Finish(const GenerationResult& r) override {
     const char* status = StatusOf(r.finish);
     std::string out = CloseReasoning(ReasoningStatus(r));
-    if (message_index_ < 0 && r.parsed.tool_calls.empty()) OpenMessage(&out);
     if (message_index_ >= 0) {
       out += Event("response.output_text.done", {{"item_id", ids_.message},
                                                  {"output_index", message_index_},
