@@ -129,6 +129,15 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
   if (!input.is_array() || input.empty())
     return InvalidArgument("'input' must be a string or a non-empty array");
   std::string pending_reasoning;  // a reasoning item belongs to the next assistant turn
+  // A reasoning item that no message or call of its turn follows (a reply cut inside its
+  // thinking returns only that item, and Codex replays it) is an assistant turn itself.
+  auto reasoning_turn = [&] {
+    if (pending_reasoning.empty()) return;
+    ChatMessage m;
+    m.role = ChatRole::kAssistant;
+    m.reasoning = std::exchange(pending_reasoning, {});
+    req->messages.push_back(std::move(m));
+  };
   for (size_t i = 0; i < input.size(); ++i) {
     const Json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
@@ -161,6 +170,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       } else {
         return InvalidArgument("'{}.role' \"{}\" is not supported", where, r);
       }
+      if (m.role != ChatRole::kAssistant) reasoning_turn();
       auto c = item.find("content");
       if (c != item.end()) {
         FLASHKV_ASSIGN_OR_RETURN(m.content, ItemText(*c, where + ".content"));
@@ -182,6 +192,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       req->messages.back().tool_calls.push_back(std::move(call));
     } else if (type == "function_call_output" || type == "custom_tool_call_output" ||
                IsHostedOutput(type)) {
+      reasoning_turn();
       ChatMessage m;
       m.role = ChatRole::kTool;
       FLASHKV_ASSIGN_OR_RETURN(m.tool_call_id, CallIdOf(item));
@@ -208,6 +219,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       return InvalidArgument("'{}.type' \"{}\" is not supported", where, type);
     }
   }
+  reasoning_turn();
   return Status::Ok();
 }
 

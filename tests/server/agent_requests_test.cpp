@@ -153,6 +153,20 @@ TEST(AgentRequestsTest, CodexResumeReplaysAnIncompleteReplyWithItsReasoning) {
   reply.reasoning.clear();
   EXPECT_FALSE(resend.starts_with(NextPromptPrefix(*first, reply)));
 
+  // Cut inside its thinking, the reply is only a reasoning item, and Codex replays just
+  // that: it is the assistant turn, rendered as the engine keyed the session.
+  Json thinking_only = Json::parse(kCodexResume);
+  Json& items = thinking_only["input"];
+  items.erase(items.begin() + 4);
+  auto cut = ParseResponsesRequest(thinking_only);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  ASSERT_EQ(cut->messages.size(), 5u);
+  EXPECT_EQ(cut->messages[3].role, ChatRole::kAssistant);
+  EXPECT_EQ(cut->messages[3].reasoning, "The user greets me");
+  EXPECT_EQ(cut->messages[3].content, "");
+  reply = ChatMessage{ChatRole::kAssistant, "", "The user greets me", {}, {}, {}};
+  EXPECT_TRUE(Render(*cut).starts_with(NextPromptPrefix(*first, reply)));
+
   // Without reasoning summaries the client never sees the reasoning.
   first_body.erase("reasoning");
   auto plain = ParseResponsesRequest(first_body);
