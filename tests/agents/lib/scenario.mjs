@@ -1,11 +1,12 @@
 // One real coding agent against `flashkv serve` on the tiny model, end to end: a new
-// session, its continuation, another new session, a server restart, a new session. The
+// session, its continuation, another new session, a server restart, the continuation of
+// that session (from the snapshot saved at shutdown), a new session. The
 // agent runs headless in a scratch HOME configured by its README block, its API traffic
 // goes through a recording proxy, and HTTP(S)_PROXY points at a trap that refuses and
 // records any attempt to leave the machine. Every request must get a 2xx, every reply's
 // usage must equal its x-flashkv-cache header, each turn's first request must hit the
-// tier it should (continue: live; new session: the disk anchor; after the restart: disk),
-// and the trap must stay empty.
+// tier it should (continue: live; new session: the disk anchor; after the restart: disk,
+// for the continuation more than the anchor), and the trap must stay empty.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,11 +28,15 @@ export const CTX = 100000;
 // One agent command may take this long (a cold Claude Code prompt is ~12k tokens).
 const COMMAND_TIMEOUT_MS = 300000;
 
+// `beyond`: the turn whose reused count this one must exceed (the shutdown snapshot of a
+// session, not just the anchor every session starts with).
 const TURNS = [
   { name: 'new session', kind: 'new', prompt: 'Say hi.', tier: 'none' },
   { name: 'continue', kind: 'continue', prompt: 'Say more.', tier: 'live' },
   { name: 'second new session', kind: 'new', prompt: 'Name a colour.', tier: 'disk' },
-  { name: 'new session after restart', kind: 'new', prompt: 'Name a number.', tier: 'disk', restartFirst: true },
+  { name: 'continue after restart', kind: 'continue', prompt: 'And another.', tier: 'disk',
+    restartFirst: true, beyond: 2 },
+  { name: 'new session after restart', kind: 'new', prompt: 'Name a number.', tier: 'disk' },
 ];
 
 function agentEnv(home, trapUrl, extra) {
@@ -96,7 +101,7 @@ function checkTurn(agent, turn, exchanges) {
 }
 
 export function runAgentScenario(agent) {
-  test(`${agent.name}: new session, continue, new session, restart, new session`, { timeout: 1400000 }, async () => {
+  test(`${agent.name}: new session, continue, new session, restart, continue, new session`, { timeout: 1400000 }, async () => {
     const bin = path.join(BIN_DIR, agent.bin);
     if (!fs.existsSync(bin)) {
       throw new Error(`${agent.bin} is not installed (${bin}): run scripts/agents-npm-deps.sh`);
@@ -130,6 +135,7 @@ export function runAgentScenario(agent) {
       assert.equal(configured.status, 0, `the README's ${agent.name} block failed: ${configured.stderr}`);
 
       const seen = [];
+      const tiers = [];
       for (const turn of TURNS) {
         if (turn.restartFirst) {
           assert.equal(await server.stop(), 0, `server exit code; see ${server.log}`);
@@ -147,6 +153,11 @@ export function runAgentScenario(agent) {
         assert.equal(tier.source, turn.tier,
           `${turn.name}: the turn's first request should hit ${turn.tier}:\n${seen.join('\n')}`);
         if (turn.tier === 'disk' || turn.tier === 'live') assert.ok(tier.reused > 0);
+        if (turn.beyond !== undefined) {
+          assert.ok(tier.reused > tiers[turn.beyond].reused,
+            `${turn.name}: restored ${tier.reused} tokens, no more than the anchor ${TURNS[turn.beyond].name} had:\n${seen.join('\n')}`);
+        }
+        tiers.push(tier);
       }
       assert.deepEqual(trap.attempts, [], `${agent.name} tried to leave the machine`);
     } finally {
