@@ -17,6 +17,7 @@
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
+#include "engine/snapshot_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
@@ -68,9 +69,10 @@ class Engine : public RequestRunner {
   bool TryDisk(const GenerationRequest& request, int slot, Resume* r, Status* error);
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
   // progress, pausing at `save_points` (absolute token counts) to write snapshots
-  // (`cold` names the cold one); Cancelled when the request is cancelled between chunks.
+  // (`anchors` names those saved as cold anchors); Cancelled when the request is
+  // cancelled between chunks.
   Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
-                 std::optional<int64_t> cold, RequestTiming* timing);
+                 const std::vector<int64_t>& anchors, RequestTiming* timing);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
@@ -95,6 +97,7 @@ class Engine : public RequestRunner {
   SessionPool pool_;
   DiskCache* disk_;
   ChatMarkerIds markers_;  // for the cold-save chat anchor
+  SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
 };
 
