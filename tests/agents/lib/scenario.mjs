@@ -102,6 +102,9 @@ function checkTurn(agent, turn, exchanges) {
 
 export function runAgentScenario(agent) {
   test(`${agent.name}: new session, continue, new session, restart, continue, new session`, { timeout: 1400000 }, async () => {
+    const [major, minor] = process.versions.node.split('.').map(Number);
+    assert.ok(major > 20 || (major === 20 && minor >= 6),
+      `the agents need Node >= 20.6 (Pi's requirement); this is ${process.versions.node}`);
     const bin = path.join(BIN_DIR, agent.bin);
     if (!fs.existsSync(bin)) {
       throw new Error(`${agent.bin} is not installed (${bin}): run scripts/agents-npm-deps.sh`);
