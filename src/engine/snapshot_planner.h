@@ -1,12 +1,14 @@
 // The engine's snapshot decisions beyond CachePolicy's fixed rules, from what it has seen
 // of its sessions:
-// - Shared-prefix anchors. Sessions of one agent share more than the chat anchor (system
-//   + tools): Claude Code's attribution reminder, Codex's environment context, a skill
-//   listing. SharedPrefixAnchors remembers the prompts that started recent sessions and,
-//   when a new session's prompt shares a longer token prefix with one of them than what
-//   it restored, proposes an anchor where they part (DeepSeek's own API cuts its cache
-//   units at detected common prefixes). Saved like the chat anchor, it is restored by the
-//   next session of that agent; DiskCache's budget and value-based eviction bound them.
+// - Shared-prefix anchors. Sessions of one agent can share more than the chat anchor
+//   (system + tools, up to the last user turn before the first reply): Claude Code opens
+//   every first user message with the same attribution reminder, other agents with their
+//   skill or environment listings. SharedPrefixAnchors remembers the prompts that started
+//   recent sessions and, when a new session's prompt shares a longer token prefix with
+//   one of them than what it restored, proposes an anchor where they part (DeepSeek's own
+//   API cuts its cache units at detected common prefixes). Saved like the chat anchor, it
+//   is restored by the next session of that agent; DiskCache's budget and value-based
+//   eviction bound them.
 // - Replies. A continued frontier reached while decoding is not saved there: a snapshot
 //   inside a reply matches no later request (the client resends the reply re-rendered,
 //   often without its reasoning), and a runaway reply left one every 10k tokens. The
