@@ -55,7 +55,7 @@ class Server:
     def __init__(self, opt, extra, name):
         self.log_path = os.path.join(opt.out, f"server-{name}.log")
         args = [opt.flashkv, "serve", "--model", opt.model, "--port", "0", "--ctx", str(opt.ctx),
-                "--backend", opt.backend] + extra
+                "--backend", opt.backend] + extra  # a later --ctx in `extra` wins
         if opt.tokenizer:
             args += ["--tokenizer", opt.tokenizer]
         self.log = open(self.log_path, "ab")
@@ -148,7 +148,9 @@ def main():
     ap.add_argument("--save-interval", type=int, default=128)
     ap.add_argument("--ram-mb", default="auto")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: tiers,identity,stall")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: tiers,identity,stall,exchange")
+    ap.add_argument("--exchange-model", default=os.path.join(ROOT, "tests/data/fixtures/ds4-tiny/ds4-tiny.gguf"),
+                    help="a GGUF for the CPU <-> --backend snapshot exchange through the server")
     opt = ap.parse_args()
     opt.out = opt.out or tempfile.mkdtemp(prefix="flashkv-tiers-")
     os.makedirs(opt.out, exist_ok=True)
@@ -247,6 +249,33 @@ def main():
         results["stall"] = stall
     shutil.rmtree(kv, ignore_errors=True)
 
+    if "exchange" not in skip:
+        # A snapshot written by a server on one backend is restored by a server on the other,
+        # through the disk tier (the identity is the model and the numerics, not the backend).
+        exchange = {}
+        prompt = [{"role": "system", "content": prose[:6000]},
+                  {"role": "user", "content": "Summarise."}]
+        for first, second in (("cpu", opt.backend), (opt.backend, "cpu")):
+            own = tempfile.mkdtemp(prefix="kv-", dir=opt.out)
+            args = ["--kv-disk-dir", own, "--kv-ram-space-mb", "0", "--ctx", "4096"]
+            saved_opt = (opt.model, opt.tokenizer, opt.backend)
+            opt.model, opt.tokenizer = opt.exchange_model, ""
+            opt.backend = first
+            s = Server(opt, args, f"exchange-{first}")
+            r1 = chat(s.url, prompt, 8, tools=False)
+            s.stop()
+            opt.backend = second
+            s = Server(opt, args, f"exchange-{second}")
+            turn = prompt + [{"role": "assistant", "content": r1["text"]},
+                             {"role": "user", "content": "More."}]
+            r2 = chat(s.url, turn, 8, tools=False)
+            s.stop()
+            opt.model, opt.tokenizer, opt.backend = saved_opt
+            expect_tier(f"exchange {first} -> {second}", r2, "disk")
+            exchange[f"{first}->{second}"] = r2["header"]
+            shutil.rmtree(own, ignore_errors=True)
+        results["exchange"] = exchange
+
     with open(os.path.join(opt.out, "serve-tiers.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"model {opt.model}, backend {opt.backend}, --ctx {opt.ctx}, out {opt.out}")
@@ -271,6 +300,9 @@ def main():
         for k, v in results["stall"].items():
             print(f"| {k} | {v['tokens']} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | "
                   f"{v['max_ms']:.2f} |")
+    if "exchange" in results:
+        for k, v in results["exchange"].items():
+            print(f"snapshot {k} through the disk tier: [{v}]")
     if "identity" in results and not results["identity"]["identical"]:
         sys.exit(1)
 

@@ -18,6 +18,7 @@
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
+#include "engine/snapshot_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
@@ -81,9 +82,10 @@ class Engine : public RequestRunner {
   void PublishRamStats();
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
   // progress, pausing at `save_points` (absolute token counts) to write snapshots
-  // (`cold` names the cold one); Cancelled when the request is cancelled between chunks.
+  // (`anchors` names those saved as cold anchors); Cancelled when the request is
+  // cancelled between chunks.
   Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
-                 std::optional<int64_t> cold, RequestTiming* timing);
+                 const std::vector<int64_t>& anchors, RequestTiming* timing);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
@@ -109,6 +111,7 @@ class Engine : public RequestRunner {
   RamCache* ram_;
   DiskCache* disk_;
   ChatMarkerIds markers_;  // for the cold-save chat anchor
+  SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
 };
 
