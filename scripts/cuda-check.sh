@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -55,6 +55,11 @@ stage() {
   done
   echo "$ROOT" > .devcarry/build-root
   cp scripts/cuda-check.sh .devcarry/
+  # Node and the official client packages for `device serve` (the GPU machine has no npm).
+  if [[ -n ${STAGE_NODE:-} ]]; then
+    cp "$(readlink -f "$(command -v node)")" .devcarry/node
+    cp -r tests/clients/node_modules .devcarry/node_modules
+  fi
   chmod -R u+w .devcarry
   du -sh .devcarry
 }
@@ -163,6 +168,45 @@ PY
       echo "compute-sanitizer: not found"
     fi
   fi
+  if [[ $what == serve ]]; then
+    # `flashkv serve --backend cuda --model random:flash`: the physical bounds of the
+    # restore paths on this machine (disk read with O_DIRECT, pinned host <-> GPU copies),
+    # time to first token from every cache tier, the greedy answer across tiers, the decode
+    # stall of saves, CPU <-> CUDA snapshots through the disk tier (bench/serve/serve_tiers.py),
+    # then the official openai / @anthropic-ai/sdk end-to-end suites against random:flash when
+    # Node is on PATH or in .devcarry/node (stage with STAGE_NODE=1). Extra args go to
+    # serve_tiers.py.
+    dd if=/dev/urandom of="$OUT/dd.bin" bs=16M count=64 oflag=direct conv=fsync 2>&1 | tail -1
+    dd if="$OUT/dd.bin" of=/dev/null bs=16M iflag=direct 2>&1 | tail -1
+    rm -f "$OUT/dd.bin"
+    python3 - <<'PY' || true
+import torch, time
+n = 1 << 30
+h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+d = torch.empty(n, dtype=torch.uint8, device="cuda")
+for name, f in (("host->GPU", lambda: d.copy_(h, non_blocking=True)),
+                ("GPU->host", lambda: h.copy_(d, non_blocking=True))):
+    f(); torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(5): f()
+    torch.cuda.synchronize()
+    print(f"pinned {name}: {5 * n / (time.perf_counter() - t) / 1e9:.1f} GB/s")
+PY
+    python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv --backend cuda \
+      --model random:flash --out "$OUT/tiers" "$@" 2>&1 | tee "$OUT/tiers.log" || rc=1
+    local NODE
+    NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
+    if [[ -n $NODE ]]; then
+      [[ -e $ROOT/tests/clients/node_modules ]] || ln -s "$ROOT/.devcarry/node_modules" \
+        "$ROOT/tests/clients/node_modules"
+      FLASHKV_BIN=/work/main/build-cuda/flashkv FLASHKV_MODEL=random:flash \
+        FLASHKV_TEST_OUT="$OUT/sdk" "$NODE" --test --test-concurrency=1 "$ROOT/tests/clients/openai.test.mjs" \
+        "$ROOT/tests/clients/anthropic.test.mjs" > "$OUT/sdk.log" 2>&1 || rc=1
+      grep -E "^# (tests|pass|fail)|^not ok" "$OUT/sdk.log" || true
+    else
+      echo "node: not here (stage with STAGE_NODE=1 to carry it)"
+    fi
+  fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
       | tee "$OUT/bench.log" || rc=1
@@ -174,7 +218,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -44,4 +44,21 @@ find_npm() {
 NPM=$(find_npm)
 echo "npm-deps: installing $PROJECT packages with $NPM ci"
 cd "$DIR"
-$NPM ci --no-audit --no-fund --loglevel=error
+if ! $NPM ci --no-audit --no-fund --loglevel=error; then
+  # A registry that lacks other platforms' optional packages (opencode-ai lists one binary
+  # package per OS, and the registry here answers 404 for the darwin/windows ones) makes
+  # npm ci call the lock out of sync. npm install reads the same lock and installs what this
+  # platform needs; the lock must come out unchanged, or the pinning is lost.
+  echo "npm-deps: npm ci refused the lock; installing from it with npm install" >&2
+  saved=$(mktemp)
+  cp package-lock.json "$saved"
+  status=0
+  $NPM install --no-audit --no-fund --loglevel=error || status=$?
+  if ! cmp -s package-lock.json "$saved"; then
+    cp "$saved" package-lock.json
+    echo "npm-deps: npm install would change $PROJECT/package-lock.json; not installed" >&2
+    status=1
+  fi
+  rm -f "$saved"
+  exit $status
+fi

@@ -55,7 +55,7 @@ class Server:
     def __init__(self, opt, extra, name):
         self.log_path = os.path.join(opt.out, f"server-{name}.log")
         args = [opt.flashkv, "serve", "--model", opt.model, "--port", "0", "--ctx", str(opt.ctx),
-                "--backend", opt.backend] + extra  # a later --ctx in `extra` wins
+                "--backend", opt.backend] + extra
         if opt.tokenizer:
             args += ["--tokenizer", opt.tokenizer]
         self.log = open(self.log_path, "ab")
@@ -158,7 +158,11 @@ def main():
     prose = open(os.path.join(ROOT, "data/bench/devils-dictionary.txt"), encoding="utf-8").read()
     while len(prose) < opt.prompt_tokens * 5:
         prose += prose
-    results = {"options": vars(opt)}
+    results = {"options": dict(vars(opt))}
+
+    def save():  # after every part, so a failure later keeps what was measured
+        with open(os.path.join(opt.out, "serve-tiers.json"), "w") as f:
+            json.dump(results, f, indent=1)
 
     def tier_args(kv_dir, live="1", ram=None, interval=0):
         args = ["--kv-live-sessions", live, "--kv-ram-space-mb", ram or opt.ram_mb,
@@ -199,6 +203,8 @@ def main():
         s.stop()
         results["tiers"] = {k: {kk: v[kk] for kk in ("ttft_ms", "total_ms", "header")}
                             for k, v in rows.items()}
+        save()
+        print(json.dumps(results["tiers"]), flush=True)
 
     if "identity" not in skip:
         replies = {}
@@ -233,6 +239,7 @@ def main():
                                "cold_identical": replies["cold"] == replies["live"],
                                "identical": tiers_same and (replies["cold"] == replies["live"]
                                                             or not by_tokens)}
+        save()
 
     if "stall" not in skip:
         conv = conversation(prose, opt.prompt_tokens, 1)
@@ -247,6 +254,7 @@ def main():
                            "p50_ms": statistics.median(itl) if itl else 0,
                            "p99_ms": percentile(itl, 99), "max_ms": max(itl) if itl else 0}
         results["stall"] = stall
+        save()
     shutil.rmtree(kv, ignore_errors=True)
 
     if "exchange" not in skip:
@@ -257,9 +265,9 @@ def main():
                   {"role": "user", "content": "Summarise."}]
         for first, second in (("cpu", opt.backend), (opt.backend, "cpu")):
             own = tempfile.mkdtemp(prefix="kv-", dir=opt.out)
-            args = ["--kv-disk-dir", own, "--kv-ram-space-mb", "0", "--ctx", "4096"]
-            saved_opt = (opt.model, opt.tokenizer, opt.backend)
-            opt.model, opt.tokenizer = opt.exchange_model, ""
+            args = ["--kv-disk-dir", own, "--kv-ram-space-mb", "0"]
+            saved_opt = (opt.model, opt.tokenizer, opt.backend, opt.ctx)
+            opt.model, opt.tokenizer, opt.ctx = opt.exchange_model, "", 4096
             opt.backend = first
             s = Server(opt, args, f"exchange-{first}")
             r1 = chat(s.url, prompt, 8, tools=False)
@@ -270,14 +278,13 @@ def main():
                              {"role": "user", "content": "More."}]
             r2 = chat(s.url, turn, 8, tools=False)
             s.stop()
-            opt.model, opt.tokenizer, opt.backend = saved_opt
+            opt.model, opt.tokenizer, opt.backend, opt.ctx = saved_opt
             expect_tier(f"exchange {first} -> {second}", r2, "disk")
             exchange[f"{first}->{second}"] = r2["header"]
             shutil.rmtree(own, ignore_errors=True)
         results["exchange"] = exchange
 
-    with open(os.path.join(opt.out, "serve-tiers.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    save()
     print(f"model {opt.model}, backend {opt.backend}, --ctx {opt.ctx}, out {opt.out}")
     if "tiers" in results:
         print(f"\n{opt.prompt_tokens}-token agent prompt; restart {results['restart_s']:.1f} s\n")

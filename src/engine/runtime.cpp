@@ -1,6 +1,7 @@
 #include "engine/runtime.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -58,16 +59,40 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     RandomModelInfo info{spec};
     RandomWeights counts;
     const auto start = std::chrono::steady_clock::now();
-    FLASHKV_ASSIGN_OR_RETURN(rt->model_,
-                             MakeRandomModel(spec, *rt->backend_, options.model, &counts));
+    const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
+    auto made = MakeRandomModel(spec, *rt->backend_, options.model, &counts);
+    if (!made.ok()) {
+      if (made.status().code() == StatusCode::kResourceExhausted && before) {
+        return made.status().WithContext(fmt::format(
+            "generating the weights of {} on a device with {:.2f} GiB free of {:.2f} GiB "
+            "(random:SHAPE:LAYERS builds fewer layers)",
+            spec.Describe(), double(before->free_bytes) / double(1ull << 30),
+            double(before->total_bytes) / double(1ull << 30)));
+      }
+      return made.status();
+    }
+    rt->model_ = std::move(*made);
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     info.total_bytes = counts.total_bytes;
     info.bytes_per_token = counts.bytes_per_token;
     rt->random_ = std::move(info);
     return rt;
   }
+  const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
   auto model = Model::Load(options.model_path, *rt->backend_, options.model);
-  if (!model.ok()) return model.status();
+  if (!model.ok()) {
+    // Out of device memory: say how much the weights are and what the device had.
+    if (model.status().code() == StatusCode::kResourceExhausted && before) {
+      std::error_code ec;
+      const uintmax_t file = std::filesystem::file_size(options.model_path, ec);
+      return model.status().WithContext(fmt::format(
+          "loading {} ({:.2f} GiB) onto a {} device with {:.2f} GiB free of {:.2f} GiB",
+          options.model_path, ec ? 0.0 : double(file) / double(1ull << 30), backend,
+          double(before->free_bytes) / double(1ull << 30),
+          double(before->total_bytes) / double(1ull << 30)));
+    }
+    return model.status();
+  }
   rt->model_ = std::move(*model);
   return rt;
 }
