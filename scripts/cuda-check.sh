@@ -5,7 +5,7 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|sanitize|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -18,6 +18,12 @@
 #                                  SASS check (IMMA instructions), the kernel microbenchmark
 #                                  and the Flash prefill with dp4a vs tensor-core kernels in
 #                                  one process (extra args go to that last run).
+#                                  tiled: the tiled prefill kernels (attention, compressor,
+#                                  F16 products) — the GPU tests, the Flash prefill with them
+#                                  off and on in one process (--tiled-compare 0,1, logits
+#                                  compared bit for bit, kernel profile of each; extra args go
+#                                  there), then their small-shape tests under
+#                                  compute-sanitizer.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -154,6 +160,24 @@ PY
     "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
       --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
   fi
+  if [[ $what == tiled ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|max\|d\||mismatch|differ' \
+      "$OUT/gpu-tests.log" | head -80 || true
+    "$BB" --tiled-compare 0,1 --profile --frontiers 2048,8192 --decode-steps 16 --warmup-steps 4 \
+      --ttft 0 --json "$OUT/tiled-compare.json" "$@" 2>&1 | tee "$OUT/tiled-compare.log" | grep -v '^ ' || rc=1
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaTiledTest.*Small' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -179,7 +203,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|sanitize|all] [extra args...]" >&2
     exit 2
     ;;
 esac
