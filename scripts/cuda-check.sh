@@ -5,7 +5,7 @@
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
 #                                  build-cuda/ and stage them, the shared libraries they
 #                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|sanitize|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -22,8 +22,8 @@
 #                                  F16 products) — the GPU tests, the Flash prefill with them
 #                                  off and on in one process (--tiled-compare 0,1, logits
 #                                  compared bit for bit, kernel profile of each; extra args go
-#                                  there), then their small-shape tests under
-#                                  compute-sanitizer.
+#                                  there); tiled-sanitize: their small-shape tests under
+#                                  compute-sanitizer (memcheck, racecheck).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -168,11 +168,14 @@ PY
       "$OUT/gpu-tests.log" | head -80 || true
     "$BB" --tiled-compare 0,1 --profile --frontiers 2048,8192 --decode-steps 16 --warmup-steps 4 \
       --ttft 0 --json "$OUT/tiled-compare.json" "$@" 2>&1 | tee "$OUT/tiled-compare.log" | grep -v '^ ' || rc=1
+  fi
+  if [[ $what == tiled-sanitize ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     if [[ -n $CS ]]; then
       for tool in memcheck racecheck; do
-        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+        timeout 45 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
           --gtest_filter='CudaTiledTest.*Small' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
         tail -3 "$OUT/sanitizer-$tool.log"
       done
@@ -203,7 +206,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|sanitize|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|all] [extra args...]" >&2
     exit 2
     ;;
 esac
