@@ -137,7 +137,7 @@ PY
     # text, tokenized with models/tokenizer/tokenizer.json (random models have no
     # vocabulary of their own).
     /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
-      --ctx-start 2048 --ctx-max 8192 --step-mul 2 --gen-tokens 16 \
+      --ctx-start 2048 --ctx-max "${FLASHBENCH_CTX_MAX:-8192}" --step-mul 2 --gen-tokens 16 \
       --csv "$OUT/flash-sweep.csv" --plot "$OUT/flash-sweep.svg" "$@" 2>&1 \
       | tee "$OUT/flash-sweep.log" || rc=1
     if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
@@ -168,6 +168,8 @@ PY
       "$OUT/gpu-tests.log" | head -80 || true
     "$BB" --tiled-compare 0,1 --profile --frontiers 2048,8192 --decode-steps 16 --warmup-steps 4 \
       --ttft 0 --json "$OUT/tiled-compare.json" "$@" 2>&1 | tee "$OUT/tiled-compare.log" | grep -v '^ ' || rc=1
+    # The largest kernels of each setup's first chunk, names shortened.
+    grep -A16 'first chunk' "$OUT/tiled-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/' || true
   fi
   if [[ $what == tiled-sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test

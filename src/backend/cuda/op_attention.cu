@@ -97,11 +97,17 @@ __global__ void AttnPartialKernel(AttnArgs a) {
   }
 }
 
+// Factors per merge block in shared memory: n_chunks rounded up to 4, because the unrolled
+// fold loads them four at a time (compute-sanitizer saw a 12-byte read past one chunk).
+__host__ __device__ inline int MergeSlots(int n_chunks) {
+  return (n_chunks + 3) / 4 * 4;
+}
+
 // grid (n_head, batch tokens): merge the chunks of one (token, head) in chunk order. The
 // per-chunk factors exp(m_c − m) are formed once in shared memory.
 __global__ void AttnMergeKernel(AttnArgs a) {
-  extern __shared__ float factor[];  // [n_chunks] factors, then [n_chunks] weighted sums
-  float* term = factor + a.n_chunks;
+  extern __shared__ float factor[];  // [slots] factors, then [slots] weighted sums
+  float* term = factor + MergeSlots(a.n_chunks);
   __shared__ float scratch[32];
   __shared__ float sh_inv;
   const int h = blockIdx.x;
@@ -203,7 +209,7 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     k.scale = a.scale;
     s_->Launch(cuda::AttnPartialKernel, dim3(n_chunks, groups, n), dim3(threads), smem, k);
     s_->Launch(cuda::AttnMergeKernel, dim3(a.n_head, n), dim3(128),
-               unsigned(2 * sizeof(float) * n_chunks), k);
+               unsigned(2 * sizeof(float) * cuda::MergeSlots(n_chunks)), k);
   }
 }
 
