@@ -100,9 +100,10 @@ struct Options {
   std::string json_out;
   bool matmul = false;  // the Q8_0 kernel microbenchmark (matmul_bench.h)
   MatMulBenchOptions matmul_options;
-  bool skip_model = false;         // only the microbenchmark
-  std::vector<int> imma_compare;   // prefill + decode once per tensor-core variant
-  std::vector<int> tiled_compare;  // … and per setting of the tiled prefill kernels
+  bool skip_model = false;            // only the microbenchmark
+  std::vector<int> imma_compare;      // prefill + decode once per tensor-core variant
+  std::vector<int> tiled_compare;     // … and per setting of the tiled prefill kernels
+  std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -171,7 +172,9 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
       while (st.n_tokens() < f) {
         const int n = int(std::min<int64_t>(o.chunk, f - st.n_tokens()));
         const bool last = st.n_tokens() + n == f;
-        const bool profile_chunk = o.profile && st.n_tokens() == 0;
+        const int64_t at = st.n_tokens();
+        const bool profile_chunk = o.profile && std::find(o.profile_at.begin(), o.profile_at.end(),
+                                                          at) != o.profile_at.end();
         if (profile_chunk) be.SetProfiling(true);
         auto a = Clock::now();
         FLASHKV_RETURN_IF_ERROR(model.Forward(
@@ -179,8 +182,8 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
             last ? LogitsFor::kLast : LogitsFor::kNone, last ? logits.data() : nullptr));
         prefill_s += Seconds(a, Clock::now());
         if (profile_chunk) {
-          std::printf("%s, first chunk (%d tokens), %s", name.c_str(), n,
-                      be.ProfileReport(true).c_str());
+          std::printf("%s, chunk at %lld (%d tokens), %s", name.c_str(), static_cast<long long>(at),
+                      n, be.ProfileReport(true).c_str());
           be.SetProfiling(false);
         }
       }
@@ -458,6 +461,9 @@ int main(int argc, char** argv) {
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
                  "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+      ->delimiter(',');
+  app.add_option("--profile-at", o.profile_at,
+                 "with a compare and --profile: the positions of the chunks to profile (default 0)")
       ->delimiter(',');
   app.add_option("--tiled-compare", o.tiled_compare,
                  "the same comparison over the tiled prefill kernels (attention, compressor, "

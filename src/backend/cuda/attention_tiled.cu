@@ -40,8 +40,8 @@ static_assert(sizeof(float) * kTileHeads * kScorePitch <= sizeof(ScoreSmem),
 
 // grid (row tiles, head tiles, batch tokens). Warp w: heads 32·(w & 1) + hq + 8i, rows
 // 16·(w >> 1) + rq + 4j (hq = lane & 7, rq = lane >> 3; i, j < 4): 16 dot products per
-// thread, each as four chains.
-__global__ void __launch_bounds__(kThreads) AttnScoresKernel(AttnArgs a) {
+// thread, each as four chains. 128 registers, so two CTAs share an SM.
+__global__ void __launch_bounds__(kThreads, 2) AttnScoresKernel(AttnArgs a) {
   __shared__ __align__(16) ScoreSmem sm;
   __shared__ const float* row_ptr[kTileRows];
   const int tid = threadIdx.x;
@@ -81,6 +81,9 @@ __global__ void __launch_bounds__(kThreads) AttnScoresKernel(AttnArgs a) {
       for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
     }
   }
+  // A warp whose 16 rows (or 32 heads) all lie past the tile's end skips the products (a
+  // token's last tile is often short), leaving the SM to the other CTA.
+  const bool busy = 16 * (warp >> 1) < n_here && 32 * (warp & 1) < n_heads_here;
   const int n_slices = d / kSliceDims;
   load(0, 0);
   for (int s = 0; s < n_slices; ++s) {
@@ -92,6 +95,10 @@ __global__ void __launch_bounds__(kThreads) AttnScoresKernel(AttnArgs a) {
     }
     __syncthreads();
     const int st = s & 1;
+    if (!busy) {
+      __syncthreads();
+      continue;
+    }
 #pragma unroll
     for (int c = 0; c < kSliceDims; c += 4) {
       float4 qv[4], rv[4];
