@@ -169,7 +169,7 @@ PY
     "$BB" --tiled-compare 0,1 --profile --frontiers "${TILED_FRONTIERS:-2048,8192}" --decode-steps 16 --warmup-steps 4 \
       --ttft 0 --json "$OUT/tiled-compare.json" "$@" 2>&1 | tee "$OUT/tiled-compare.log" | grep -v '^ ' || rc=1
     # The largest kernels of each setup's first chunk, names shortened.
-    grep -A16 ', chunk at' "$OUT/tiled-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/' || true
+    grep -A14 ', chunk at' "$OUT/tiled-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/' || true
   fi
   if [[ $what == tiled-sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
