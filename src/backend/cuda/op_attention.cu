@@ -6,7 +6,8 @@
 // merges a token's chunks in order with the sink. The chunking is a function of the
 // token's own row sequence, so the float order never depends on the batch; decoding gets
 // one block per (chunk, head group) instead of one per head. The merge rescales by
-// exp(m_c − m), so values differ from the CPU's single pass by rounding only.
+// exp(m_c − m), so values differ from the CPU's single pass by rounding only. Prefill chunks
+// (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the same terms.
 #include <algorithm>
 
 #include "backend/cuda/attention_rows.cuh"
