@@ -3,8 +3,9 @@
 # Debian dependencies, and its time is scarce:
 #   scripts/cuda-check.sh stage    (here) build the CUDA test and benchmark binaries (and,
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
-#                                  build-cuda/ and stage them, the shared libraries they
-#                                  need and the tiny-model fixtures in .devcarry/
+#                                  build-cuda/ and stage them and the shared libraries
+#                                  they need in .devcarry/ (the fixtures travel with the
+#                                  working tree: tests/data/fixtures)
 #   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
@@ -27,10 +28,11 @@
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
-# The binaries carry absolute paths of the checkout they were built in (and its ../shared);
-# stage records that root in .devcarry/build-root and copies this script to .devcarry/, and
-# the device half recreates those paths as links, so a build staged in any worktree runs from
-# any checkout that carries .devcarry (`bash .devcarry/cuda-check.sh device ...`).
+# The binaries carry absolute paths of the checkout they were built in (whose
+# tests/data/fixtures the tests read); stage records that root in .devcarry/build-root and
+# copies this script to .devcarry/, and the device half recreates those paths as links, so a
+# build staged in any worktree runs from any checkout that carries .devcarry
+# (`bash .devcarry/cuda-check.sh device ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,8 +47,7 @@ stage() {
   fi
   ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
   rm -rf .devcarry
-  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib \
-    .devcarry/shared/fixtures/ds4-tiny
+  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib
   cp $B/tests/backend/cuda/backend_cuda_test .devcarry/build-cuda/tests/backend/cuda/
   cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
   [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
@@ -58,10 +59,6 @@ stage() {
     ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
       | xargs -r -I{} cp -L {} .devcarry/lib/
   done
-  local F=../shared/fixtures
-  cp $F/ds4-tiny/{ds4-tiny.gguf,reference.json,prefill_logits.f32,decode_logits.f32,noactq_logits.f32} \
-    .devcarry/shared/fixtures/ds4-tiny/
-  cp -r $F/hf-tiny-a .devcarry/shared/fixtures/
   echo "$ROOT" > .devcarry/build-root
   cp scripts/cuda-check.sh .devcarry/
   chmod -R u+w .devcarry
@@ -78,9 +75,7 @@ device() {
   local BR
   BR=$(cat "$ROOT/.devcarry/build-root" 2>/dev/null || echo /work/main)
   link "$ROOT" /work/main
-  link "$ROOT/.devcarry/shared" /work/shared
   link "$ROOT" "$BR"
-  link "$ROOT/.devcarry/shared" "$(dirname "$BR")/shared"
   link "$ROOT/.devcarry/build-cuda" "$ROOT/build-cuda"
   export LD_LIBRARY_PATH=$ROOT/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,power.limit \
@@ -94,7 +89,7 @@ device() {
       "$OUT/gpu-tests.log" | head -150 || true
   fi
   if [[ $what == cli ]]; then
-    local F=/work/shared/fixtures/hf-tiny-a T=$OUT/cli
+    local F=$ROOT/tests/data/fixtures/hf-tiny-a T=$OUT/cli
     mkdir -p "$T"
     python3 -c "import json;print(','.join(map(str,json.load(open('$F/reference.json'))['prompt_tokens'])))" \
       > "$T/prompt.txt"

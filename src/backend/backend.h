@@ -62,7 +62,7 @@ struct WeightSource {
   uint64_t nbytes;
 };
 
-// Hyper-connection constants (spec §3).
+// Hyper-connection constants (docs/DS4_MODEL.md §3).
 struct HcParams {
   int n_hc;            // streams
   int n_embd;          // width of one stream
@@ -71,7 +71,7 @@ struct HcParams {
   float hc_eps;        // eps added to pre / comb and inside Sinkhorn
 };
 
-// Compressor frontier update (spec §4.4). Rows: state holds [c·ratio, c·d_c] in ds4's
+// Compressor frontier update (docs/DS4_MODEL.md §4.4). Rows: state holds [c·ratio, c·d_c] in ds4's
 // layout; with overlap, rows 0..ratio-1 are the previous window, ratio..2·ratio-1 the open
 // one; without, rows 0..ratio-1 are the open window. Scores are stored with ape added.
 struct CompressorArgs {
@@ -88,7 +88,7 @@ struct CompressorArgs {
   int d_c;
 };
 
-// Lightning indexer selection (spec §4.5).
+// Lightning indexer selection (docs/DS4_MODEL.md §4.5).
 struct IndexerArgs {
   DevPtr<const float> q;        // [n_tokens, n_heads, dim] rotated (and QAT'd) queries
   DevPtr<const float> weights;  // [n_tokens, n_heads] head weight projections
@@ -103,7 +103,7 @@ struct IndexerArgs {
   int top_k;
 };
 
-// Sink attention over the raw window, compressed rows and a sink logit (spec §4.3).
+// Sink attention over the raw window, compressed rows and a sink logit (docs/DS4_MODEL.md §4.3).
 struct AttentionArgs {
   DevPtr<const float> q;           // [n_tokens, n_head, head_dim]
   DevPtr<const float> kv_new;      // [n_tokens, head_dim] this chunk's raw rows
@@ -123,7 +123,7 @@ struct AttentionArgs {
   float scale;  // 1/sqrt(head_dim)
 };
 
-// Expert routing (spec §5 steps 1-3).
+// Expert routing (docs/DS4_MODEL.md §5 steps 1-3).
 struct RouterArgs {
   DevPtr<const float> logits;    // [n_tokens, n_expert] router projections
   const Weight* bias;            // [n_expert] selection-only bias, or null
@@ -137,7 +137,7 @@ struct RouterArgs {
   float weight_scale;  // routed scaling factor ρ
 };
 
-// Routed experts (spec §5 step 4-5, without the shared expert).
+// Routed experts (docs/DS4_MODEL.md §5 steps 4-5, without the shared expert).
 struct MoeArgs {
   DevPtr<const float> x;           // [n_tokens, n_embd]
   DevPtr<const int32_t> selected;  // [n_tokens, n_used]
@@ -259,7 +259,7 @@ class Backend {
   virtual void F16Round(DevPtr<float> x, size_t n) = 0;
 
   // ---- hyper-connections -----------------------------------------------------------
-  // HC_pre (spec §3): from x_hc [n_tokens, n_hc·n_embd] computes the sublayer input
+  // HC_pre (docs/DS4_MODEL.md §3): from x_hc [n_tokens, n_hc·n_embd] computes the sublayer input
   // u [n_tokens, n_embd], post [n_tokens, n_hc] and comb [n_tokens, n_hc·n_hc] (row j =
   // source stream, column k = destination). fn: [n_hc·n_embd, (2+n_hc)·n_hc]; scale [3];
   // base [(2+n_hc)·n_hc].

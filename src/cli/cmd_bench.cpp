@@ -1,4 +1,4 @@
-// `flashkv bench`: throughput at context frontiers (spec ds4-server-and-cache.md §5.2,
+// `flashkv bench`: throughput at context frontiers (docs/PERFORMANCE.md "Bench sweeps",
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
 // runs the sweep of engine/bench_sweep.h and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a

@@ -59,6 +59,17 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       disk_(options.disk),
       markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
   if (disk_ != nullptr) LoadReplayFromDisk();
+  // The first snapshots' capture buffers, page-locked ahead so that neither the first save
+  // nor the first RAM put stalls decoding: sized for the largest state this context holds
+  // (text at most 16 bytes a token), at most 2 GiB.
+  if (disk_ != nullptr || ram_ != nullptr) {
+    const int64_t ctx = options_.ctx_size;
+    const uint64_t most = std::min(
+        SnapshotFileBytes(model_.StateShape(int(ctx)), ctx, n_vocab_, size_t(ctx) * 16, {}),
+        uint64_t(2) << 30);
+    if (disk_ != nullptr) disk_->PrepareHostBuffer(model_.backend(), most);
+    if (ram_ != nullptr) ram_->PrepareHostBuffer(most);
+  }
   PublishRamStats();
 }
 
@@ -291,11 +302,20 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   if (n >= ctx) return too_long(n);
   if (n == 0) return InvalidArgument("empty prompt");
   const bool full = pool_.live_count() >= pool_.capacity();
+  const Clock::time_point t_acquire = Clock::now();
+  int64_t evicted = -1;
   FLASHKV_ASSIGN_OR_RETURN(r.slot, pool_.AcquireFresh(next_session_id_++, [&](Session& old) {
+    evicted = old.id();
     spdlog::info("live session {} evicted ({} tokens)", old.id(), old.total_tokens());
     SaveSession(old, SaveReason::kEvict, /*visible=*/true);
   }));
   if (full) metrics_.RecordLiveEviction();
+  // Saving it and clearing the slot (which waits for the copies out of it) sits on this
+  // request's time to first token.
+  if (evicted >= 0) {
+    spdlog::info("live session {} saved and its slot cleared in {:.1f} ms", evicted,
+                 MsSince(t_acquire));
+  }
 
   // Tiers 2 and 3: the longest snapshot in RAM, then on disk, that the prompt continues.
   for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk}) {
@@ -331,7 +351,7 @@ Status Engine::Evaluate(Session& session, size_t n, bool want_logits) {
 }
 
 Status Engine::Prefill(Session& session, RequestHandle& request,
-                       const std::vector<int64_t>& save_points, std::optional<int64_t> cold,
+                       const std::vector<int64_t>& save_points, const std::vector<int64_t>& anchors,
                        RequestTiming* timing) {
   const Clock::time_point t0 = Clock::now();
   const int64_t total = int64_t(session.pending().size());
@@ -362,8 +382,9 @@ Status Engine::Prefill(Session& session, RequestHandle& request,
       return st;
     }
     if (at_point) {
-      const bool is_cold = cold && *cold == save_points[next_point];
-      SaveSession(session, is_cold ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
+      const bool anchor =
+          std::find(anchors.begin(), anchors.end(), save_points[next_point]) != anchors.end();
+      SaveSession(session, anchor ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
       ++next_point;
     }
     done += int64_t(n);
@@ -411,6 +432,7 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       break;
     }
     ++result->completion_tokens;
+    if (output.reasoning_open()) ++result->reasoning_tokens;
     Expected<std::string> piece = decoder.Push(id);
     if (piece.ok()) push(output.Feed(*piece));
     if (output.stopped()) {
@@ -430,10 +452,6 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       finish = FinishReason::kError;
       result->error = st.ToString();
       break;
-    }
-    if (disk_ != nullptr && options_.policy.IsContinuedFrontier(int64_t(session.tokens().size()),
-                                                                session.last_saved_tokens())) {
-      SaveSession(session, SaveReason::kContinued, /*visible=*/false);
     }
   }
   push(output.Feed(decoder.Flush()));
@@ -523,18 +541,31 @@ void Engine::Run(RequestHandle& request) {
   }
 
   std::vector<int64_t> save_points;
-  std::optional<int64_t> cold;
+  std::vector<int64_t> anchors;
   if (disk_ != nullptr || ram_ != nullptr) {
+    std::optional<int64_t> cold;
     if (resume->cache.source == CacheSource::kNone) {
       cold = options_.policy.ColdBoundary(session.pending(), markers_);
+      if (cold) anchors.push_back(*cold);
     }
     save_points = options_.policy.SavePoints(int64_t(session.tokens().size()),
                                              int64_t(session.total_tokens()), cold,
                                              session.last_saved_tokens());
-    // Without a disk only the cold anchor is kept (in RAM).
-    if (disk_ == nullptr) std::erase_if(save_points, [&](int64_t p) { return p != cold; });
+    if (!resume->live_hit) {
+      if (std::optional<int64_t> shared = shared_anchors_.NextSession(
+              req.prompt_tokens, int64_t(session.tokens().size()), options_.policy)) {
+        anchors.push_back(*shared);
+        AddSavePoint(*shared, &save_points);
+      }
+    }
+    // Without a disk only the anchors are kept (in RAM).
+    if (disk_ == nullptr) {
+      std::erase_if(save_points, [&](int64_t p) {
+        return std::find(anchors.begin(), anchors.end(), p) == anchors.end();
+      });
+    }
   }
-  Status st = Prefill(session, request, save_points, cold, &result->timing);
+  Status st = Prefill(session, request, save_points, anchors, &result->timing);
   metrics_.RecordPrompt(resume->cache.source, resume->cache.cached_tokens,
                         result->timing.prefill_tokens, resume->live_hit, resume->ram_looked_up,
                         resume->disk_looked_up, resume->cache.restore_bytes);
@@ -564,6 +595,13 @@ void Engine::Run(RequestHandle& request) {
     replay_.Remember(result->tool_call_ids, result->parsed.raw_dsml);
   }
   session.SetVisibleKeys(VisibleKeysAfter(session, req, *result));
+  // The decode loop saves no continued frontier inside the reply (snapshot_planner.h).
+  if (disk_ != nullptr && result->finish != FinishReason::kCancelled &&
+      result->finish != FinishReason::kError &&
+      SaveAfterReply(options_.policy, int64_t(session.tokens().size()),
+                     session.last_saved_tokens())) {
+    SaveSession(session, SaveReason::kContinued, /*visible=*/true);
+  }
 
   metrics_.RecordTiming(result->timing);
   metrics_.SetLiveSessions(pool_.live_count());

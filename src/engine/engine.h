@@ -1,6 +1,7 @@
 // Engine: what the inference worker does with one request — the resume cascade (live
-// session → RAM snapshot → disk snapshot → cold prefill, spec §2.2), the chunked prefill of only
-// the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop sequences, the
+// session → RAM snapshot → disk snapshot → cold prefill, docs/SERVER.md §1), the chunked
+// prefill of only the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop
+// sequences, the
 // incremental chat parser, tool-call ids), and keeping the session keyed by what the
 // client will resend next (pending ids, visible keys, the exact-DSML replay map). Must
 // not: parse HTTP or build API shapes (server/ does), or be called from two threads.
@@ -17,6 +18,7 @@
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
+#include "engine/snapshot_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
@@ -80,9 +82,10 @@ class Engine : public RequestRunner {
   void PublishRamStats();
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
   // progress, pausing at `save_points` (absolute token counts) to write snapshots
-  // (`cold` names the cold one); Cancelled when the request is cancelled between chunks.
+  // (`anchors` names those saved as cold anchors); Cancelled when the request is
+  // cancelled between chunks.
   Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
-                 std::optional<int64_t> cold, RequestTiming* timing);
+                 const std::vector<int64_t>& anchors, RequestTiming* timing);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
@@ -108,6 +111,7 @@ class Engine : public RequestRunner {
   RamCache* ram_;
   DiskCache* disk_;
   ChatMarkerIds markers_;  // for the cold-save chat anchor
+  SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
 };
 

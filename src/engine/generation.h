@@ -37,9 +37,8 @@ struct GenerationRequest {
   // the text the client will resend next turn (visible keys). Empty for completions.
   std::vector<ChatMessage> history;
   PromptOptions prompt_options;
-  // Whether this client resends reasoning with its history (Anthropic and chat clients
-  // mostly do; Codex on Responses does not). Picks which visible key a disk snapshot of
-  // the session is filed under.
+  // Whether this client resends reasoning with its history (the server reads it from the
+  // request). Picks which visible key a disk snapshot of the session is filed under.
   bool replays_reasoning = true;
 };
 
@@ -70,6 +69,7 @@ struct GenerationResult {
   std::string stop_sequence;               // the stop sequence that ended it, if any
   CacheInfo cache;
   int64_t completion_tokens = 0;  // sampled tokens (reasoning and DSML included)
+  int64_t reasoning_tokens = 0;   // of those, the ones before </think> closed (it included)
   RequestTiming timing;
   std::string error;  // why, when finish is kError
 };

@@ -1,6 +1,6 @@
 // SessionPool: the live tier — up to `capacity` Sessions kept in memory, the search for
 // the one a new prompt continues (exact token prefix, rendered-byte prefix, visible
-// transcript key; spec §2.2 steps 5–7), and LRU replacement when a prompt continues none.
+// transcript key; docs/SERVER.md §2.2), and LRU replacement when a prompt continues none.
 // Must not: run the model, read or write disk (the engine saves an evicted session through
 // the hook it passes), or parse requests.
 //

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "util/crc32c.h"
 #include "util/file_io.h"
@@ -543,6 +544,13 @@ class DiskCache::Impl {
           lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= opt_.max_pending_bytes; });
       spare = std::move(spare_);
     }
+    // No spare large enough (the first save, or the last one still being written): the
+    // buffer made ahead, page-locked, so this capture can still be asynchronous.
+    if (!spare || spare->capacity() < bytes) {
+      PinnedStandby& standby = Standby(state.backend());
+      if (auto ahead = standby.Take(bytes)) spare = std::move(ahead);
+      standby.Prepare(bytes + bytes / 8);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     auto img = PrepareSnapshot(state, *opt_.identity, content, NowMs(), spare.get());
     if (!img.ok()) {
@@ -699,6 +707,14 @@ class DiskCache::Impl {
     return Status::Ok();
   }
 
+  PinnedStandby& Standby(Backend& backend) {
+    std::lock_guard<std::mutex> lock(standby_mu_);
+    if (!standby_) standby_ = std::make_unique<PinnedStandby>(&backend);
+    return *standby_;
+  }
+
+  void PrepareHostBuffer(Backend& backend, uint64_t bytes) { Standby(backend).Prepare(bytes); }
+
   Status Flush() {
     std::unique_lock<std::mutex> lock(mu_);
     queue_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
@@ -807,6 +823,8 @@ class DiskCache::Impl {
   uint64_t doomed_bytes_ = 0;    // victims out of the index, not yet deleted
   std::set<std::string> pending_keys_;
   std::unique_ptr<SnapshotImage> spare_;  // the last written image's buffer, for reuse
+  std::mutex standby_mu_;
+  std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
   std::deque<Job> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;
@@ -886,6 +904,10 @@ std::vector<DiskCacheEntry> DiskCache::Candidates(const DiskLookup& lookup) cons
 Expected<DiskHit> DiskCache::Load(const DiskLookup& lookup, KvState& state) {
   return impl_->Load(lookup, state);
 }
+void DiskCache::PrepareHostBuffer(Backend& backend, uint64_t bytes) {
+  impl_->PrepareHostBuffer(backend, bytes);
+}
+
 Expected<std::string> DiskCache::Save(const KvState& state, const SnapshotContent& content) {
   return impl_->Save(state, content);
 }

@@ -126,6 +126,10 @@ class DiskCache {
   bool Contains(std::span<const int32_t> tokens) const;
   // Waits for every queued write; returns the first write error since the last Flush.
   Status Flush();
+  // Makes a page-locked capture buffer of `bytes` ahead of the first save, on a background
+  // thread, so that save does not stall decoding either (kv/pinned_standby.h). `backend`
+  // (the states') must outlive the cache.
+  void PrepareHostBuffer(Backend& backend, uint64_t bytes);
 
   // Marks an entry used (hit count + 1, last used = now) without touching its payload.
   Status Touch(std::string_view key);

@@ -1,4 +1,4 @@
-// KvState: the complete incremental state of one sequence (spec §7), held in backend
+// KvState: the complete incremental state of one sequence (docs/DS4_MODEL.md §7), held in backend
 // buffers: per layer the raw sliding-window ring, the compressed rows, the compressor
 // frontier, and for ratio-4 layers the indexer rows and indexer frontier; plus the token
 // count. Every count is derived from the token count, so the state is fully described by

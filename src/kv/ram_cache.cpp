@@ -22,7 +22,8 @@ int64_t NowMs() {
 
 }  // namespace
 
-RamCache::RamCache(RamCacheOptions options) : options_(std::move(options)) {
+RamCache::RamCache(RamCacheOptions options) : options_(std::move(options)), standby_(options_.pin) {
+  standby_.set_enabled(options_.standby);
   stats_.budget_bytes = options_.budget_bytes;
 }
 
@@ -33,6 +34,7 @@ RamCache::~RamCache() {
 SnapshotImage RamCache::Take(const std::string& key) {
   auto it = entries_.find(key);
   Entry& e = it->second;
+  (void)e.pending.Wait();  // nothing may still be copying into a buffer that is let go
   tokens_.Erase(e.image.tokens());
   if (!e.text.empty()) texts_.Erase(key, e.text);
   lru_.erase(e.lru);
@@ -69,19 +71,35 @@ Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent&
                    entry_bytes_ + reusable->capacity() > options_.budget_bytes)) {
     reusable.reset();
   }
+  // Else the standby buffer, when it is not much larger than needed (an entry keeps its
+  // whole buffer, and the budget counts it).
+  if (!reusable) {
+    reusable = standby_.Take(need);
+    if (reusable && (reusable->capacity() > 2 * need ||
+                     entry_bytes_ + reusable->capacity() > options_.budget_bytes)) {
+      reusable.reset();
+    }
+  }
 
   Expected<SnapshotImage> prepared =
       PrepareSnapshot(state, options_.identity, content, NowMs(), reusable.get());
   reusable.reset();  // freed unless its buffer was taken over
   if (!prepared.ok()) return prepared.status();
+  // The next put's buffer, a little larger (sessions grow), made while this one is used.
+  standby_.Prepare(need + need / 8);
   SnapshotImage image = std::move(*prepared);
   if (options_.pin != nullptr) {
     Status st = image.Pin(*options_.pin);
     if (!st.ok()) spdlog::warn("kv ram: {} (this entry moves through staging)", st.message());
   }
-  FLASHKV_RETURN_IF_ERROR(CaptureSnapshotLayers(state, image));
+  PendingCapture pending;
+  if (image.pinned()) {
+    FLASHKV_ASSIGN_OR_RETURN(pending, CaptureSnapshotLayersAsync(state, image));
+  } else {
+    FLASHKV_RETURN_IF_ERROR(CaptureSnapshotLayers(state, image));
+  }
   lru_.push_front(key);
-  Entry e{std::move(image), std::string(content.text), lru_.begin()};
+  Entry e{std::move(image), std::string(content.text), lru_.begin(), std::move(pending)};
   tokens_.Insert(key, e.image.tokens());
   if (!e.text.empty()) texts_.Insert(key, e.text);
   entry_bytes_ += e.image.capacity();
@@ -120,7 +138,11 @@ Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
   Status last;
   for (const auto& [key, by_text] : cands) {
     Entry& e = entries_.at(key);
-    Expected<RestoredSnapshot> restored = RestoreSnapshotImage(e.image, options_.identity, state);
+    Status landed = e.pending.Wait();
+    e.pending = PendingCapture();
+    Expected<RestoredSnapshot> restored =
+        landed.ok() ? RestoreSnapshotImage(e.image, options_.identity, state)
+                    : Expected<RestoredSnapshot>(landed);
     if (!restored.ok()) {
       // Only a bug can get here (the identity and shape were this process's own).
       last = restored.status();

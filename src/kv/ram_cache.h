@@ -11,6 +11,10 @@
 // is least recently used first; an entry larger than the whole budget is not admitted.
 // Images stay unsealed (no CRCs): the tier is process memory, trusted like the live
 // state, and checksumming 340 MB would cost more than the restore itself.
+// A put into a page-locked buffer (an evicted entry's, or the standby made ahead of need on
+// a background thread, kv/pinned_standby.h) copies only the mutable sections before it
+// returns; the closed rows land asynchronously (CaptureSnapshotLayersAsync), and a load or
+// an eviction of the entry waits for them.
 // Must not: touch files, decide when to save (the engine and kv/cache_policy.h do), or
 // run the model.
 //
@@ -26,6 +30,7 @@
 
 #include "backend/backend.h"
 #include "kv/kv_state.h"
+#include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "kv/resume_point.h"
 #include "kv/snapshot_codec.h"
@@ -38,6 +43,8 @@ struct RamCacheOptions {
   SnapshotIdentity identity;  // of every state put in and restored
   // Page-locks the image buffers through this backend (null: plain pageable memory).
   Backend* pin = nullptr;
+  // Make the next put's buffer ahead of need (kv/pinned_standby.h).
+  bool standby = true;
 };
 
 struct RamCacheStats {
@@ -59,8 +66,9 @@ class RamCache {
 
   const RamCacheOptions& options() const { return options_; }
 
-  // Copies `state` and `content` into the tier, replacing an entry with the same token
-  // ids, and evicts least recently used entries until it fits. Returns the key (the SHA1
+  // Takes a snapshot of `state` and `content` into the tier (see above: the bulk of it may
+  // still be moving when this returns), replacing an entry with the same token ids, and
+  // evicts least recently used entries until it fits. Returns the key (the SHA1
   // hex of the ids, as the disk tier names files). kResourceExhausted when the image is
   // larger than the budget (nothing is evicted for it).
   Expected<std::string> Put(const KvState& state, const SnapshotContent& content);
@@ -69,6 +77,10 @@ class RamCache {
   // kNotFound when none matches (`state` untouched); a failed restore clears `state`, drops
   // the entry and reports the error.
   Expected<ResumeHit> Load(const ResumeLookup& lookup, KvState& state);
+
+  // Makes a page-locked buffer of `bytes` ahead of the first put, on a background thread
+  // (a put takes it when it is at most twice the snapshot's size).
+  void PrepareHostBuffer(uint64_t bytes) { standby_.Prepare(bytes); }
 
   // True when an entry holds exactly these ids.
   bool Contains(std::span<const int32_t> tokens) const;
@@ -79,6 +91,7 @@ class RamCache {
     SnapshotImage image;
     std::string text;  // the image's text, kept for the text index's confirmations
     std::list<std::string>::iterator lru;
+    PendingCapture pending;  // copies still landing in the image (waited for before use)
   };
 
   // Removes an entry from the indexes and hands its image back.
@@ -89,6 +102,8 @@ class RamCache {
   std::list<std::string> lru_;  // most recently used first
   TokenPrefixIndex tokens_;
   TextPrefixIndex texts_;
+  // The next put's buffer, made and page-locked ahead on a background thread.
+  PinnedStandby standby_;
   uint64_t entry_bytes_ = 0;  // capacity of every entry's buffer
   RamCacheStats stats_;
 };

@@ -212,6 +212,15 @@ void SnapshotImage::FreeBytes::operator()(uint8_t* p) const {
   std::free(p);
 }
 
+Expected<SnapshotImage> SnapshotImage::Reserve(uint64_t capacity) {
+  SnapshotImage img;
+  img.bytes_.reset(AllocHostBytes(capacity));
+  if (!img.bytes_) return ResourceExhausted("cannot allocate {} bytes for a snapshot", capacity);
+  std::memset(img.bytes_.get(), 0, capacity);  // the page faults happen here, not in a capture
+  img.capacity_ = capacity;
+  return img;
+}
+
 Status SnapshotImage::Pin(Backend& backend) {
   if (!bytes_ || pinned()) return Status::Ok();
   FLASHKV_RETURN_IF_ERROR(backend.PinHost(bytes_.get(), size_t(capacity_)));

@@ -91,6 +91,11 @@ class SnapshotImage {
   Status Pin(Backend& backend);
   bool pinned() const { return bytes_.get_deleter().pinned_by != nullptr; }
 
+  // An empty image that only holds a buffer of `capacity` bytes with every page touched,
+  // to be handed to PrepareSnapshot as `reuse` (kv/pinned_standby.h makes them ahead of
+  // need). kResourceExhausted when the memory is not there.
+  static Expected<SnapshotImage> Reserve(uint64_t capacity);
+
  private:
   friend Expected<SnapshotImage> PrepareSnapshot(const KvState&, const SnapshotIdentity&,
                                                  const SnapshotContent&, int64_t, SnapshotImage*);

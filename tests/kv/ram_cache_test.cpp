@@ -1,7 +1,8 @@
-// RamCache, the host-RAM tier: restores are bit-exact and carry the snapshot's ids, logits,
-// text and extensions; lookups match by token prefix or text prefix, longest first and
-// within the length bounds; the budget holds with least-recently-used eviction; evicted
-// buffers are reused without pinning again, and every pinned buffer is unpinned once.
+// RamCache, the host-RAM tier: restores are bit-exact (also when the put's closed rows were
+// still landing asynchronously) and carry the snapshot's ids, logits, text and extensions; lookups
+// match by token prefix or text prefix, longest first and within the length bounds; the budget
+// holds with least-recently-used eviction; evicted buffers are reused without pinning again, and
+// every pinned buffer is unpinned once.
 #include "kv/ram_cache.h"
 
 #include <map>
@@ -56,6 +57,7 @@ class RamCacheTest : public ::testing::Test {
     o.budget_bytes = budget;
     o.identity = TestIdentity();
     o.pin = &be_;
+    o.standby = false;  // the pin counts below are the puts' own
     return o;
   }
   // Puts a random state of `n` tokens whose ids start with `tokens`' first n.
@@ -227,6 +229,35 @@ TEST_F(RamCacheTest, RestoresIntoALargerContextAndRefusesOneTooSmall) {
   KvState large = RandomState(be_, SmallShape(128), 3, 13);
   ASSERT_TRUE(ram.Load(lookup, large).ok());
   for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(large, l), LayerOf(src, l));
+}
+
+TEST_F(RamCacheTest, TheStandbyBufferIsPageLockedAheadAndTakenOnce) {
+  PinnedStandby standby(&be_);
+  EXPECT_EQ(standby.Take(1000), nullptr);
+  standby.Prepare(1 << 20);
+  auto buf = standby.Take(1 << 20, /*wait=*/true);
+  ASSERT_NE(buf, nullptr);
+  EXPECT_TRUE(buf->pinned());
+  EXPECT_GE(buf->capacity(), uint64_t(1) << 20);
+  EXPECT_EQ(be_.pins, 1);
+  EXPECT_EQ(standby.Take(1), nullptr);  // taken
+  standby.Prepare(4096);
+  EXPECT_EQ(standby.Take(8192, /*wait=*/true), nullptr);  // too small for that
+  EXPECT_NE(standby.Take(4096, /*wait=*/true), nullptr);
+  // Used as a put's buffer it keeps its pin: nothing is pinned again.
+  KvState st = RandomState(be_, SmallShape(64), 37, 14);
+  const Saved s = Make(37, 0, "x");
+  SnapshotContent c;
+  c.tokens = s.tokens;
+  c.logits = s.logits;
+  auto img = PrepareSnapshot(st, TestIdentity(), c, 1, buf.get());
+  ASSERT_TRUE(img.ok());
+  EXPECT_TRUE(img->pinned());
+  EXPECT_EQ(img->capacity(), uint64_t(1) << 20);
+  EXPECT_EQ(be_.pins, 2);  // the 4096-byte one
+  buf.reset();
+  img = Expected<SnapshotImage>(Internal("dropped"));  // frees the 1 MiB buffer
+  EXPECT_EQ(be_.unpins, 2);  // both (the 4096-byte one went with its Take)
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
-// CompressorUpdate: the streaming compressor frontier (spec §4.4), the same walk as
-// src/backend/cpu/op_compressor.cpp. Channels are independent: for a single token (decode)
-// one thread owns channel j (and its second-half partner d + j when windows overlap) and
-// walks the chunk's tokens in order; chunks of several tokens take the window-parallel
-// kernels below, which compute the same values. The state after a chunk is the same for any
-// chunking.
+// CompressorUpdate: the streaming compressor frontier (docs/DS4_MODEL.md §4.4), the same walk as
+// src/backend/cpu/op_compressor.cpp. Channels are independent: for a single token (decode) one
+// thread owns channel j (and its second-half partner d + j when windows overlap) and walks the
+// chunk's tokens in order; chunks of several tokens take the window-parallel kernels below, which
+// compute the same values. The state after a chunk is the same for any chunking.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_state.h"

@@ -1,4 +1,4 @@
-// RouterSelect and MoeExperts (spec §5), following src/backend/cpu/op_router.cpp and
+// RouterSelect and MoeExperts (docs/DS4_MODEL.md §5), following src/backend/cpu/op_router.cpp and
 // op_moe.cpp. Routing runs one block per token (probabilities in parallel, then the
 // top k by repeated warp argmax, which orders ties as ds4's insertion sort does). The experts run
 // grouped: a one-block kernel sorts the (token, slot) pairs by expert and cuts each expert's list
