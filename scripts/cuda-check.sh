@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -19,6 +19,12 @@
 #                                  SASS check (IMMA instructions), the kernel microbenchmark
 #                                  and the Flash prefill with dp4a vs tensor-core kernels in
 #                                  one process (extra args go to that last run).
+#                                  tiled: the tiled prefill kernels (attention, compressor,
+#                                  F16 products) — the GPU tests, the Flash prefill with them
+#                                  off and on in one process (--tiled-compare 0,1, logits
+#                                  compared bit for bit, kernel profile of each; extra args go
+#                                  there); tiled-sanitize: their small-shape tests under
+#                                  compute-sanitizer (memcheck, racecheck).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -131,7 +137,7 @@ PY
     # text, tokenized with models/tokenizer/tokenizer.json (random models have no
     # vocabulary of their own).
     /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
-      --ctx-start 2048 --ctx-max 8192 --step-mul 2 --gen-tokens 16 \
+      --ctx-start 2048 --ctx-max "${FLASHBENCH_CTX_MAX:-8192}" --step-mul 2 --gen-tokens 16 \
       --csv "$OUT/flash-sweep.csv" --plot "$OUT/flash-sweep.svg" "$@" 2>&1 \
       | tee "$OUT/flash-sweep.log" || rc=1
     if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
@@ -153,6 +159,29 @@ PY
     "$BB" --matmul --skip-model --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.log" || rc=1
     "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
       --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
+  fi
+  if [[ $what == tiled ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|max\|d\||mismatch|differ' \
+      "$OUT/gpu-tests.log" | head -80 || true
+    "$BB" --tiled-compare 0,1 --profile --frontiers "${TILED_FRONTIERS:-2048,8192}" --decode-steps 16 --warmup-steps 4 \
+      --ttft 0 --json "$OUT/tiled-compare.json" "$@" 2>&1 | tee "$OUT/tiled-compare.log" | grep -v '^ ' || rc=1
+    # The largest kernels of each setup's first chunk, names shortened.
+    grep -A14 ', chunk at' "$OUT/tiled-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/' || true
+  fi
+  if [[ $what == tiled-sanitize ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 45 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaTiledTest.*Small' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-$tool.log"
+      done
+    fi
   fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
@@ -218,7 +247,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

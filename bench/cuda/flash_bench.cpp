@@ -100,8 +100,10 @@ struct Options {
   std::string json_out;
   bool matmul = false;  // the Q8_0 kernel microbenchmark (matmul_bench.h)
   MatMulBenchOptions matmul_options;
-  bool skip_model = false;        // only the microbenchmark
-  std::vector<int> imma_compare;  // prefill + decode once per tensor-core variant
+  bool skip_model = false;            // only the microbenchmark
+  std::vector<int> imma_compare;      // prefill + decode once per tensor-core variant
+  std::vector<int> tiled_compare;     // … and per setting of the tiled prefill kernels
+  std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -113,41 +115,66 @@ Status WriteJson(const Options& o, const nlohmann::json& out) {
   return Status::Ok();
 }
 
-// Prefill to each frontier and decode at the last one, once per tensor-core variant
-// (CudaBackendOptions::imma; 0 = the dp4a kernels) on fresh states, so old and new kernels
-// are timed in one process on the same weights; the logits at every frontier and the greedy
-// decode tokens must be bit-identical to the first variant's.
+// Prefill to each frontier and decode at the last one, once per kernel setup — tensor-core
+// variant (CudaBackendOptions::imma; 0 = the dp4a kernels) × tiled prefill kernels on/off
+// (CudaBackendOptions::tiled) — on fresh states, so old and new kernels are timed in one
+// process on the same weights; the logits at every frontier and the greedy decode tokens
+// must be bit-identical to the first setup's.
 Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_ctx,
                       nlohmann::json& out) {
+  struct Setup {
+    int imma;
+    bool tiled;
+  };
+  std::vector<Setup> setups;
+  const std::vector<int> immas =
+      o.imma_compare.empty() ? std::vector<int>{be.imma()} : o.imma_compare;
+  const std::vector<int> tileds =
+      o.tiled_compare.empty() ? std::vector<int>{be.tiled_prefill() ? 1 : 0} : o.tiled_compare;
+  for (int v : immas) {
+    for (int t : tileds) setups.push_back({v, t != 0});
+  }
+  auto apply = [&](const Setup& su) -> Status {
+    if (!be.SetImma(su.imma)) return InvalidArgument("--imma-compare: unknown variant {}", su.imma);
+    be.SetTiledPrefill(su.tiled);
+    return Status::Ok();
+  };
+  auto label = [](const Setup& su) {
+    return fmt::format("imma {} tiled {}", su.imma, su.tiled ? 1 : 0);
+  };
   const ModelConfig& cfg = model.config();
   const auto prompt = RandomTokens(max_ctx, cfg.n_vocab, 7);
   std::vector<std::vector<float>> first_logits;
   std::vector<int32_t> first_tokens;
   nlohmann::json rows = nlohmann::json::array();
   {
-    // Untimed warm-up chunk (scratch growth, first launches), so the first variant timed
+    // Untimed warm-up chunk (scratch growth, first launches), so the first setup timed
     // is not the one that pays for them.
-    if (!be.SetImma(o.imma_compare.back())) return InvalidArgument("--imma-compare: bad variant");
+    FLASHKV_RETURN_IF_ERROR(apply(setups.back()));
     FLASHKV_ASSIGN_OR_RETURN(KvState st, model.NewState(max_ctx));
     FLASHKV_RETURN_IF_ERROR(
         model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
                       st, LogitsFor::kNone, nullptr));
   }
-  for (size_t vi = 0; vi < o.imma_compare.size(); ++vi) {
-    const int v = o.imma_compare[vi];
-    if (!be.SetImma(v)) return InvalidArgument("--imma-compare: unknown variant {}", v);
+  for (size_t vi = 0; vi < setups.size(); ++vi) {
+    const Setup& su = setups[vi];
+    FLASHKV_RETURN_IF_ERROR(apply(su));
+    const std::string name = label(su);
     FLASHKV_ASSIGN_OR_RETURN(KvState st, model.NewState(max_ctx));
     std::vector<float> logits(cfg.n_vocab);
     double prefill_s = 0;
     bool same = true;
     nlohmann::json r;
-    r["imma"] = v;
+    r["imma"] = su.imma;
+    r["tiled"] = su.tiled;
     for (size_t fi = 0; fi < o.frontiers.size(); ++fi) {
       const int f = o.frontiers[fi];
       while (st.n_tokens() < f) {
         const int n = int(std::min<int64_t>(o.chunk, f - st.n_tokens()));
         const bool last = st.n_tokens() + n == f;
-        const bool profile_chunk = o.profile && st.n_tokens() == 0;
+        const int64_t at = st.n_tokens();
+        const bool profile_chunk = o.profile && std::find(o.profile_at.begin(), o.profile_at.end(),
+                                                          at) != o.profile_at.end();
         if (profile_chunk) be.SetProfiling(true);
         auto a = Clock::now();
         FLASHKV_RETURN_IF_ERROR(model.Forward(
@@ -155,7 +182,8 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
             last ? LogitsFor::kLast : LogitsFor::kNone, last ? logits.data() : nullptr));
         prefill_s += Seconds(a, Clock::now());
         if (profile_chunk) {
-          std::printf("imma %d, first chunk (%d tokens), %s", v, n, be.ProfileReport(true).c_str());
+          std::printf("%s, chunk at %lld (%d tokens), %s", name.c_str(), static_cast<long long>(at),
+                      n, be.ProfileReport(true).c_str());
           be.SetProfiling(false);
         }
       }
@@ -165,7 +193,7 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
         same = same && std::memcmp(logits.data(), first_logits[fi].data(), 4 * logits.size()) == 0;
       }
       r["prefill_tok_s"][std::to_string(f)] = double(f) / prefill_s;
-      std::printf("imma %d: prefill 0..%d %8.0f tok/s\n", v, f, double(f) / prefill_s);
+      std::printf("%s: prefill 0..%d %8.0f tok/s\n", name.c_str(), f, double(f) / prefill_s);
       std::fflush(stdout);
     }
     std::vector<int32_t> tokens;
@@ -191,10 +219,10 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     }
     r["decode_tok_s"] = o.decode_steps / ds;
     r["bit_identical_to_first"] = same;
-    std::printf("imma %d: decode %.1f tok/s at %d; logits and greedy tokens %s imma %d\n", v,
+    std::printf("%s: decode %.1f tok/s at %d; logits and greedy tokens %s %s\n", name.c_str(),
                 o.decode_steps / ds, o.frontiers.back(),
                 vi == 0 ? "are the reference for" : (same ? "bit-identical to" : "DIFFER from"),
-                o.imma_compare[0]);
+                label(setups[0]).c_str());
     rows.push_back(r);
   }
   out["imma_compare"] = rows;
@@ -208,7 +236,8 @@ Status Run(const Options& o) {
   std::printf("device: %s\n", be->DeviceDescription().c_str());
   if (o.matmul) FLASHKV_RETURN_IF_ERROR(RunMatMulBench(*be, o.matmul_options, out));
   if (o.skip_model) return WriteJson(o, out);
-  be->SetProfiling(o.profile && o.imma_compare.empty());
+  const bool compare = !o.imma_compare.empty() || !o.tiled_compare.empty();
+  be->SetProfiling(o.profile && !compare);
   out["layers"] = o.layers;
   out["chunk"] = o.chunk;
   FLASHKV_ASSIGN_OR_RETURN(
@@ -244,7 +273,7 @@ Status Run(const Options& o) {
       std::max(*std::max_element(o.frontiers.begin(), o.frontiers.end()), o.ttft_tokens) +
       o.decode_steps + o.warmup_steps + 8;
   std::vector<float> logits(cfg.n_vocab);
-  if (!o.imma_compare.empty()) {
+  if (compare) {
     FLASHKV_RETURN_IF_ERROR(PrefillCompare(o, *be, *model, max_ctx, out));
     return WriteJson(o, out);
   }
@@ -432,6 +461,13 @@ int main(int argc, char** argv) {
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
                  "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+      ->delimiter(',');
+  app.add_option("--profile-at", o.profile_at,
+                 "with a compare and --profile: the positions of the chunks to profile (default 0)")
+      ->delimiter(',');
+  app.add_option("--tiled-compare", o.tiled_compare,
+                 "the same comparison over the tiled prefill kernels (attention, compressor, "
+                 "F16 products; 0 = off), e.g. 0,1; with --imma-compare, every pair")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const flashkv::Status s = flashkv::Run(o);

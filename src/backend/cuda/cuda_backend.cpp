@@ -162,6 +162,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
                            imma);
   }
   s->imma = imma;
+  if (options.tiled >= 0) {
+    s->tiled_prefill = options.tiled != 0;
+  } else if (const char* env = std::getenv("FLASHKV_CUDA_TILED")) {
+    s->tiled_prefill = std::strcmp(env, "0") != 0;
+  }
   {
     void* grid = nullptr;
     if ((e = cudaMalloc(&grid, sizeof(kIq2xxsGrid))) != cudaSuccess ||
@@ -172,9 +177,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     s->iq2_grid = static_cast<const uint64_t*>(grid);
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
-  spdlog::info("cuda backend: {} (graphs {}, int8 tensor-core prefill {})", be->DeviceDescription(),
-               graphs ? "on" : "off",
-               imma == 0 ? std::string("off") : fmt::format("tiles {}", imma));
+  spdlog::info("cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {})",
+               be->DeviceDescription(), graphs ? "on" : "off",
+               imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
+               be->s_->tiled_prefill ? "on" : "off");
   return be;
 }
 
@@ -215,6 +221,13 @@ bool CudaBackend::SetImma(int variant, int min_tokens) {
 }
 int CudaBackend::imma() const {
   return s_->imma;
+}
+void CudaBackend::SetTiledPrefill(bool on) {
+  s_->Flush();
+  s_->tiled_prefill = on;
+}
+bool CudaBackend::tiled_prefill() const {
+  return s_->tiled_prefill;
 }
 
 Expected<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {

@@ -38,6 +38,10 @@ struct CudaBackendOptions {
   // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
   // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
   int imma = -1;
+  // Many-token kernels for attention, the compressor and the F16/BF16 weight products in
+  // prefill chunks (same bits as the one-token kernels): -1: FLASHKV_CUDA_TILED from the
+  // environment (default on); 0 off; 1 on.
+  int tiled = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel.
@@ -99,6 +103,9 @@ class CudaBackend final : public Backend {
   // one process; false for an unknown variant.
   bool SetImma(int variant, int min_tokens = kCudaImmaMinTokens);
   int imma() const;
+  // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
+  void SetTiledPrefill(bool on);
+  bool tiled_prefill() const;
 
   void Fill(DevPtr<float> dst, float value, size_t n) override;
   void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) override;

@@ -70,6 +70,8 @@ struct CudaBackend::State {
   // variant (CudaBackendOptions::imma).
   int imma = 1;
   int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
+  // Many-token kernels for prefill chunks (CudaBackendOptions::tiled).
+  bool tiled_prefill = true;
 
   std::mutex error_mu;
   std::string error;  // first failure, reported by the next Read/Write/Synchronize

@@ -57,6 +57,17 @@ void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n
 bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& a);
 bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a);
 
+// fp32-activation products split each row over 8 warps below this many rows
+// (MatVecSplitKernel), else over one warp: a property of the weight's shape, never of the
+// batch, so the float order stays fixed.
+inline constexpr int kSplitBelowRows = 1024;
+
+// Plain batches of F16 / BF16 / F32 weights × fp32 activations of at least this many tokens
+// take the tiled kernel (matvec_tiled.cu), with the bits of the kernels above; false for
+// tile mode, grouped projections, short batches and other types.
+inline constexpr int kMatVecTiledMinTokens = 32;
+bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
+
 // The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
 // (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
 // (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256

@@ -6,9 +6,11 @@
 // with the sink. The chunking is a function of the token's own row sequence, so the float order
 // never depends on the batch; decoding gets one block per (chunk, head group) instead of one per
 // head. The merge rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding
-// only.
+// only. Prefill chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the
+// same terms.
 #include <algorithm>
 
+#include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_state.h"
@@ -17,74 +19,7 @@ namespace flashkv {
 namespace cuda {
 namespace {
 
-constexpr int kChunkRows = 32;
 constexpr int kHeadGroup = 16;
-
-struct AttnArgs {
-  const float* q;           // [n_tokens, n_head, head_dim]
-  const float* kv_new;      // [n_tokens, head_dim]
-  const float* ring;        // [n_swa, head_dim]
-  const float* comp;        // [*, head_dim]
-  const int32_t* selected;  // [n_tokens, top_k] or null
-  const float* sinks;       // [n_head]
-  float* partial;           // [batch, n_chunks, n_head, head_dim + 2]
-  float* out;               // [n_tokens, n_head, head_dim]
-  int64_t pos0;             // position of token 0 of the op
-  int t0;                   // first token of this batch
-  int n_chunks;             // chunks per token in the partial layout
-  int n_head;
-  int head_dim;
-  int n_swa;
-  int ratio;
-  int top_k;
-  float scale;
-};
-
-// The visible row sequence of token t: n_raw window rows then n_comp compressed rows.
-struct RowSeq {
-  int64_t pos;
-  int64_t first;  // first raw position
-  int n_raw;
-  int n_comp;
-};
-
-__device__ __forceinline__ RowSeq Rows(const AttnArgs& a, int t) {
-  RowSeq s;
-  s.pos = a.pos0 + t;
-  s.first = s.pos - a.n_swa + 1 > 0 ? s.pos - a.n_swa + 1 : 0;
-  s.n_raw = int(s.pos - s.first + 1);
-  s.n_comp = 0;
-  if (a.ratio > 0) {
-    if (a.selected != nullptr) {
-      // Selections are ascending ids then -1 padding: binary search for the first -1.
-      const int32_t* sel = a.selected + size_t(t) * a.top_k;
-      int lo = 0, hi = a.top_k;
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (sel[mid] >= 0) {
-          lo = mid + 1;
-        } else {
-          hi = mid;
-        }
-      }
-      s.n_comp = lo;
-    } else {
-      s.n_comp = int((s.pos + 1) / a.ratio);
-    }
-  }
-  return s;
-}
-
-__device__ __forceinline__ const float* RowPtr(const AttnArgs& a, const RowSeq& s, int t, int r) {
-  if (r < s.n_raw) {
-    const int64_t p = s.first + r;
-    return p < a.pos0 ? a.ring + size_t(p % a.n_swa) * a.head_dim
-                      : a.kv_new + size_t(p - a.pos0) * a.head_dim;
-  }
-  const int j = r - s.n_raw;
-  const int id = a.selected != nullptr ? a.selected[size_t(t) * a.top_k + j] : j;
-  return a.comp + size_t(id) * a.head_dim;
-}
 
 // grid (n_chunks, head groups, batch tokens); block kHeadGroup·32 threads... one warp per
 // head of the group, lane = row of the chunk.
@@ -163,11 +98,17 @@ __global__ void AttnPartialKernel(AttnArgs a) {
   }
 }
 
+// Factors per merge block in shared memory: n_chunks rounded up to 4, because the unrolled
+// fold loads them four at a time (compute-sanitizer saw a 12-byte read past one chunk).
+__host__ __device__ inline int MergeSlots(int n_chunks) {
+  return (n_chunks + 3) / 4 * 4;
+}
+
 // grid (n_head, batch tokens): merge the chunks of one (token, head) in chunk order. The
 // per-chunk factors exp(m_c − m) are formed once in shared memory.
 __global__ void AttnMergeKernel(AttnArgs a) {
-  extern __shared__ float factor[];  // [n_chunks] factors, then [n_chunks] weighted sums
-  float* term = factor + a.n_chunks;
+  extern __shared__ float factor[];  // [slots] factors, then [slots] weighted sums
+  float* term = factor + MergeSlots(a.n_chunks);
   __shared__ float scratch[32];
   __shared__ float sh_inv;
   const int h = blockIdx.x;
@@ -224,6 +165,10 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   }
   const int64_t max_rows = std::min<int64_t>(a.n_swa, last_pos + 1) + max_comp;
   const int n_chunks = int((max_rows + cuda::kChunkRows - 1) / cuda::kChunkRows);
+  if (s_->tiled_prefill && a.n_tokens >= cuda::kAttnTiledMinTokens && a.head_dim % 32 == 0) {
+    cuda::LaunchAttentionTiled(*s_, a, n_chunks);
+    return;
+  }
   const size_t per_token = size_t(n_chunks) * a.n_head * (size_t(a.head_dim) + 2);
   const int batch =
       int(std::max<size_t>(1, std::min<size_t>(a.n_tokens, (size_t(64) << 20) / per_token)));
@@ -245,18 +190,27 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;
   for (int t0 = 0; t0 < a.n_tokens; t0 += batch) {
     const int n = std::min(batch, a.n_tokens - t0);
-    cuda::AttnArgs k{a.q.get(),        a.kv_new.get(),
-                     a.ring.get(),     a.comp_rows.get(),
-                     a.selected.get(), reinterpret_cast<const float*>(a.sinks->data.get()),
-                     partial,          a.out.get(),
-                     a.pos0,           t0,
-                     n_chunks,         a.n_head,
-                     a.head_dim,       a.n_swa,
-                     a.ratio,          a.top_k,
-                     a.scale};
+    cuda::AttnArgs k{};
+    k.q = a.q.get();
+    k.kv_new = a.kv_new.get();
+    k.ring = a.ring.get();
+    k.comp = a.comp_rows.get();
+    k.selected = a.selected.get();
+    k.sinks = reinterpret_cast<const float*>(a.sinks->data.get());
+    k.partial = partial;
+    k.out = a.out.get();
+    k.pos0 = a.pos0;
+    k.t0 = t0;
+    k.n_chunks = n_chunks;
+    k.n_head = a.n_head;
+    k.head_dim = a.head_dim;
+    k.n_swa = a.n_swa;
+    k.ratio = a.ratio;
+    k.top_k = a.top_k;
+    k.scale = a.scale;
     s_->Launch(cuda::AttnPartialKernel, dim3(n_chunks, groups, n), dim3(threads), smem, k);
     s_->Launch(cuda::AttnMergeKernel, dim3(a.n_head, n), dim3(128),
-               unsigned(2 * sizeof(float) * n_chunks), k);
+               unsigned(2 * sizeof(float) * cuda::MergeSlots(n_chunks)), k);
   }
 }
 

@@ -1,7 +1,8 @@
 // CompressorUpdate: the streaming compressor frontier (docs/DS4_MODEL.md §4.4), the same walk as
-// src/backend/cpu/op_compressor.cpp. Channels are independent: one thread owns channel j
-// (and its second-half partner d + j when windows overlap) and walks the chunk's tokens in
-// order, so the state after a chunk is the same for any chunking.
+// src/backend/cpu/op_compressor.cpp. Channels are independent: for a single token (decode) one
+// thread owns channel j (and its second-half partner d + j when windows overlap) and walks the
+// chunk's tokens in order; chunks of several tokens take the window-parallel kernels below, which
+// compute the same values. The state after a chunk is the same for any chunking.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_state.h"
@@ -103,6 +104,127 @@ __global__ void CompressorKernel(CompressorKernelArgs a) {
   }
 }
 
+// Many-token chunks (prefill): the windows a chunk closes are independent given the inputs
+// and the frontier the chunk starts from, so CompressorPoolKernel gives every (closed window,
+// channel) its own thread, reading each slot from the chunk's projections or from the old
+// frontier, and CompressorFrontierKernel then writes the frontier the walk would leave, one
+// thread per (state row, column). Each pooled value is the walk's own formula over the same
+// stored slot values (kv, score + ape) in the same order, so rows and state keep the walk's
+// bits.
+__device__ __forceinline__ int Width(const CompressorKernelArgs& a) {
+  return (a.overlap ? 2 : 1) * a.d;
+}
+
+// The stored (kv, score) of slot `slot` of window `w`, column `col`, as the walk holds them
+// when window w closes: the chunk's input for positions from pos0 on, else the frontier's
+// open window (the window open when the chunk started).
+__device__ __forceinline__ void OpenSlot(const CompressorKernelArgs& a, int64_t w, int slot,
+                                         int col, float* kv, float* sc) {
+  const int width = Width(a);
+  const int64_t p = w * a.m + slot;
+  if (p >= a.pos0) {
+    const size_t in = size_t(p - a.pos0) * width + col;
+    *kv = a.kv[in];
+    *sc = __fadd_rn(a.score[in], Ape(a, width, col, slot));
+  } else {
+    const size_t row = size_t((a.overlap ? a.m : 0) + slot) * width + col;
+    *kv = a.state_kv[row];
+    *sc = a.state_score[row];
+  }
+}
+
+// The first-half slot `slot` of window w - 1 as seen when window w closes (overlap only):
+// window w - 1 inside the chunk or open at its start is OpenSlot; one closed before the chunk
+// sits in the frontier's previous-window rows.
+__device__ __forceinline__ void PrevSlot(const CompressorKernelArgs& a, int64_t w, int slot,
+                                         int col, float* kv, float* sc) {
+  if (w * a.m > a.pos0) {
+    OpenSlot(a, w - 1, slot, col, kv, sc);
+  } else {
+    const size_t row = size_t(slot) * Width(a) + col;
+    *kv = a.state_kv[row];
+    *sc = a.state_score[row];
+  }
+}
+
+// grid (channel blocks, windows closed by the chunk).
+__global__ void CompressorPoolKernel(CompressorKernelArgs a) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= a.d) return;
+  const int m = a.m;
+  const int d = a.d;
+  const int64_t w = a.pos0 / m + blockIdx.y;
+  float max_score = -INFINITY;
+  for (int r = 0; r < m; ++r) {
+    float kv, s;
+    if (a.overlap) {
+      PrevSlot(a, w, r, j, &kv, &s);
+      if (s > max_score) max_score = s;
+      OpenSlot(a, w, r, d + j, &kv, &s);
+      if (s > max_score) max_score = s;
+    } else {
+      OpenSlot(a, w, r, j, &kv, &s);
+      if (s > max_score) max_score = s;
+    }
+  }
+  float* out = a.rows + size_t(w) * d;
+  if (max_score <= -INFINITY) {
+    out[j] = 0.0f;
+    return;
+  }
+  float denom = 0.0f;
+  float sum = 0.0f;
+  for (int r = 0; r < m; ++r) {
+    if (a.overlap) {
+      float kp, sp, kc, sc;
+      PrevSlot(a, w, r, j, &kp, &sp);
+      OpenSlot(a, w, r, d + j, &kc, &sc);
+      const float wp = expf(__fsub_rn(sp, max_score));
+      const float wc = expf(__fsub_rn(sc, max_score));
+      denom = __fadd_rn(denom, __fadd_rn(wp, wc));
+      sum = __fadd_rn(sum, __fmul_rn(wp, kp));
+      sum = __fadd_rn(sum, __fmul_rn(wc, kc));
+    } else {
+      float kv, s;
+      OpenSlot(a, w, r, j, &kv, &s);
+      const float wt = expf(__fsub_rn(s, max_score));
+      denom = __fadd_rn(denom, wt);
+      sum = __fadd_rn(sum, __fmul_rn(wt, kv));
+    }
+  }
+  out[j] = denom > 0.0f ? __fdiv_rn(sum, denom) : 0.0f;
+}
+
+// grid (column blocks, m slots): after the pool kernel, the frontier the walk leaves. Every
+// value depends only on its own (slot, column), so the in-place update needs no ordering
+// beyond reading the open slot before overwriting it.
+__global__ void CompressorFrontierKernel(CompressorKernelArgs a) {
+  const int width = Width(a);
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= width) return;
+  const int m = a.m;
+  const int slot = blockIdx.y;
+  const int64_t end = a.pos0 + a.n_tokens;
+  const int64_t open_w = end / m;  // the window open after the chunk
+  const bool closed = open_w > a.pos0 / m;
+  const size_t open_row = size_t((a.overlap ? m : 0) + slot) * width + col;
+  if (closed && a.overlap) {  // previous rows: the last closed window's slots, both halves
+    float kv, sc;
+    OpenSlot(a, open_w - 1, slot, col, &kv, &sc);
+    a.state_kv[size_t(slot) * width + col] = kv;
+    a.state_score[size_t(slot) * width + col] = sc;
+  }
+  const int64_t p = open_w * m + slot;
+  if (p >= a.pos0 && p < end) {
+    const size_t in = size_t(p - a.pos0) * width + col;
+    a.state_kv[open_row] = a.kv[in];
+    a.state_score[open_row] = __fadd_rn(a.score[in], Ape(a, width, col, slot));
+  } else if (closed) {  // reset by the close, not refilled yet
+    a.state_kv[open_row] = 0.0f;
+    a.state_score[open_row] = -INFINITY;
+  }
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -120,6 +242,16 @@ void CudaBackend::CompressorUpdate(const CompressorArgs& a) {
                                a.ratio,
                                a.d_c,
                                a.overlap};
+  if (s_->tiled_prefill && a.n_tokens >= 2) {
+    const int64_t n_closed = (a.pos0 + a.n_tokens) / a.ratio - a.pos0 / a.ratio;
+    const int width = (a.overlap ? 2 : 1) * a.d_c;
+    // Both read the frontier as it was before the chunk; the pool must see it unchanged.
+    s_->Launch(cuda::CompressorPoolKernel, dim3(cuda::CeilDiv(a.d_c, 128), unsigned(n_closed)),
+               dim3(128), 0, k);
+    s_->Launch(cuda::CompressorFrontierKernel, dim3(cuda::CeilDiv(width, 128), a.ratio), dim3(128),
+               0, k);
+    return;
+  }
   s_->Launch(cuda::CompressorKernel, dim3(cuda::CeilDiv(a.d_c, 64)), dim3(64), 0, k);
 }
 

@@ -340,10 +340,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpRowKernel(GateUpArg
   }
 }
 
-// Rows below this take the split kernel on the fp32 path (a property of the weight's shape,
-// never of the batch, so the float order stays fixed).
-constexpr int kSplitBelowRows = 1024;
-
 // Plain batches of at least this many tokens take the token-parallel kernels.
 constexpr int kTpMinTokens = 1 << 30;  // plain batches: see LaunchTyped
 
@@ -356,6 +352,10 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
         LaunchMatMulImmaQ8_0(s, s.imma, a)) {
       return true;
     }
+  }
+  if constexpr (!kQ8 && (T == DType::kF16 || T == DType::kBF16 || T == DType::kF32) &&
+                std::is_same_v<A, MatVecArgs>) {
+    if (s.tiled_prefill && LaunchMatVecTiled(s, T, a)) return true;
   }
   if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
     if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens && LaunchDownImmaQ2K(s, a)) {
