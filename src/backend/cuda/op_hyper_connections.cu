@@ -131,6 +131,7 @@ float* HcProject(CudaBackend::State& s, const float* x_hc, int n_tokens, const W
   a.y = mix;
   a.y_row_floats = uint64_t(rows);
   a.iq2_grid = s.iq2_grid;
+  a.weight_bytes = fn.matrix_bytes();
   if (!cuda::LaunchMatVec(s, fn.type, false, a)) {
     s.Fail("hyper-connections: no CUDA kernel for " + fn.name);
     return nullptr;

@@ -303,9 +303,9 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
         a.n / (T == DType::kQ8_0 ? 32 : 256) <= kRowTerms) {
       const dim3 grid(a.rows, a.tiles != nullptr ? a.n_tiles : 1);
       if constexpr (std::is_same_v<A, GateUpArgs>) {
-        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
       } else {
-        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
       }
       return true;
     }
@@ -313,9 +313,9 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
       const dim3 grid(CeilDiv(a.rows, kTpWarps),
                       a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, kTpTokens)));
       if constexpr (std::is_same_v<A, GateUpArgs>) {
-        s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+        s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
       } else {
-        s.Launch(MatVecTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+        s.Launch(MatVecTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
       }
       return true;
     }
@@ -326,22 +326,22 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   const dim3 block(kWarpsPerBlock * 32);
   if constexpr (std::is_same_v<A, GateUpArgs>) {
     if (nt == 1) {
-      s.Launch(GateUpKernel<T, kQ8, 1>, grid, block, 0, args);
+      s.Launch(GateUpKernel<T, kQ8, 1>, grid, block, 0, args, a.weight_bytes);
     } else {
-      s.Launch(GateUpKernel<T, kQ8, 8>, grid, block, 0, args);
+      s.Launch(GateUpKernel<T, kQ8, 8>, grid, block, 0, args, a.weight_bytes);
     }
   } else if (!kQ8 && a.rows < kSplitBelowRows) {
     const dim3 split_grid(a.rows, n_tiles);
     if (nt == 1) {
-      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args);
+      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args, a.weight_bytes);
     } else {
-      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args);
+      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args, a.weight_bytes);
     }
   } else {
     if (nt == 1) {
-      s.Launch(MatVecKernel<T, kQ8, 1>, grid, block, 0, args);
+      s.Launch(MatVecKernel<T, kQ8, 1>, grid, block, 0, args, a.weight_bytes);
     } else {
-      s.Launch(MatVecKernel<T, kQ8, 8>, grid, block, 0, args);
+      s.Launch(MatVecKernel<T, kQ8, 8>, grid, block, 0, args, a.weight_bytes);
     }
   }
   return true;
@@ -460,6 +460,7 @@ void Project(CudaBackend::State& s, const Weight& w, const float* x, int n_token
   a.y = y;
   a.y_row_floats = uint64_t(rows);
   a.iq2_grid = s.iq2_grid;
+  a.weight_bytes = w.matrix_bytes();
   const uint64_t slice_bytes = cuda::Q8ActRowBytes(q, in);
   if (q != ActQuant::kNone) {
     auto* xq = static_cast<uint8_t*>(

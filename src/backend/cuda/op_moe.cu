@@ -224,6 +224,9 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   gu.mv.n_tiles = gu_max_tiles;
   gu.mv.tile_nt = gu_nt;
   gu.mv.iq2_grid = s.iq2_grid;
+  // Every chosen expert's rows once (at most n_expert of them).
+  const uint64_t experts_read = uint64_t(std::min(E, n_pairs));
+  gu.mv.weight_bytes = 2 * experts_read * gate.matrix_bytes();
   gu.w_up = up.data.get();
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
@@ -251,6 +254,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.y = down_out;
   dn.y_row_floats = uint64_t(D);
   dn.pair_div = 1;
+  dn.weight_bytes = experts_read * down.matrix_bytes();
   dn.tiles = tiles;
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;
