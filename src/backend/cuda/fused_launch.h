@@ -25,7 +25,7 @@ inline constexpr int kSyncCounters = 8192;
 int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a);
 // NormRope of any number of rows, one kernel.
 bool LaunchFusedNormRope(CudaBackend::State& s, const NormRopeArgs& a);
-// A one-token MoeBlock in four kernels: router + routing + input quantization; expert and
+// A one-token MoeBlock in three kernels: router + routing + input quantization; expert and
 // shared gate/up + SwiGLU + mid quantization; every down product + slot sum + shared sum +
 // HC_post.
 bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a);

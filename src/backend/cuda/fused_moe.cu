@@ -1,7 +1,7 @@
-// The fused MoeBlock of a one-token step (fused_launch.h): four kernels instead of about
-// twenty (router product, RouterKernel, two quantizers, TileBuild, GateUp, the mid quantizer,
-// the down product, SlotSum, two shared quantizers + products, SwiGlu, the shared down
-// product, Add, HcPost). With one token every (token, slot) pair is its own tile, so the
+// The fused MoeBlock of a one-token step (fused_launch.h): three kernels instead of 17 (the
+// router product, RouterKernel, the input quantizer, TileBuild, GateUp, the mid quantizer, the
+// down product, SlotSum, two shared quantizers + products, SwiGlu, the shared mid quantizer +
+// down product, Add, HcPost). With one token every (token, slot) pair is its own tile, so the
 // experts are read straight from the routing, and each value is formed by the device code
 // that forms it in the unfused kernels:
 // - MoeRouteKernel, one block per expert: the router row (MatVecSplitKernel's order), a share
