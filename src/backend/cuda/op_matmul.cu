@@ -333,9 +333,11 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   } else if (!kQ8 && a.rows < kSplitBelowRows) {
     const dim3 split_grid(a.rows, n_tiles);
     if (nt == 1) {
-      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args, a.weight_bytes);
+      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args,
+               a.weight_bytes);
     } else {
-      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args, a.weight_bytes);
+      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args,
+               a.weight_bytes);
     }
   } else {
     if (nt == 1) {
