@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -25,6 +25,17 @@
 #                                  compared bit for bit, kernel profile of each; extra args go
 #                                  there); tiled-sanitize: their small-shape tests under
 #                                  compute-sanitizer (memcheck, racecheck).
+#                                  decode: the fused decode kernels (FLASHKV_CUDA_FUSED) —
+#                                  every GPU test (CudaFusedTest: each fused op against the
+#                                  unfused kernels and the CPU, the model with fusion on), the
+#                                  whole-model tests again with FLASHKV_CUDA_FUSED=1, the
+#                                  fused ops' small-shape tests under compute-sanitizer
+#                                  (memcheck, racecheck, synccheck), then the decode
+#                                  microbenchmark (flashkv_bench_cuda --decode-micro at
+#                                  DECODE_FRONTIERS, default 2048,8192,32768: unfused vs fused
+#                                  in one process, bits compared, kernels per token and per
+#                                  layer, per-kernel GB/s next to a device copy; extra args go
+#                                  there). decode-tests / decode-bench: the two halves alone.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -183,6 +194,36 @@ PY
       done
     fi
   fi
+  if [[ $what == decode || $what == decode-tests ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is' "$OUT/gpu-tests.log" \
+      | head -120 || true
+    # The fused tests' comparisons (vs the CPU, and the model runs' bit counts).
+    grep -E 'vs CPU|differ' "$OUT/gpu-tests.log" | head -80 || true
+    # Every whole-model test again with the fused kernels as the backend's default.
+    FLASHKV_CUDA_FUSED=1 "$TB" --gtest_color=no --gtest_filter='CudaModelTest.*' \
+      > "$OUT/gpu-model-tests-fused.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|max\|d\||argmax' \
+      "$OUT/gpu-model-tests-fused.log" | head -40 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck synccheck; do
+        timeout 120 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaFusedTest.*Small' > "$OUT/sanitizer-decode-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-decode-$tool.log"
+      done
+    else
+      echo "compute-sanitizer: not found"
+    fi
+  fi
+  if [[ $what == decode || $what == decode-bench ]]; then
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$BB" --decode-micro --frontiers "${DECODE_FRONTIERS:-2048,8192,32768}" --decode-steps 32 \
+      --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro.json" "$@" 2>&1 \
+      | tee "$OUT/decode-micro.log" || rc=1
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -247,7 +288,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

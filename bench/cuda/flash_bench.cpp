@@ -9,6 +9,7 @@
 //   chunk ending there; decode tokens/s at the frontier; bytes read per decoded token and
 //   the fraction of the HBM bound; snapshot GPU→host→disk and disk→host→GPU GB/s; and
 //   time to first token for a --ttft-token prompt, cold and restored from disk.
+//   --decode-micro instead: the decode step taken apart, unfused vs fused (decode_micro.h).
 // Output: a readable table on stdout and, with --json, one JSON object.
 #include <fcntl.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_backend.h"
+#include "decode_micro.h"
 #include "kv/kv_state.h"
 #include "matmul_bench.h"
 #include "model/model.h"
@@ -104,6 +106,8 @@ struct Options {
   std::vector<int> imma_compare;      // prefill + decode once per tensor-core variant
   std::vector<int> tiled_compare;     // … and per setting of the tiled prefill kernels
   std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
+  bool decode_micro = false;          // the decode microbenchmark (decode_micro.h)
+  int profile_steps = 4;
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -273,6 +277,17 @@ Status Run(const Options& o) {
       std::max(*std::max_element(o.frontiers.begin(), o.frontiers.end()), o.ttft_tokens) +
       o.decode_steps + o.warmup_steps + 8;
   std::vector<float> logits(cfg.n_vocab);
+  if (o.decode_micro) {
+    DecodeMicroOptions m;
+    m.frontiers = o.frontiers;
+    m.chunk = o.chunk;
+    m.warmup_steps = o.warmup_steps;
+    m.decode_steps = o.decode_steps;
+    m.profile_steps = o.profile_steps;
+    m.bytes_per_token = bytes_token;
+    FLASHKV_RETURN_IF_ERROR(RunDecodeMicro(*be, *model, m, out));
+    return WriteJson(o, out);
+  }
   if (compare) {
     FLASHKV_RETURN_IF_ERROR(PrefillCompare(o, *be, *model, max_ctx, out));
     return WriteJson(o, out);
@@ -469,6 +484,11 @@ int main(int argc, char** argv) {
                  "the same comparison over the tiled prefill kernels (attention, compressor, "
                  "F16 products; 0 = off), e.g. 0,1; with --imma-compare, every pair")
       ->delimiter(',');
+  app.add_flag("--decode-micro", o.decode_micro,
+               "instead of the frontier sweep: the decode microbenchmark at each frontier — "
+               "unfused vs fused kernels (bits compared), kernels per token and per layer, "
+               "per-kernel GB/s next to a device-to-device copy");
+  app.add_option("--profile-steps", o.profile_steps, "--decode-micro: profiled decode steps");
   CLI11_PARSE(app, argc, argv);
   const flashkv::Status s = flashkv::Run(o);
   if (!s.ok()) {

@@ -152,6 +152,93 @@ struct MoeArgs {
   ActQuantMode act_quant;
 };
 
+// ---- coarse ops: argument blocks ---------------------------------------------------
+// Chains of the fine ops below that a backend may run as fewer, larger kernels (see the
+// Backend section "coarse ops" and docs/CUDA.md "How to add a fusion").
+
+// One projection of a sublayer's normalised input: y = W xn.
+struct InputProjection {
+  const Weight* w = nullptr;
+  DevPtr<float> y;  // [n_tokens, w->ne[1]]
+};
+inline constexpr int kMaxInputProjections = 4;
+
+// SublayerInput: u, post, comb = HC_pre(x_hc); xn = RMSNorm(u) · norm; y_i = W_i xn.
+struct SublayerInputArgs {
+  DevPtr<const float> x_hc;  // [n_tokens, n_hc·n_embd]
+  int n_tokens = 0;
+  const Weight* hc_fn = nullptr;  // HcPre's fn, scale and base
+  const Weight* hc_scale = nullptr;
+  const Weight* hc_base = nullptr;
+  HcParams hc{};
+  const Weight* norm = nullptr;  // [n_embd] F32
+  float eps = 0;
+  DevPtr<float> u;     // [n_tokens, n_embd]
+  DevPtr<float> post;  // [n_tokens, n_hc]
+  DevPtr<float> comb;  // [n_tokens, n_hc·n_hc]
+  DevPtr<float> xn;    // [n_tokens, n_embd]
+  std::array<InputProjection, kMaxInputProjections> proj{};
+  int n_proj = 0;
+  ActQuantMode aq = ActQuantMode::kOff;
+};
+
+// NormRope, in place on x [n_rows, n_heads, head_dim], per (row, head): RMSNorm (· weight),
+// RoPE at position pos0 + r·pos_step, the FP8 round trip of dims [0, fp8_prefix) (0: none),
+// then F16 rounding of the whole head (f16_round).
+struct NormRopeArgs {
+  DevPtr<float> x;
+  int n_rows = 0;
+  int n_heads = 1;
+  int head_dim = 0;
+  const Weight* weight = nullptr;  // [head_dim] F32, or null
+  float eps = 0;
+  RopeParams rope{};
+  int64_t pos0 = 0;
+  int64_t pos_step = 1;
+  int fp8_prefix = 0;
+  bool f16_round = false;
+};
+
+// MoeBlock: the FFN after its input (docs/DS4_MODEL.md §5). logits = W_router x; the
+// router's choice (RouterSelect) into selected / weights; routed = the chosen experts
+// (MoeExperts); the shared expert's gate / up / mid; f = routed + W2_s mid; then
+// out = HC_post(x_hc, f, post, comb).
+struct MoeBlockArgs {
+  DevPtr<const float> x;  // [n_tokens, n_embd] the normalised FFN input
+  int n_tokens = 0;
+  ActQuantMode aq = ActQuantMode::kOff;
+  // Routing (RouterArgs): bias and tid2eid may be null.
+  const Weight* router = nullptr;  // [n_embd, n_expert]
+  const Weight* router_bias = nullptr;
+  const Weight* tid2eid = nullptr;
+  DevPtr<const int32_t> tokens;  // [n_tokens] input ids (hash routing)
+  DevPtr<float> logits;          // [n_tokens, n_expert]
+  DevPtr<int32_t> selected;      // [n_tokens, n_used]
+  DevPtr<float> weights;         // [n_tokens, n_used]
+  int n_used = 0;
+  float weight_scale = 1;
+  // Routed experts (MoeArgs).
+  const Weight* gate = nullptr;  // [n_embd, n_ff, n_expert]
+  const Weight* up = nullptr;
+  const Weight* down = nullptr;  // [n_ff, n_embd, n_expert]
+  float clamp = 0;               // SwiGLU limit λ, routed and shared
+  DevPtr<float> routed;          // [n_tokens, n_embd]
+  // Shared expert.
+  const Weight* shared_gate = nullptr;  // [n_embd, n_ff_shared]
+  const Weight* shared_up = nullptr;
+  const Weight* shared_down = nullptr;  // [n_ff_shared, n_embd]
+  DevPtr<float> shared_gate_out;        // [n_tokens, n_ff_shared]
+  DevPtr<float> shared_up_out;          // [n_tokens, n_ff_shared]
+  DevPtr<float> shared_mid;             // [n_tokens, n_ff_shared]
+  DevPtr<float> f;                      // [n_tokens, n_embd] routed + shared
+  // HC_post.
+  DevPtr<const float> x_hc;  // [n_tokens, n_hc·n_embd]
+  DevPtr<const float> post;  // [n_tokens, n_hc]
+  DevPtr<const float> comb;  // [n_tokens, n_hc·n_hc]
+  HcParams hc{};
+  DevPtr<float> out;  // [n_tokens, n_hc·n_embd], must not alias x_hc
+};
+
 // A device range and a host range of the same size (ReadMany / WriteMany).
 struct HostCopy {
   DevPtr<void> device;
@@ -295,6 +382,21 @@ class Backend {
   // ---- mixture of experts ----------------------------------------------------------
   virtual void RouterSelect(const RouterArgs& a) = 0;
   virtual void MoeExperts(const MoeArgs& a) = 0;
+
+  // ---- coarse ops (fusion points) ----------------------------------------------------
+  // Each is a fixed chain of the fine ops above. The defaults (backend/coarse_ops.cpp) run
+  // exactly that chain, so a backend that does not fuse computes what it computed before;
+  // one that overrides an op runs it as fewer, larger kernels and must leave every output
+  // buffer the chain writes with the bits its own fine ops would give (the chain is the
+  // reference, and the batching contract holds for it). Scratch that only the fine ops see
+  // (quantized activations) is the backend's. The model calls these, never the chain.
+  //
+  // HC_pre → RMSNorm → the projections of the normalised input (attention: q_a and kv).
+  virtual void SublayerInput(const SublayerInputArgs& a);
+  // RMSNorm → RoPE → FP8 → F16 of head rows (queries, raw KV rows, compressed rows).
+  virtual void NormRope(const NormRopeArgs& a);
+  // Router → routed experts → shared expert → sum → HC_post (the FFN after its input).
+  virtual void MoeBlock(const MoeBlockArgs& a);
 
  protected:
   // RandomWeight's argument check, shared by the implementations: a supported type, ne[0]

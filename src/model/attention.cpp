@@ -6,17 +6,6 @@
 #include "model/chunk_context.h"
 
 namespace flashkv {
-namespace {
-
-// The precision a stored KV row has in official numerics: FP8 on the no-RoPE dims, then
-// F16 (docs/DS4_MODEL.md §9 #1, #5). rows: [n, head_dim].
-void RoundStoredKvRows(ChunkContext& c, DevPtr<float> rows, int n) {
-  if (!c.official() || n == 0) return;
-  c.be.Fp8RoundTrip(rows, n, c.cfg.head_dim, c.cfg.n_nope());
-  c.be.F16Round(rows, size_t(n) * c.cfg.head_dim);
-}
-
-}  // namespace
 
 void AttentionSublayer(ChunkContext& c, int l) {
   Backend& be = c.be;
@@ -28,22 +17,36 @@ void AttentionSublayer(ChunkContext& c, int l) {
   const float eps = cfg.rms_eps;
   const ActQuantMode aq = c.aq();
 
-  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm
-  be.HcPre(a.x_hc, T, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.hc, a.u, a.post, a.comb);
-  be.RmsNorm(a.u, T, cfg.n_embd, &w.attn_norm, eps, a.xn);
+  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm; q_lat = W_qa x; c = W_kv x
+  SublayerInputArgs in =
+      SublayerInputOf(c, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, w.attn_norm);
+  in.proj[0] = {&w.attn_q_a, a.q_lat};
+  in.proj[1] = {&w.attn_kv, a.kv};
+  in.n_proj = 2;
+  be.SublayerInput(in);
 
-  // q_lat = RMSNorm(W_qa x) · q_a_norm; q = W_qb q_lat; per-head RMS_1; RoPE at pos
-  be.MatMul(w.attn_q_a, a.xn, T, a.q_lat, aq);
+  // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat; per-head RMS_1; RoPE at pos
   be.RmsNorm(a.q_lat, T, cfg.q_lora_rank, &w.attn_q_a_norm, eps, a.q_lat);
   be.MatMul(w.attn_q_b, a.q_lat, T, a.q, aq);
-  be.RmsNorm(a.q, T * cfg.n_head, cfg.head_dim, nullptr, eps, a.q);
-  be.Rope(a.q, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, false);
+  NormRopeArgs q;
+  q.x = a.q;
+  q.n_rows = T;
+  q.n_heads = cfg.n_head;
+  q.head_dim = cfg.head_dim;
+  q.eps = eps;
+  q.rope = c.rope(l);
+  q.pos0 = c.pos0;
+  be.NormRope(q);
 
-  // c_t = RMSNorm(W_kv x) · kv_norm; RoPE at pos; stored precision (official: FP8 + F16)
-  be.MatMul(w.attn_kv, a.xn, T, a.kv, aq);
-  be.RmsNorm(a.kv, T, cfg.head_dim, &w.attn_kv_norm, eps, a.kv);
-  be.Rope(a.kv, T, 1, cfg.head_dim, c.rope(l), c.pos0, 1, false);
-  RoundStoredKvRows(c, a.kv, T);
+  // c_t = RMSNorm(c) · kv_norm; RoPE at pos; the stored precision (official: FP8 on the
+  // no-RoPE dims, then F16; docs/DS4_MODEL.md §9 #1, #5)
+  NormRopeArgs kv = q;
+  kv.x = a.kv;
+  kv.n_heads = 1;
+  kv.weight = &w.attn_kv_norm;
+  kv.fp8_prefix = c.official() ? cfg.n_nope() : 0;
+  kv.f16_round = c.official();
+  be.NormRope(kv);
 
   // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
   DevPtr<const int32_t> selected;

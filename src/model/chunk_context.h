@@ -61,6 +61,11 @@ void IndexerSelect(ChunkContext& c, int layer);
 
 // Hyper-connection ends (hyper_connections.cpp).
 HcParams MakeHcParams(const ModelConfig& cfg);
+// A sublayer's input step over act.x_hc into act.u / post / comb / xn, with its HC_pre
+// weights and norm; no projections yet (the caller adds them).
+SublayerInputArgs SublayerInputOf(const ChunkContext& c, const Weight& hc_fn,
+                                  const Weight& hc_scale, const Weight& hc_base,
+                                  const Weight& norm);
 // act.tokens → act.x_hc: each token's embedding copied into every stream.
 void EmbedChunk(ChunkContext& c);
 // act.x_hc rows [first, first + n) → act.logits rows [0, n).

@@ -37,19 +37,26 @@ void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
   if (n_new == 0) return;
   DevPtr<float> rows = s.rows + size_t(first) * s.d_c;
 
-  // Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position w·m
-  be.RmsNorm(rows, n_new, s.d_c, s.norm, cfg.rms_eps, rows);
-  be.Rope(rows, n_new, 1, s.d_c, c.compress_rope, first * m, m, false);
-
-  // Official stored precision. Like ds4, the row width picks the simulation: head_dim
-  // rows get FP8 on the no-RoPE dims, indexer rows Hadamard + FP4; then F16.
-  if (!c.official()) return;
-  if (s.d_c == cfg.head_dim) {
-    be.Fp8RoundTrip(rows, n_new, s.d_c, s.d_c - cfg.n_rot);
-  } else {
+  // Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position w·m. Official stored precision:
+  // like ds4, the row width picks the simulation — head_dim rows get FP8 on the no-RoPE dims,
+  // indexer rows Hadamard + FP4; then F16.
+  const bool fp8_rows = c.official() && s.d_c == cfg.head_dim;
+  NormRopeArgs fin;
+  fin.x = rows;
+  fin.n_rows = n_new;
+  fin.head_dim = s.d_c;
+  fin.weight = s.norm;
+  fin.eps = cfg.rms_eps;
+  fin.rope = c.compress_rope;
+  fin.pos0 = first * m;
+  fin.pos_step = m;
+  fin.fp8_prefix = fp8_rows ? s.d_c - cfg.n_rot : 0;
+  fin.f16_round = fp8_rows;
+  be.NormRope(fin);
+  if (c.official() && !fp8_rows) {
     be.HadamardFp4(rows, n_new, s.d_c);
+    be.F16Round(rows, size_t(n_new) * s.d_c);
   }
-  be.F16Round(rows, size_t(n_new) * s.d_c);
 }
 
 }  // namespace flashkv

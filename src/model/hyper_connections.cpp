@@ -1,6 +1,7 @@
 // The two ends of the hyper-connection residual (docs/DS4_MODEL.md §2, §3, §6): the embedding
 // broadcast into n_hc streams, and the final HC head → norm → lm head. The per-sublayer
-// HC_pre / HC_post steps are single backend ops called from attention.cpp and moe.cpp.
+// HC_pre / HC_post steps are backend ops called from attention.cpp and moe.cpp (HC_pre inside
+// SublayerInput, whose arguments SublayerInputOf fills).
 #include "model/chunk_context.h"
 
 namespace flashkv {
@@ -13,6 +14,26 @@ HcParams MakeHcParams(const ModelConfig& cfg) {
   p.norm_eps = cfg.rms_eps;  // the flattened-stream norm uses rms_norm_eps, not hc_eps
   p.hc_eps = cfg.hc_eps;
   return p;
+}
+
+SublayerInputArgs SublayerInputOf(const ChunkContext& c, const Weight& hc_fn,
+                                  const Weight& hc_scale, const Weight& hc_base,
+                                  const Weight& norm) {
+  SublayerInputArgs in;
+  in.x_hc = c.act.x_hc;
+  in.n_tokens = c.n_tokens;
+  in.hc_fn = &hc_fn;
+  in.hc_scale = &hc_scale;
+  in.hc_base = &hc_base;
+  in.hc = c.hc;
+  in.norm = &norm;
+  in.eps = c.cfg.rms_eps;
+  in.u = c.act.u;
+  in.post = c.act.post;
+  in.comb = c.act.comb;
+  in.xn = c.act.xn;
+  in.aq = c.aq();
+  return in;
 }
 
 void EmbedChunk(ChunkContext& c) {

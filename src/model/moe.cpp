@@ -11,52 +11,46 @@ void FfnSublayer(ChunkContext& c, int l) {
   Activations& a = c.act;
   const int T = c.n_tokens;
   const ActQuantMode aq = c.aq();
-  const float clamp = cfg.swiglu_limit(l);
 
   // u, post, comb = HC_pre(X); x = RMSNorm(u) · ffn_norm
-  be.HcPre(a.x_hc, T, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.hc, a.u, a.post, a.comb);
-  be.RmsNorm(a.u, T, cfg.n_embd, &w.ffn_norm, cfg.rms_eps, a.xn);
+  be.SublayerInput(SublayerInputOf(c, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, w.ffn_norm));
 
+  MoeBlockArgs moe;
+  moe.x = a.xn;
+  moe.n_tokens = T;
+  moe.aq = aq;
   // s = sqrt(softplus(W_gate x)); experts: tid2eid[token] or top-k(s + bias); weights
   // ρ · s_e / Σ s
-  be.MatMul(w.ffn_gate_inp, a.xn, T, a.router, aq);
-  RouterArgs route;
-  route.logits = a.router;
-  route.bias = w.ffn_exp_probs_b.present() ? &w.ffn_exp_probs_b : nullptr;
-  route.tid2eid = cfg.is_hash_layer(l) ? &w.ffn_gate_tid2eid : nullptr;
-  route.tokens = a.tokens;
-  route.selected = a.experts;
-  route.weights = a.expert_w;
-  route.n_tokens = T;
-  route.n_expert = cfg.n_expert;
-  route.n_used = cfg.n_expert_used;
-  route.weight_scale = cfg.expert_weights_scale;
-  be.RouterSelect(route);
-
-  // moe = Σ_e w_e · W2_e(silu(min(W1_e x, λ)) ⊙ clamp(W3_e x, ±λ))
-  MoeArgs moe;
-  moe.x = a.xn;
+  moe.router = &w.ffn_gate_inp;
+  moe.router_bias = w.ffn_exp_probs_b.present() ? &w.ffn_exp_probs_b : nullptr;
+  moe.tid2eid = cfg.is_hash_layer(l) ? &w.ffn_gate_tid2eid : nullptr;
+  moe.tokens = a.tokens;
+  moe.logits = a.router;
   moe.selected = a.experts;
   moe.weights = a.expert_w;
+  moe.n_used = cfg.n_expert_used;
+  moe.weight_scale = cfg.expert_weights_scale;
+  // routed = Σ_e w_e · W2_e(silu(min(W1_e x, λ)) ⊙ clamp(W3_e x, ±λ))
   moe.gate = &w.ffn_gate_exps;
   moe.up = &w.ffn_up_exps;
   moe.down = &w.ffn_down_exps;
-  moe.out = a.moe_out;
-  moe.n_tokens = T;
-  moe.n_used = cfg.n_expert_used;
-  moe.clamp = clamp;
-  moe.act_quant = aq;
-  be.MoeExperts(moe);
-
-  // shared = W2_s(silu(min(W1_s x, λ)) ⊙ clamp(W3_s x, ±λ))
-  be.MatMul(w.ffn_gate_shexp, a.xn, T, a.sh_gate, aq);
-  be.MatMul(w.ffn_up_shexp, a.xn, T, a.sh_up, aq);
-  be.SwiGlu(a.sh_gate, a.sh_up, a.sh_mid, size_t(T) * cfg.n_ff_exp, clamp);
-  be.MatMul(w.ffn_down_shexp, a.sh_mid, T, a.sub_out, aq);
-
-  // f = moe + shared; X' = post · f + combᵀ X
-  be.Add(a.moe_out, a.sub_out, a.sub_out, size_t(T) * cfg.n_embd);
-  be.HcPost(a.x_hc, a.sub_out, a.post, a.comb, T, c.hc, a.x_hc_next);
+  moe.clamp = cfg.swiglu_limit(l);
+  moe.routed = a.moe_out;
+  // shared = W2_s(silu(min(W1_s x, λ)) ⊙ clamp(W3_s x, ±λ)); f = routed + shared
+  moe.shared_gate = &w.ffn_gate_shexp;
+  moe.shared_up = &w.ffn_up_shexp;
+  moe.shared_down = &w.ffn_down_shexp;
+  moe.shared_gate_out = a.sh_gate;
+  moe.shared_up_out = a.sh_up;
+  moe.shared_mid = a.sh_mid;
+  moe.f = a.sub_out;
+  // X' = post · f + combᵀ X
+  moe.x_hc = a.x_hc;
+  moe.post = a.post;
+  moe.comb = a.comb;
+  moe.hc = c.hc;
+  moe.out = a.x_hc_next;
+  be.MoeBlock(moe);
 }
 
 }  // namespace flashkv

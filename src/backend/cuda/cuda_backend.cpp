@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_launchers.h"
 #include "backend/cuda/cuda_state.h"
+#include "backend/cuda/fused_launch.h"
 #include "backend/cuda/matvec_launch.h"
 #include "tensor/iq2_tables.h"
 
@@ -92,6 +93,7 @@ CudaBackend::~CudaBackend() {
     if (p != nullptr) cudaFree(p);
   }
   if (s_->iq2_grid != nullptr) cudaFree(const_cast<uint64_t*>(s_->iq2_grid));
+  if (s_->sync_counters != nullptr) cudaFree(s_->sync_counters);
   for (int i = 0; i < State::kStagingBuffers; ++i) {
     if (s_->staging[i] != nullptr) cudaFreeHost(s_->staging[i]);
     if (s_->staging_done[i] != nullptr) cudaEventDestroy(s_->staging_done[i]);
@@ -167,6 +169,20 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   } else if (const char* env = std::getenv("FLASHKV_CUDA_TILED")) {
     s->tiled_prefill = std::strcmp(env, "0") != 0;
   }
+  if (options.fused >= 0) {
+    s->fused = options.fused != 0;
+  } else if (const char* env = std::getenv("FLASHKV_CUDA_FUSED")) {
+    s->fused = std::strcmp(env, "0") != 0 && *env != '\0';
+  }
+  {
+    void* counters = nullptr;
+    const size_t bytes = sizeof(unsigned) * cuda::kSyncCounters;
+    if ((e = cudaMalloc(&counters, bytes)) != cudaSuccess ||
+        (e = cudaMemset(counters, 0, bytes)) != cudaSuccess) {
+      return CudaStatus("allocating the fused kernels' counters", e);
+    }
+    s->sync_counters = static_cast<unsigned*>(counters);
+  }
   {
     void* grid = nullptr;
     if ((e = cudaMalloc(&grid, sizeof(kIq2xxsGrid))) != cudaSuccess ||
@@ -177,10 +193,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     s->iq2_grid = static_cast<const uint64_t*>(grid);
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
-  spdlog::info("cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {})",
-               be->DeviceDescription(), graphs ? "on" : "off",
-               imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
-               be->s_->tiled_prefill ? "on" : "off");
+  spdlog::info(
+      "cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {}, fused {})",
+      be->DeviceDescription(), graphs ? "on" : "off",
+      imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
+      be->s_->tiled_prefill ? "on" : "off", be->s_->fused ? "on" : "off");
   return be;
 }
 
@@ -208,7 +225,7 @@ std::vector<CudaKernelTime> CudaBackend::ProfileTimes(bool reset) {
   s_->Flush();
   std::vector<CudaKernelTime> out;
   for (const cuda::KernelTiming& t : s_->queue->Timings(reset)) {
-    out.push_back(CudaKernelTime{t.name, t.launches, t.ms});
+    out.push_back(CudaKernelTime{t.name, t.launches, t.ms, t.bytes});
   }
   return out;
 }
@@ -228,6 +245,46 @@ void CudaBackend::SetTiledPrefill(bool on) {
 }
 bool CudaBackend::tiled_prefill() const {
   return s_->tiled_prefill;
+}
+void CudaBackend::SetFused(bool on) {
+  s_->Flush();
+  s_->fused = on;
+}
+bool CudaBackend::fused() const {
+  return s_->fused;
+}
+
+Expected<double> CudaBackend::TimeDeviceCopy(size_t bytes, int reps) {
+  if (bytes == 0 || reps <= 0) return InvalidArgument("device copy: {} bytes x {}", bytes, reps);
+  FLASHKV_RETURN_IF_ERROR(Synchronize());
+  void* src = nullptr;
+  void* dst = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaError_t e = cudaMalloc(&src, bytes);
+  if (e == cudaSuccess) e = cudaMalloc(&dst, bytes);
+  if (e == cudaSuccess) e = cudaMemsetAsync(src, 1, bytes, s_->stream);
+  if (e == cudaSuccess) e = cudaEventCreate(&start);
+  if (e == cudaSuccess) e = cudaEventCreate(&stop);
+  // One untimed copy, then `reps` between two events.
+  if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s_->stream);
+  if (e == cudaSuccess) e = cudaEventRecord(start, s_->stream);
+  for (int i = 0; i < reps && e == cudaSuccess; ++i) {
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s_->stream);
+  }
+  if (e == cudaSuccess) e = cudaEventRecord(stop, s_->stream);
+  if (e == cudaSuccess) e = cudaEventSynchronize(stop);
+  float ms = 0;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start, stop);
+  const cudaError_t failed = e;
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  if (src != nullptr) cudaFree(src);
+  if (dst != nullptr) cudaFree(dst);
+  if (failed != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus("timing a device copy", failed);
+  }
+  return double(ms) / reps;
 }
 
 Expected<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {

@@ -42,6 +42,10 @@ struct CudaBackendOptions {
   // prefill chunks (same bits as the one-token kernels): -1: FLASHKV_CUDA_TILED from the
   // environment (default on); 0 off; 1 on.
   int tiled = -1;
+  // Fused kernels for the coarse ops (SublayerInput and MoeBlock of a one-token step,
+  // NormRope of any chunk; same bits as the fine ops' kernels, docs/CUDA.md): -1:
+  // FLASHKV_CUDA_FUSED from the environment (default off until verified on a GPU); 0 off; 1 on.
+  int fused = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel.
@@ -52,6 +56,7 @@ struct CudaKernelTime {
   std::string name;
   uint64_t launches = 0;
   double ms = 0;
+  uint64_t bytes = 0;  // weight bytes the launches read (products only; else 0)
 };
 
 class CudaBackend final : public Backend {
@@ -106,6 +111,12 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;
+  // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
+  void SetFused(bool on);
+  bool fused() const;
+  // Milliseconds of one device-to-device cudaMemcpy of `bytes`, the mean of `reps` after a
+  // warm-up (the bandwidth reference of the decode microbenchmark).
+  Expected<double> TimeDeviceCopy(size_t bytes, int reps);
 
   void Fill(DevPtr<float> dst, float value, size_t n) override;
   void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) override;
@@ -145,6 +156,12 @@ class CudaBackend final : public Backend {
 
   void RouterSelect(const RouterArgs& a) override;
   void MoeExperts(const MoeArgs& a) override;
+
+  // Coarse ops: fused kernels when fused() and the shapes fit (fused_ops.cpp), else the
+  // Backend defaults over the ops above.
+  void SublayerInput(const SublayerInputArgs& a) override;
+  void NormRope(const NormRopeArgs& a) override;
+  void MoeBlock(const MoeBlockArgs& a) override;
 
   // Implementation state (CUDA types), defined in cuda_state.h.
   struct State;

@@ -98,6 +98,17 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(t);
 }
 
+// 1 / sqrt(mean + eps) from the sum of squares, as every RMSNorm kernel forms it.
+__device__ __forceinline__ float RmsScale(double ss, int n, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(__ddiv_rn(ss, double(n))), eps)));
+}
+
+// One normalised value: x · scale, then · w[i] when a weight is given (RmsNormKernel).
+__device__ __forceinline__ float RmsNormed(float x, float scale, const float* w, int i) {
+  const float v = __fmul_rn(x, scale);
+  return w != nullptr ? __fmul_rn(v, w[i]) : v;
+}
+
 // ds4's formulas (cpu_math.h), unfused.
 __device__ __forceinline__ float SigmoidStable(float x) {
   if (x >= 0.0f) return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));

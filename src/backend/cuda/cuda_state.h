@@ -23,16 +23,21 @@ namespace flashkv {
 // Scratch slots: each op that needs device temporaries owns one, grown to the largest size
 // seen and then reused (so decode steps never allocate and graph arguments stay stable).
 enum class CudaScratch : int {
-  kActQuant,     // MatMul/MatMulGrouped: quantized activations
-  kHcFlat,       // HcPre/HcHead: normalised streams [n_tokens, hc_dim]
-  kHcMix,        // HcPre/HcHead: mix projections [n_tokens, mix]
-  kIndexScores,  // IndexerTopK: [n_tokens, n_vis]
-  kAttnPartial,  // Attention: per row-chunk partial softmax states
-  kMoeXq,        // MoeExperts: quantized inputs
-  kMoeMid,       // MoeExperts: [n_tokens·n_used, n_ff] mids
-  kMoeMidQ,      // MoeExperts: quantized mids
-  kMoeDown,      // MoeExperts: [n_tokens·n_used, n_embd] down projections per slot
-  kMoeTiles,     // MoeExperts: expert-sorted pair list and tile table
+  kActQuant,      // MatMul/MatMulGrouped: quantized activations
+  kHcFlat,        // HcPre/HcHead: normalised streams [n_tokens, hc_dim]
+  kHcMix,         // HcPre/HcHead: mix projections [n_tokens, mix]
+  kIndexScores,   // IndexerTopK: [n_tokens, n_vis]
+  kAttnPartial,   // Attention: per row-chunk partial softmax states
+  kMoeXq,         // MoeExperts: quantized inputs
+  kMoeMid,        // MoeExperts: [n_tokens·n_used, n_ff] mids
+  kMoeMidQ,       // MoeExperts: quantized mids
+  kMoeDown,       // MoeExperts: [n_tokens·n_used, n_embd] down projections per slot
+  kMoeTiles,      // MoeExperts: expert-sorted pair list and tile table
+  kFusedMix,      // fused SublayerInput: HC mix [mix]
+  kFusedInputQ,   // fused SublayerInput: the normalised input, quantized
+  kFusedMoeXq,    // fused MoeBlock: the input quantized for the experts and the shared expert
+  kFusedMoeMid,   // fused MoeBlock: mids [n_used, n_ff], then their quantized rows
+  kFusedMoeDown,  // fused MoeBlock: down products per slot [n_used + 1, n_embd]
   kCount
 };
 
@@ -72,6 +77,11 @@ struct CudaBackend::State {
   int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
   // Many-token kernels for prefill chunks (CudaBackendOptions::tiled).
   bool tiled_prefill = true;
+  // Fused kernels for the coarse ops (CudaBackendOptions::fused).
+  bool fused = false;
+  // Arrival counters of the fused kernels' last-block steps (fused_sync.cuh): zeroed at
+  // creation, every kernel leaves its own at zero.
+  unsigned* sync_counters = nullptr;
 
   std::mutex error_mu;
   std::string error;  // first failure, reported by the next Read/Write/Synchronize
@@ -84,9 +94,11 @@ struct CudaBackend::State {
   // Issues the recorded launches; records a launch error.
   void Flush();
 
+  // `bytes`: the weight bytes the launch reads, for the profile's GB/s (0: not a product).
   template <typename A>
-  void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args) {
-    queue->Launch(kernel, grid, block, smem, args);
+  void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
+              uint64_t bytes = 0) {
+    queue->Launch(kernel, grid, block, smem, args, bytes);
   }
 };
 

@@ -99,6 +99,7 @@ cudaError_t LaunchQueue::LaunchDirect(std::string* failed) {
       KernelTime& t = times_[pending_[i].func];
       ++t.launches;
       t.ms += ms;
+      t.bytes += pending_[i].bytes;
     }
   }
   return first;
@@ -114,7 +115,7 @@ std::vector<KernelTiming> LaunchQueue::Timings(bool reset) {
   for (const auto& [f, t] : times_) {
     const char* name = nullptr;
     if (cudaFuncGetName(&name, f) != cudaSuccess || name == nullptr) name = "?";
-    v.push_back(KernelTiming{name, t.launches, t.ms});
+    v.push_back(KernelTiming{name, t.launches, t.ms, t.bytes});
   }
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
   if (reset) times_.clear();

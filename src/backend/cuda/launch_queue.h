@@ -29,6 +29,7 @@ struct LaunchRecord {
   dim3 block;
   unsigned smem = 0;
   unsigned arg_bytes = 0;
+  uint64_t bytes = 0;  // weight bytes read (profile figures only; not part of the shape)
   alignas(16) std::array<uint8_t, kMaxKernelArgBytes> args;
 };
 
@@ -37,6 +38,7 @@ struct KernelTiming {
   std::string name;
   uint64_t launches = 0;
   double ms = 0;
+  uint64_t bytes = 0;  // weight bytes the launches read (where the launch site said)
 };
 
 class LaunchQueue {
@@ -47,7 +49,8 @@ class LaunchQueue {
   LaunchQueue& operator=(const LaunchQueue&) = delete;
 
   template <typename A>
-  void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args) {
+  void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
+              uint64_t bytes = 0) {
     static_assert(sizeof(A) <= kMaxKernelArgBytes, "kernel argument struct too large");
     static_assert(std::is_trivially_copyable_v<A>, "kernel arguments must be trivially copyable");
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
@@ -57,6 +60,7 @@ class LaunchQueue {
     r.block = block;
     r.smem = smem;
     r.arg_bytes = sizeof(A);
+    r.bytes = bytes;
     std::memcpy(r.args.data(), &args, sizeof(A));
   }
 
@@ -100,6 +104,7 @@ class LaunchQueue {
   struct KernelTime {
     uint64_t launches = 0;
     double ms = 0;
+    uint64_t bytes = 0;
   };
   std::unordered_map<const void*, KernelTime> times_;
   uint64_t graph_launches_ = 0;

@@ -18,13 +18,29 @@ namespace flashkv::cuda {
 // Floats of fold scratch one warp needs (shared memory), for NT <= 8.
 inline constexpr int kFoldFloats = 4 * 8 * 9;  // Q4_K: 4 slots × 8 tokens × 9; Q8_0: 32 × 8
 
+// The fp32 activations as stored (WarpRowDotF32's default map).
+struct NoXMap {
+  __device__ __forceinline__ float4 operator()(float4 q) const { return q; }
+};
+// Activations stored unscaled and read as x · scale, rounded: the values a separate kernel
+// would have written as __fmul_rn(x, scale) (the fused HC input normalises where it reads).
+struct ScaleXMap {
+  float scale;
+  __device__ __forceinline__ float4 operator()(float4 q) const {
+    return make_float4(__fmul_rn(q.x, scale), __fmul_rn(q.y, scale), __fmul_rn(q.z, scale),
+                       __fmul_rn(q.w, scale));
+  }
+};
+
 // fp32 activations. The lane handles units unit0, unit0 + stride, … (stride a multiple of
 // 32: one warp, or several warps splitting a row); acc[r][t] gets the lane's partial sums
-// reduced over the warp (every lane holds them). NR weight rows share the activations.
-template <DType T, int NT, int NR>
+// reduced over the warp (every lane holds them). NR weight rows share the activations;
+// xmap turns each loaded float4 of x into the values multiplied.
+template <DType T, int NT, int NR, typename XMap = NoXMap>
 __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const float* const* x,
                                               int nt, int n, int unit0, int stride,
-                                              const uint64_t* iq2_grid, float (&acc)[NR][NT]) {
+                                              const uint64_t* iq2_grid, float (&acc)[NR][NT],
+                                              XMap xmap = XMap()) {
   constexpr int U = Unit<T>::kValues;
 #pragma unroll
   for (int r = 0; r < NR; ++r) {
@@ -43,7 +59,7 @@ __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const
         const float4* xt = reinterpret_cast<const float4*>(x[t] + size_t(u) * U);
 #pragma unroll
         for (int j = 0; j < U / 4; ++j) {
-          const float4 q = __ldg(xt + j);
+          const float4 q = xmap(__ldg(xt + j));
 #pragma unroll
           for (int r = 0; r < NR; ++r) {
             acc[r][t] = __fmaf_rn(v[r][4 * j], q.x, acc[r][t]);
@@ -60,6 +76,36 @@ __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = WarpSum(acc[r][t]);
   }
+}
+
+// fp32 activations, few long rows (HC projections, router, small compressors; rows below
+// kSplitBelowRows): the kSplitWarps warps of a block share one row, each taking every
+// kSplitWarps-th group of 32 units, and their partial sums are added in warp order. On
+// return thread t < nt holds the dot of activation row t. part: kSplitWarps × NT floats of
+// shared memory. Called by every thread of a kSplitWarps-warp block.
+inline constexpr int kSplitWarps = 8;
+template <DType T, int NT, typename XMap = NoXMap>
+__device__ __forceinline__ float SplitRowDotsF32(const uint8_t* wrow, const float* const* xf,
+                                                 int nt, int n, const uint64_t* iq2_grid,
+                                                 float (*part)[NT], XMap xmap = XMap()) {
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const uint8_t* wrows[1] = {wrow};
+  float acc[1][NT];
+  WarpRowDotF32<T, NT, 1>(wrows, xf, nt, n, warp * 32 + lane, kSplitWarps * 32, iq2_grid, acc,
+                          xmap);
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) part[warp][t] = acc[0][t];
+  }
+  __syncthreads();
+  float sum = 0.0f;
+  if (threadIdx.x < nt) {
+    sum = part[0][threadIdx.x];
+#pragma unroll
+    for (int w = 1; w < kSplitWarps; ++w) sum = __fadd_rn(sum, part[w][threadIdx.x]);
+  }
+  return sum;
 }
 
 // The float term of one block (Q8_0) or super-block (Q2_K, IQ2_XXS) of a weight row
@@ -219,8 +265,9 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
           }
         }
       }
-      if (staged) __syncwarp();  // the next batch overwrites the stage
-                                 // Fold in block order with unfused adds.
+      if (staged)
+        __syncwarp();  // the next batch overwrites the stage
+                       // Fold in block order with unfused adds.
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const int first = base + i * kPerPass;

@@ -33,6 +33,7 @@ struct MatVecArgs {
   int n_tiles = 0;  // tile mode: grid size (tiles past the real ones have count 0)
   int tile_nt = 8;  // tile mode: most entries per tile (1 or 8)
   const uint64_t* iq2_grid = nullptr;
+  uint64_t weight_bytes = 0;  // weight bytes the launch reads (profile figures only)
 };
 
 // Expert gate/up: mid[p, r] = silu(min(g, λ)) · clamp(u, ±λ) · route_w[p] with g, u the

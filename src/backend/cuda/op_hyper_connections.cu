@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/hc_dev.cuh"
 #include "backend/cuda/matvec_launch.h"
 
 namespace flashkv {
@@ -18,6 +19,7 @@ struct HcNormArgs {
   int hc_dim;
   float eps;
 };
+// kHcNormThreads threads per token (hc_dev.cuh: the fused kernels reproduce this tree).
 __global__ void HcNormKernel(HcNormArgs a) {
   __shared__ double scratch[32];
   const float* xr = a.x + size_t(blockIdx.x) * a.hc_dim;
@@ -26,59 +28,9 @@ __global__ void HcNormKernel(HcNormArgs a) {
 #pragma unroll 8
   for (int i = threadIdx.x; i < a.hc_dim; i += blockDim.x) ss = __fma_rn(double(xr[i]), xr[i], ss);
   ss = BlockSumD(ss, scratch);
-  const float scale =
-      __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(__ddiv_rn(ss, double(a.hc_dim))), a.eps)));
+  const float scale = RmsScale(ss, a.hc_dim, a.eps);
 #pragma unroll 8
   for (int i = threadIdx.x; i < a.hc_dim; i += blockDim.x) fr[i] = __fmul_rn(xr[i], scale);
-}
-
-constexpr int kMaxHc = 8;  // streams; Flash and the tiny models use 4
-
-// mix [(2+n)·n] -> out: pre [n], post [n], comb [n·n] (row j = source, column k = dest).
-__device__ void SplitSinkhorn(const float* mix, const float* scale, const float* base, int n,
-                              int iters, float eps, float* out) {
-  for (int i = 0; i < n; ++i) {
-    const float z = __fadd_rn(__fmul_rn(mix[i], scale[0]), base[i]);
-    out[i] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
-  }
-  for (int i = 0; i < n; ++i) {
-    const float z = __fadd_rn(__fmul_rn(mix[n + i], scale[1]), base[n + i]);
-    out[n + i] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z)));
-  }
-  float* c = out + 2 * n;
-  for (int j = 0; j < n; ++j) {
-    float row_max = -INFINITY;
-    for (int k = 0; k < n; ++k) {
-      const float v =
-          __fadd_rn(__fmul_rn(mix[2 * n + j * n + k], scale[2]), base[2 * n + j * n + k]);
-      c[j * n + k] = v;
-      if (v > row_max) row_max = v;
-    }
-    float row_sum = 0.0f;
-    for (int k = 0; k < n; ++k) {
-      const float v = expf(__fsub_rn(c[j * n + k], row_max));
-      c[j * n + k] = v;
-      row_sum = __fadd_rn(row_sum, v);
-    }
-    const float inv = __fdiv_rn(1.0f, row_sum);
-    for (int k = 0; k < n; ++k) c[j * n + k] = __fadd_rn(__fmul_rn(c[j * n + k], inv), eps);
-  }
-  for (int it = 0; it < max(iters, 1); ++it) {
-    if (it > 0) {  // rows, then columns; the first pass is columns only
-      for (int j = 0; j < n; ++j) {
-        float sum = 0.0f;
-        for (int k = 0; k < n; ++k) sum = __fadd_rn(sum, c[j * n + k]);
-        const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
-        for (int k = 0; k < n; ++k) c[j * n + k] = __fmul_rn(c[j * n + k], inv);
-      }
-    }
-    for (int k = 0; k < n; ++k) {
-      float sum = 0.0f;
-      for (int j = 0; j < n; ++j) sum = __fadd_rn(sum, c[j * n + k]);
-      const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
-      for (int j = 0; j < n; ++j) c[j * n + k] = __fmul_rn(c[j * n + k], inv);
-    }
-  }
 }
 
 struct HcSplitArgs {
@@ -95,44 +47,6 @@ struct HcSplitArgs {
   float eps;
   bool head;
 };
-// Sinkhorn with one lane per matrix entry (n·n <= 32): each row or column sum reads its n
-// entries by shuffles and adds them in the CPU's order, so the values match the serial
-// SplitSinkhorn bit for bit while the 20 iterations run in parallel.
-__device__ void SplitSinkhornWarp(const float* mix, const float* scale, const float* base, int n,
-                                  int iters, float eps, float* out) {
-  const int l = threadIdx.x & 31;
-  if (l < n) {
-    const float z = __fadd_rn(__fmul_rn(mix[l], scale[0]), base[l]);
-    out[l] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
-    const float z2 = __fadd_rn(__fmul_rn(mix[n + l], scale[1]), base[n + l]);
-    out[n + l] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z2)));
-  }
-  const bool active = l < n * n;
-  const int j = active ? l / n : 0, k = active ? l % n : 0;
-  float v = active ? __fadd_rn(__fmul_rn(mix[2 * n + l], scale[2]), base[2 * n + l]) : 0.0f;
-  float row_max = -INFINITY;
-  for (int kk = 0; kk < n; ++kk) {
-    const float o = __shfl_sync(kFullMask, v, j * n + kk);
-    if (o > row_max) row_max = o;
-  }
-  v = expf(__fsub_rn(v, row_max));
-  float row_sum = 0.0f;
-  for (int kk = 0; kk < n; ++kk)
-    row_sum = __fadd_rn(row_sum, __shfl_sync(kFullMask, v, j * n + kk));
-  v = __fadd_rn(__fmul_rn(v, __fdiv_rn(1.0f, row_sum)), eps);
-  for (int it = 0; it < max(iters, 1); ++it) {
-    if (it > 0) {
-      float sum = 0.0f;
-      for (int kk = 0; kk < n; ++kk) sum = __fadd_rn(sum, __shfl_sync(kFullMask, v, j * n + kk));
-      v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(sum, eps)));
-    }
-    float sum = 0.0f;
-    for (int jj = 0; jj < n; ++jj) sum = __fadd_rn(sum, __shfl_sync(kFullMask, v, jj * n + k));
-    v = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(sum, eps)));
-  }
-  if (active) out[2 * n + l] = v;
-}
-
 // One block per token: warp 0 forms the stream weights, then the block sums streams.
 __global__ void HcSplitKernel(HcSplitArgs a) {
   __shared__ float split[(2 + kMaxHc) * kMaxHc];
@@ -163,10 +77,7 @@ __global__ void HcSplitKernel(HcSplitArgs a) {
   }
   const float* x = a.x_hc + t * n * size_t(a.n_embd);
   for (int d = threadIdx.x; d < a.n_embd; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = 0; j < n; ++j)
-      acc = __fadd_rn(acc, __fmul_rn(x[size_t(j) * a.n_embd + d], split[j]));
-    a.u[t * a.n_embd + d] = acc;
+    a.u[t * a.n_embd + d] = HcStreamSum(x, split, n, a.n_embd, d);
   }
 }
 
@@ -188,12 +99,8 @@ __global__ void HcPostKernel(HcPostArgs a) {
   const int k = int((i % per_token) / a.n_embd);
   const int d = int(i % a.n_embd);
   const int n = a.n_hc;
-  const float* x = a.x_hc + t * per_token;
-  const float* c = a.comb + t * n * n;
-  float acc = __fmul_rn(a.f[t * a.n_embd + d], a.post[t * n + k]);
-  for (int j = 0; j < n; ++j)
-    acc = __fadd_rn(acc, __fmul_rn(c[j * n + k], x[int64_t(j) * a.n_embd + d]));
-  a.out[i] = acc;
+  a.out[i] = HcPostValue(a.x_hc + t * per_token, a.f[t * a.n_embd + d], a.post + t * n,
+                         a.comb + t * n * n, n, a.n_embd, k, d);
 }
 
 }  // namespace
@@ -211,7 +118,7 @@ float* HcProject(CudaBackend::State& s, const float* x_hc, int n_tokens, const W
   auto* mix =
       static_cast<float*>(s.Scratch(CudaScratch::kHcMix, sizeof(float) * size_t(n_tokens) * rows));
   if (flat == nullptr || mix == nullptr) return nullptr;
-  s.Launch(cuda::HcNormKernel, dim3(n_tokens), dim3(1024), 0,
+  s.Launch(cuda::HcNormKernel, dim3(n_tokens), dim3(cuda::kHcNormThreads), 0,
            cuda::HcNormArgs{x_hc, flat, hc_dim, p.norm_eps});
   cuda::MatVecArgs a;
   a.w = fn.data.get();
@@ -224,6 +131,7 @@ float* HcProject(CudaBackend::State& s, const float* x_hc, int n_tokens, const W
   a.y = mix;
   a.y_row_floats = uint64_t(rows);
   a.iq2_grid = s.iq2_grid;
+  a.weight_bytes = fn.matrix_bytes();
   if (!cuda::LaunchMatVec(s, fn.type, false, a)) {
     s.Fail("hyper-connections: no CUDA kernel for " + fn.name);
     return nullptr;

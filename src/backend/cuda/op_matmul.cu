@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
@@ -24,82 +25,23 @@ struct QuantArgs {
   uint64_t row_bytes;
 };
 
-// One warp per 32 values: d = amax / 127, q = rint(x · (1/d)) clamped (ds4
-// quantize_q8_0_activation).
+// One warp per block of 32 (Q8_0) or 256 (Q8_K) values (act_quant.cuh).
 __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
-  const int lane = threadIdx.x & 31;
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 32;
   if (blk >= int64_t(per_row) * a.n_rows) return;
   const int64_t row = blk / per_row;
   const int b = int(blk % per_row);
-  const float x = a.x[row * a.n + b * 32 + lane];
-  const float amax = WarpMax(fabsf(x));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  uint8_t* o = a.out + row * a.row_bytes;  // split layout: qs [n], then d [n/32]
-  if (lane == 0) reinterpret_cast<float*>(o + a.n)[b] = d;
-  const int q = min(max(__float2int_rn(__fmul_rn(x, id)), -128), 127);
-  o[b * 32 + lane] = uint8_t(int8_t(q));
+  QuantizeQ8_0BlockWarp(a.x + row * a.n + b * 32, a.out + row * a.row_bytes, a.n, b);
 }
 
-// One warp per 256 values: the first element of largest |x| sets iscale = -127 / x_max,
-// q = rint(iscale · x) clamped, d = 1 / iscale, bsums per 16 (ds4 / GGML q8_K).
 __global__ void QuantizeQ8_KKernel(QuantArgs a) {
-  const int lane = threadIdx.x & 31;
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 256;
   if (blk >= int64_t(per_row) * a.n_rows) return;
   const int64_t row = blk / per_row;
   const int b = int(blk % per_row);
-  const float* x = a.x + row * a.n + b * 256 + lane * 8;
-  float v[8];
-  float amax = 0.0f;
-  int idx = 0x7fffffff;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    v[j] = x[j];
-    const float ax = fabsf(v[j]);
-    if (ax > amax) {
-      amax = ax;
-      idx = lane * 8 + j;
-    }
-  }
-  // Largest |x|, the lowest index on ties.
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float oa = __shfl_xor_sync(kFullMask, amax, o);
-    const int oi = __shfl_xor_sync(kFullMask, idx, o);
-    if (oa > amax || (oa == amax && oi < idx)) {
-      amax = oa;
-      idx = oi;
-    }
-  }
-  // Split layout: qs [n], then d [n/256], then bsums [n/16].
-  uint8_t* o = a.out + row * a.row_bytes;
-  int8_t* qs = reinterpret_cast<int8_t*>(o) + b * 256;
-  float* dp = reinterpret_cast<float*>(o + a.n) + b;
-  int16_t* bsums =
-      reinterpret_cast<int16_t*>(reinterpret_cast<float*>(o + a.n) + a.n / 256) + b * 16;
-  if (amax == 0.0f) {
-    if (lane == 0) *dp = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) qs[lane * 8 + j] = 0;
-    if (lane < 16) bsums[lane] = 0;
-    return;
-  }
-  const float xmax = a.x[row * a.n + b * 256 + idx];
-  const float iscale = __fdiv_rn(-127.0f, xmax);
-  int sum = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int q = min(max(__float2int_rn(__fmul_rn(iscale, v[j])), -128), 127);
-    qs[lane * 8 + j] = int8_t(q);
-    sum += q;
-  }
-  sum += __shfl_xor_sync(kFullMask, sum, 1);
-  if ((lane & 1) == 0) bsums[lane >> 1] = int16_t(sum);
-  if (lane == 0) *dp = __fdiv_rn(1.0f, iscale);
+  QuantizeQ8_KBlockWarp(a.x + row * a.n + b * 256, a.out + row * a.row_bytes, a.n, b);
 }
 
 // Resolves activation row t of the block's tile: its x pointer and its y row.
@@ -185,15 +127,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecKernel(MatVecArgs a
   }
 }
 
-// fp32 activations, few long rows (HC projections, router, small compressors): the 8 warps
-// of a block share one row, each taking every 8th group of 32 units, and their partial sums
-// are added in warp order.
-constexpr int kSplitWarps = 8;
+// fp32 activations, few long rows: one row per block of kSplitWarps warps (SplitRowDotsF32).
 template <DType T, int NT>
 __global__ void __launch_bounds__(kSplitWarps * 32) MatVecSplitKernel(MatVecArgs a) {
   __shared__ float part[kSplitWarps][NT];
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
   const int row = blockIdx.x;
   const TileRows tr = ResolveTile<NT>(a);
   if (tr.nt <= 0) return;
@@ -204,22 +141,9 @@ __global__ void __launch_bounds__(kSplitWarps * 32) MatVecSplitKernel(MatVecArgs
     xf[t] = reinterpret_cast<const float*>(a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes +
                                            uint64_t(slice) * a.x_group_bytes);
   }
-  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
-                            uint64_t(row) * a.row_bytes};
-  float acc[1][NT];
-  WarpRowDotF32<T, NT, 1>(wrow, xf, tr.nt, a.n, warp * 32 + lane, kSplitWarps * 32, a.iq2_grid,
-                          acc);
-  if (lane == 0) {
-#pragma unroll
-    for (int t = 0; t < NT; ++t) part[warp][t] = acc[0][t];
-  }
-  __syncthreads();
-  if (threadIdx.x < tr.nt) {
-    float sum = part[0][threadIdx.x];
-#pragma unroll
-    for (int w = 1; w < kSplitWarps; ++w) sum = __fadd_rn(sum, part[w][threadIdx.x]);
-    a.y[uint64_t(tr.yrow[threadIdx.x]) * a.y_row_floats + row] = sum;
-  }
+  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const float sum = SplitRowDotsF32<T, NT>(wrow, xf, tr.nt, a.n, a.iq2_grid, part);
+  if (threadIdx.x < tr.nt) a.y[uint64_t(tr.yrow[threadIdx.x]) * a.y_row_floats + row] = sum;
 }
 
 template <DType T, bool kQ8, int NT>
@@ -379,9 +303,9 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
         a.n / (T == DType::kQ8_0 ? 32 : 256) <= kRowTerms) {
       const dim3 grid(a.rows, a.tiles != nullptr ? a.n_tiles : 1);
       if constexpr (std::is_same_v<A, GateUpArgs>) {
-        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
       } else {
-        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args);
+        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
       }
       return true;
     }
@@ -389,9 +313,9 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
       const dim3 grid(CeilDiv(a.rows, kTpWarps),
                       a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, kTpTokens)));
       if constexpr (std::is_same_v<A, GateUpArgs>) {
-        s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+        s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
       } else {
-        s.Launch(MatVecTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args);
+        s.Launch(MatVecTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
       }
       return true;
     }
@@ -402,22 +326,24 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   const dim3 block(kWarpsPerBlock * 32);
   if constexpr (std::is_same_v<A, GateUpArgs>) {
     if (nt == 1) {
-      s.Launch(GateUpKernel<T, kQ8, 1>, grid, block, 0, args);
+      s.Launch(GateUpKernel<T, kQ8, 1>, grid, block, 0, args, a.weight_bytes);
     } else {
-      s.Launch(GateUpKernel<T, kQ8, 8>, grid, block, 0, args);
+      s.Launch(GateUpKernel<T, kQ8, 8>, grid, block, 0, args, a.weight_bytes);
     }
   } else if (!kQ8 && a.rows < kSplitBelowRows) {
     const dim3 split_grid(a.rows, n_tiles);
     if (nt == 1) {
-      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args);
+      s.Launch(MatVecSplitKernel<T, 1>, split_grid, dim3(kSplitWarps * 32), 0, args,
+               a.weight_bytes);
     } else {
-      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args);
+      s.Launch(MatVecSplitKernel<T, 8>, split_grid, dim3(kSplitWarps * 32), 0, args,
+               a.weight_bytes);
     }
   } else {
     if (nt == 1) {
-      s.Launch(MatVecKernel<T, kQ8, 1>, grid, block, 0, args);
+      s.Launch(MatVecKernel<T, kQ8, 1>, grid, block, 0, args, a.weight_bytes);
     } else {
-      s.Launch(MatVecKernel<T, kQ8, 8>, grid, block, 0, args);
+      s.Launch(MatVecKernel<T, kQ8, 8>, grid, block, 0, args, a.weight_bytes);
     }
   }
   return true;
@@ -536,6 +462,7 @@ void Project(CudaBackend::State& s, const Weight& w, const float* x, int n_token
   a.y = y;
   a.y_row_floats = uint64_t(rows);
   a.iq2_grid = s.iq2_grid;
+  a.weight_bytes = w.matrix_bytes();
   const uint64_t slice_bytes = cuda::Q8ActRowBytes(q, in);
   if (q != ActQuant::kNone) {
     auto* xq = static_cast<uint8_t*>(

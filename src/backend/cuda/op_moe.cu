@@ -14,86 +14,26 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
+#include "backend/cuda/router_dev.cuh"
 
 namespace flashkv {
 namespace cuda {
 namespace {
 
-constexpr int kMaxExpertsUsed = 32;
-
 struct RouterKernelArgs {
-  const float* logits;    // [n_tokens, n_expert]
-  const float* bias;      // [n_expert] or null
-  const int32_t* table;   // [n_vocab, n_used] or null
+  const float* logits;  // [n_tokens, n_expert]
+  RouteParams p;
   const int32_t* tokens;  // [n_tokens]
   int32_t* selected;      // [n_tokens, n_used]
   float* weights;         // [n_tokens, n_used]
-  int n_expert;
-  int n_used;
-  float weight_scale;
 };
 
-// One block per token: probabilities in parallel, then warp 0 picks the top k one at a
-// time (largest value, lowest id on ties — the order ds4's insertion sort produces).
+// One block per token (router_dev.cuh).
 __global__ void RouterKernel(RouterKernelArgs a) {
-  extern __shared__ float probs[];  // [n_expert] probs, then [n_expert] selection values
-  float* value = probs + a.n_expert;
+  extern __shared__ float probs[];  // [2 · n_expert]
   const int t = blockIdx.x;
-  const int E = a.n_expert;
-  const int k = a.n_used;
-  const float* logits = a.logits + size_t(t) * E;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    probs[e] = sqrtf(SoftplusStable(logits[e]));
-    value[e] = __fadd_rn(probs[e], a.bias != nullptr ? a.bias[e] : 0.0f);
-  }
-  __syncthreads();
-  if (threadIdx.x >= 32) return;
-  const int lane = threadIdx.x;
-  int32_t* sel = a.selected + size_t(t) * k;
-  float* w = a.weights + size_t(t) * k;
-  int32_t chosen[kMaxExpertsUsed];
-  if (a.table != nullptr) {
-    const int32_t token = a.tokens[t];
-    for (int s = 0; s < k; ++s) {
-      const int32_t e = a.table[size_t(token) * k + s];
-      chosen[s] = e >= 0 && e < E ? e : 0;  // a bad table entry must not read out of bounds
-    }
-  } else {
-    uint32_t taken = 0;  // bit i: lane's i-th candidate (expert lane + 32 i) already chosen
-    for (int s = 0; s < k; ++s) {
-      float best = -INFINITY;
-      int best_e = 0x7fffffff;
-      for (int i = 0, e = lane; e < E; ++i, e += 32) {
-        if ((taken >> i) & 1u) continue;
-        if (best_e == 0x7fffffff || value[e] > best) {
-          best = value[e];
-          best_e = e;
-        }
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ob = __shfl_xor_sync(kFullMask, best, o);
-        const int oe = __shfl_xor_sync(kFullMask, best_e, o);
-        if (oe != 0x7fffffff &&
-            (best_e == 0x7fffffff || ob > best || (ob == best && oe < best_e))) {
-          best = ob;
-          best_e = oe;
-        }
-      }
-      if (best_e == 0x7fffffff) best_e = 0;
-      chosen[s] = best_e;
-      if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
-    }
-  }
-  if (lane != 0) return;
-  float sum = 0.0f;
-  for (int s = 0; s < k; ++s) {
-    sel[s] = chosen[s];
-    w[s] = probs[chosen[s]];
-    sum = __fadd_rn(sum, w[s]);
-  }
-  if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-  for (int s = 0; s < k; ++s) w[s] = __fmul_rn(__fdiv_rn(w[s], sum), a.weight_scale);
+  RouteToken(a.p, a.logits + size_t(t) * a.p.n_expert, a.tokens + t,
+             a.selected + size_t(t) * a.p.n_used, a.weights + size_t(t) * a.p.n_used, probs);
 }
 
 struct TileBuildArgs {
@@ -202,16 +142,8 @@ __global__ void SlotSumKernel(SlotSumArgs a) {
 void CudaBackend::RouterSelect(const RouterArgs& a) {
   if (a.n_tokens <= 0) return;
   if (a.n_used > cuda::kMaxExpertsUsed) return s_->Fail("router: more than 32 experts per token");
-  cuda::RouterKernelArgs k{
-      a.logits.get(),
-      a.bias != nullptr ? reinterpret_cast<const float*>(a.bias->data.get()) : nullptr,
-      a.tid2eid != nullptr ? reinterpret_cast<const int32_t*>(a.tid2eid->data.get()) : nullptr,
-      a.tokens.get(),
-      a.selected.get(),
-      a.weights.get(),
-      a.n_expert,
-      a.n_used,
-      a.weight_scale};
+  cuda::RouterKernelArgs k{a.logits.get(), cuda::RouteParamsOf(a), a.tokens.get(), a.selected.get(),
+                           a.weights.get()};
   s_->Launch(cuda::RouterKernel, dim3(a.n_tokens), dim3(128),
              unsigned(2 * sizeof(float) * a.n_expert), k);
 }
@@ -292,6 +224,9 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   gu.mv.n_tiles = gu_max_tiles;
   gu.mv.tile_nt = gu_nt;
   gu.mv.iq2_grid = s.iq2_grid;
+  // Every chosen expert's rows once (at most n_expert of them).
+  const uint64_t experts_read = uint64_t(std::min(E, n_pairs));
+  gu.mv.weight_bytes = 2 * experts_read * gate.matrix_bytes();
   gu.w_up = up.data.get();
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
@@ -319,6 +254,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.y = down_out;
   dn.y_row_floats = uint64_t(D);
   dn.pair_div = 1;
+  dn.weight_bytes = experts_read * down.matrix_bytes();
   dn.tiles = tiles;
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;

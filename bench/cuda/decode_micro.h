@@ -1,0 +1,33 @@
+// flashkv_bench_cuda --decode-micro: the decode step of the Flash shape taken apart. At each
+// context frontier the prompt is prefilled once, the KV state saved, and then for the unfused
+// and the fused kernels (CudaBackendOptions::fused) in turn the state is restored and
+// decoded: tokens/s with graphs on, the greedy tokens and logits (which must be bit-identical
+// between the two), and a profiled pass (graphs off) giving kernels per token and per layer
+// and, per kernel, launches, µs and achieved GB/s of the weight bytes it reads, next to a
+// device-to-device copy timed in the same run.
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_backend.h"
+#include "model/model.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+struct DecodeMicroOptions {
+  std::vector<int> frontiers;
+  int chunk = 2048;
+  int warmup_steps = 8;
+  int decode_steps = 32;
+  int profile_steps = 4;
+  double bytes_per_token = 0;  // what one decoded token reads (the HBM bound's numerator)
+};
+
+// Prints the tables and stores the figures under out["decode_micro"].
+Status RunDecodeMicro(CudaBackend& be, Model& model, const DecodeMicroOptions& o,
+                      nlohmann::json& out);
+
+}  // namespace flashkv
