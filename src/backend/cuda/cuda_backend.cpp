@@ -172,7 +172,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   if (options.fused >= 0) {
     s->fused = options.fused != 0;
   } else if (const char* env = std::getenv("FLASHKV_CUDA_FUSED")) {
-    s->fused = std::strcmp(env, "0") != 0 && *env != '\0';
+    s->fused = std::strcmp(env, "0") != 0;
   }
   {
     void* counters = nullptr;
