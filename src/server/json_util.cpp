@@ -3,35 +3,6 @@
 #include <cmath>
 
 namespace flashkv {
-namespace {
-
-// Depth of the deepest array/object, by a scan that skips strings (so it is cheap and
-// runs before the parser, which would otherwise recurse into hostile nesting).
-bool DepthWithin(std::string_view s, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 const char* JsonTypeName(const Json& v) {
   switch (v.type()) {
@@ -55,7 +26,7 @@ const char* JsonTypeName(const Json& v) {
 }
 
 Expected<Json> ParseJsonObject(std::string_view body) {
-  if (!DepthWithin(body, kMaxJsonDepth)) {
+  if (!JsonDepthWithin(body, kMaxJsonDepth)) {
     return InvalidArgument("JSON nesting deeper than {} levels", kMaxJsonDepth);
   }
   Json j;
