@@ -32,11 +32,12 @@ Expected<Json> ParseJsonObject(std::string_view body) {
   Json j;
   try {
     j = Json::parse(body.begin(), body.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error ("[json.exception.parse_error.101] parse error at line 1, column 2: …")
+    // and out_of_range 406 ("… number overflow parsing '1e999999'"): the text after the tag.
     std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." → the tail.
-    const size_t colon = what.find("parse error");
-    if (colon != std::string::npos) what = what.substr(colon);
+    const size_t tag_end = what.find("] ");
+    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
     return InvalidArgument("invalid JSON body: {}", what);
   }
   if (!j.is_object())

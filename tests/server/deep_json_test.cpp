@@ -1,8 +1,8 @@
 // JSON nested a million levels deep wherever the server parses a string as JSON — the
 // tool-call arguments of chat messages, Responses function_call and hosted call items —
 // is a 400 naming the field, found before anything recurses; the same text reaching the
-// renderer or coming out of the model is handled as text. (Issue 17: depth 80,000 used to
-// overflow the stack in the serializer.)
+// renderer or coming out of the model is handled as text. Numbers beyond double's range
+// are 400s too. (Issue 17: depth 80,000 used to overflow the stack in the serializer.)
 #include <string>
 
 #include <gtest/gtest.h>
@@ -138,6 +138,32 @@ TEST(DeepJsonTest, DeepModelOutputStaysTextInEveryDialect) {
     auto enc = make(ctx);
     EXPECT_NE(testing::Encode(*enc, g).find("[[[["), std::string::npos);
   }
+}
+
+TEST(DeepJsonTest, NumbersBeyondDoubleAre400sOnEveryEndpoint) {
+  const std::pair<Dialect, const char*> cases[] = {
+      {Dialect::kChatCompletions,
+       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999999})"},
+      {Dialect::kCompletions, R"({"prompt":"hi","max_tokens":1e999999})"},
+      {Dialect::kResponses, R"({"input":"hi","max_output_tokens":1e999999})"},
+      {Dialect::kAnthropic,
+       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999999})"},
+  };
+  for (const auto& [dialect, body] : cases) {
+    Expected<ApiRequest> r = ReadApiRequest(dialect, body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(HttpStatusFor(r.status()), 400);
+    EXPECT_EQ(r.status().message(), "invalid JSON body: number overflow parsing '1e999999'");
+  }
+  // In range for a double but not for the field.
+  Expected<ApiRequest> big = ReadApiRequest(
+      Dialect::kChatCompletions, R"({"messages":[{"content":"hi"}],"max_tokens":1e300})");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(HttpStatusFor(big.status()), 400);
+  Expected<ApiRequest> neg = ReadApiRequest(
+      Dialect::kChatCompletions, R"({"messages":[{"content":"hi"}],"temperature":-1e308})");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(HttpStatusFor(neg.status()), 400);
 }
 
 }  // namespace
