@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -40,6 +41,8 @@ struct ServeFlags {
   std::string api_key;
   int max_body_mb = 64;
   int http_threads = 64;
+  int http_client_connections = 0;
+  int header_timeout_s = 10;
   int live_sessions = 4;
   int prefill_chunk = 2048;
   int keepalive_ms = 1000;
@@ -94,6 +97,11 @@ Status RunServe(const ServeFlags& f) {
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
+  if (f.http_threads < 1) return InvalidArgument("--http-threads must be positive");
+  if (f.http_client_connections < 0)
+    return InvalidArgument("--http-client-connections must be 0 (off) or positive");
+  if (f.header_timeout_s < 1 || f.header_timeout_s > 3600)
+    return InvalidArgument("--http-header-timeout must be 1..3600 seconds");
 
   // Blocked before any thread starts so every thread inherits the mask and only the
   // watcher receives them; a write to a closed socket must not kill the server.
@@ -149,6 +157,8 @@ Status RunServe(const ServeFlags& f) {
   ho.api_key = f.api_key;
   ho.max_body_bytes = size_t(f.max_body_mb) << 20;
   ho.threads = f.http_threads;
+  ho.max_client_connections = f.http_client_connections;
+  ho.header_timeout_ms = f.header_timeout_s * 1000;
   ho.error_body = &ApiServer::TransportErrorBody;
   HttpServer http(ho);
   api.Register(http);
@@ -190,7 +200,16 @@ void RegisterServe(CLI::App& app) {
       ->envname("FLASHKV_API_KEY");
   cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body accepted, MiB")
       ->capture_default_str();
-  cmd->add_option("--http-threads", f->http_threads, "connection threads")->capture_default_str();
+  cmd->add_option("--http-threads", f->http_threads,
+                  "connections open at once, one thread each; at the cap the one waiting longest "
+                  "on its client is dropped for a newcomer")
+      ->capture_default_str();
+  cmd->add_option("--http-client-connections", f->http_client_connections,
+                  "connections open at once per client address (0: --http-threads)")
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout", f->header_timeout_s,
+                  "seconds a request's line and headers may take from their first byte")
+      ->capture_default_str();
   cmd->add_option("--kv-live-sessions", f->live_sessions,
                   "sessions kept in memory for instant reuse (LRU)")
       ->capture_default_str();
