@@ -26,6 +26,7 @@
 #include "kv/disk_cache.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
+#include "server/request_screen.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashkv::cli {
@@ -43,6 +44,7 @@ struct ServeFlags {
   int http_threads = 64;
   int http_client_connections = 0;
   int header_timeout_s = 10;
+  std::vector<std::string> allowed_hosts;
   int live_sessions = 4;
   int prefill_chunk = 2048;
   int keepalive_ms = 1000;
@@ -102,6 +104,13 @@ Status RunServe(const ServeFlags& f) {
     return InvalidArgument("--http-client-connections must be 0 (off) or positive");
   if (f.header_timeout_s < 1 || f.header_timeout_s > 3600)
     return InvalidArgument("--http-header-timeout must be 1..3600 seconds");
+  // Before the model loads, so the warning is the first thing an operator sees.
+  if (f.api_key.empty() && !IsLoopbackHost(HostName(f.host))) {
+    spdlog::warn(
+        "--host {} without --api-key: anyone who can reach this address can use the model and "
+        "read what its cache holds; pass --api-key KEY (or FLASHKV_API_KEY)",
+        f.host);
+  }
 
   // Blocked before any thread starts so every thread inherits the mask and only the
   // watcher receives them; a write to a closed socket must not kill the server.
@@ -159,6 +168,7 @@ Status RunServe(const ServeFlags& f) {
   ho.threads = f.http_threads;
   ho.max_client_connections = f.http_client_connections;
   ho.header_timeout_ms = f.header_timeout_s * 1000;
+  ho.allowed_hosts = f.allowed_hosts;
   ho.error_body = &ApiServer::TransportErrorBody;
   HttpServer http(ho);
   api.Register(http);
@@ -210,6 +220,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--http-header-timeout", f->header_timeout_s,
                   "seconds a request's line and headers may take from their first byte")
       ->capture_default_str();
+  cmd->add_option("--allowed-hosts", f->allowed_hosts,
+                  "without --api-key, Host names served besides loopback names and the addresses "
+                  "listened on (comma-separated; * for any)")
+      ->delimiter(',');
   cmd->add_option("--kv-live-sessions", f->live_sessions,
                   "sessions kept in memory for instant reuse (LRU)")
       ->capture_default_str();

@@ -324,16 +324,18 @@ struct HttpServer::Impl {
     head.transfer_encoding = value("Transfer-Encoding");
     head.content_encoding = value("Content-Encoding");
     head.content_type = value("Content-Type");
+    head.host = value("Host");
     return head;
   }
 
-  // Before any body byte is read: framing, method, key, route.
+  // Before any body byte is read: framing, method, key, browser rules, route.
   bool Refuse(const httplib::Request& req, httplib::Response& res) {
     const RequestHead head = HeadOf(req);
     bool post_route = false;
     for (const std::string& p : post_paths) post_route |= PathMatches(p, req.path);
     ScreenVerdict v = ScreenFraming(screen, head);
     if (!v.refused() && !Authorized(req)) v = {401, "missing or invalid API key"};
+    if (!v.refused()) v = ScreenBrowser(screen, head);
     // The error handler writes the 404 body (it names the endpoint).
     if (!v.refused() && head.method == "POST" && !post_route) v = {404, ""};
     if (!v.refused()) return false;
@@ -353,6 +355,8 @@ HttpServer::HttpServer(HttpServerOptions options)
   Impl* impl = impl_.get();
   httplib::Server& s = impl->server;
   impl->screen.max_body_bytes = impl->options.max_body_bytes;
+  impl->screen.browser_rules = impl->options.api_key.empty();
+  impl->screen.allowed_hosts = impl->options.allowed_hosts;
   s.set_payload_max_length(impl->options.max_body_bytes);
   // Only the Keep-Alive response header reads these; the connection loop enforces them.
   s.set_keep_alive_timeout(std::max(1, impl->options.idle_timeout_ms / 1000));
@@ -431,6 +435,7 @@ Status HttpServer::Bind() {
     impl_->port = impl_->options.port;
   }
   impl_->server.WidenBacklog();
+  impl_->screen.listened_hosts = ListenedHosts(host);
   return Status::Ok();
 }
 

@@ -3,11 +3,13 @@
 // writes chunks (SSE) until it is done or the client is gone. Also owns the transport
 // rules every endpoint shares: the request-body limit (on the decoded body, checked while
 // it streams in), the connection cap and read deadlines (http_connection.h), the optional
-// API key, CORS, and telling a handler whether its client is still connected. A request is refused
-// before its body is read whenever its headers already decide it (an oversized Content-Length, an
-// unknown path, a wrong method or key). Must not: know the APIs' JSON (the error bodies it writes
-// come from a function the API layer supplies) or reach the filesystem (no static file serving;
-// paths are matched, never opened).
+// API key, the browser rules without one (JSON bodies only, Host a loopback name or an
+// address the server listens on), CORS, and telling a handler whether its client is still
+// connected. A request is refused before its body is read whenever its headers already
+// decide it (an oversized Content-Length, an unknown path, a wrong method or key).
+// Must not: know the APIs' JSON (the error bodies it writes come from a function the API
+// layer supplies) or reach the filesystem (no static file serving; paths are matched,
+// never opened).
 //
 // Threading: handlers run on the server's connection threads, many at once; they must be
 // thread-safe and must not throw (a throw becomes a 500).
@@ -62,7 +64,7 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                           // 0: any free port (see HttpServer::port)
+  int port = 8000;  // 0: any free port (see HttpServer::port)
   size_t max_body_bytes = size_t(64) << 20;  // after Content-Encoding is undone
   // Connections open at once, each on its own thread (streams, queued requests, idle
   // keep-alive ones); at the cap the one waiting longest on its client is dropped for a
@@ -75,6 +77,9 @@ struct HttpServerOptions {
   int write_timeout_ms = 10000;    // longest wait for the client to take bytes
   bool cors = false;
   std::string api_key;  // non-empty: required as "Authorization: Bearer" or "x-api-key"
+  // Without an API key, Host names accepted besides loopback names and the addresses the
+  // server listens on (a DNS-rebinding page sends its own name); "*" accepts any.
+  std::vector<std::string> allowed_hosts;
   // Paths that never need the API key (health checks).
   std::vector<std::string> public_paths = {"/health"};
   // The JSON body for an error the transport produces itself (401, 404, 413, ...).

@@ -1,10 +1,11 @@
 // Issue 17, end to end on the real `flashkv serve`: requests an attacker would send each
 // get a clear 4xx in their API's shape while the server stays up and keeps answering —
 // JSON nested a million levels deep inside every string the server parses as JSON, numbers
-// beyond double's range, malformed fields, a gzip bomb, hostile Content-Lengths and 200
-// connections trickling their headers.
+// beyond double's range, malformed fields, a gzip bomb, hostile Content-Lengths, 200
+// connections trickling their headers, and a page's cross-site or DNS-rebinding request.
 // Every wait is a generous bound on something that happens at once on a correct server.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import zlib from 'node:zlib';
@@ -219,4 +220,51 @@ test('200 connections trickling their headers keep neither /health nor a real re
     clearInterval(trickle);
     for (const s of slow) s.destroy();
   }
+});
+
+test('without an API key a page can neither post to the server nor rebind a name to it', async () => {
+  const text = await post('/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }),
+    { 'content-type': 'text/plain' });
+  assert.equal(text.status, 415);
+  assert.match(message(text), /Content-Type must be application\/json/);
+  const form = await post('/v1/messages', 'a=1', { 'content-type': 'application/x-www-form-urlencoded' });
+  assert.equal(form.status, 415);
+  assert.equal(form.json.type, 'error');
+  const port = new URL(server.url).port;
+  const rebound = await rawExchange(`GET /v1/models HTTP/1.1\r\nHost: evil.example:${port}\r\nConnection: close\r\n\r\n`);
+  assert.match(rebound, /^HTTP\/1.1 403 /);
+  assert.match(rebound, /is not this server's/);
+  const local = await rawExchange(`GET /v1/models HTTP/1.1\r\nHost: localhost:${port}\r\nConnection: close\r\n\r\n`);
+  assert.match(local, /^HTTP\/1.1 200 /);
+  // --allowed-hosts names more; an API key lifts the rules.
+  const named = await startServer(['--ctx', '1024', '--allowed-hosts', 'box.lan,other.lan'], 'allowed-hosts');
+  const keyed = await startServer(['--ctx', '1024', '--api-key', 'k'], 'keyed');
+  try {
+    const exchange = (url, h) => new Promise((resolve, reject) => {
+      const u = new URL(url);
+      const s = net.connect(Number(u.port), u.hostname);
+      let got = '';
+      s.on('connect', () => s.write(h));
+      s.on('data', (d) => (got += d.toString()));
+      s.on('close', () => resolve(got));
+      s.on('error', reject);
+    });
+    assert.match(await exchange(named.url, 'GET /health HTTP/1.1\r\nHost: box.lan\r\nConnection: close\r\n\r\n'), /^HTTP\/1.1 200 /);
+    assert.match(await exchange(named.url, 'GET /health HTTP/1.1\r\nHost: evil.lan\r\nConnection: close\r\n\r\n'), /^HTTP\/1.1 403 /);
+    assert.match(await exchange(keyed.url, 'GET /v1/models HTTP/1.1\r\nHost: evil.lan\r\nx-api-key: k\r\nConnection: close\r\n\r\n'), /^HTTP\/1.1 200 /);
+  } finally {
+    assert.equal(await named.stop(), 0);
+    assert.equal(await keyed.stop(), 0);
+  }
+});
+
+test('listening beyond loopback without a key is warned about before anything loads', () => {
+  // The model does not exist, so nothing binds: the warning comes first.
+  const r = spawnSync(process.env.FLASHKV_BIN, ['serve', '--host', '0.0.0.0', '--model', '/nonexistent.gguf'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /--host 0\.0\.0\.0 without --api-key: anyone who can reach this address/);
+  const quiet = spawnSync(process.env.FLASHKV_BIN, ['serve', '--host', '127.0.0.1', '--model', '/nonexistent.gguf'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.doesNotMatch(quiet.stderr, /without --api-key/);
 });

@@ -2,7 +2,8 @@
 // bounded after decoding, framing and method errors are answered from the headers alone
 // (never after waiting on a body), hundreds of connections trickling their headers do not
 // keep /health or a real request out, the connection cap answers 503 only when every
-// connection is being answered. No assertion depends on how fast the machine is: waits are
+// connection is being answered, and without an API key only JSON POSTs to a loopback or
+// listened Host are served. No assertion depends on how fast the machine is: waits are
 // generous upper bounds on events that happen at once when the server is right.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -354,6 +355,63 @@ TEST_F(HttpHardeningTest, A503OnlyWhenEveryConnectionIsBeingAnswered) {
   auto h = client_->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(HttpHardeningTest, WithoutAKeyOnlyJsonPostsToThisServersHostAreServed) {
+  HttpServerOptions o;
+  o.allowed_hosts = {"my.box"};
+  Start(o);
+  auto text = client_->Post("/echo", "{}", "text/plain");
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->status, 415);
+  EXPECT_NE(text->body.find("Content-Type must be application/json"), std::string::npos);
+  auto form = client_->Post("/echo", "a=1", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 415);
+  for (const char* type : {"application/json", "application/json; charset=utf-8",
+                           "Application/JSON", "application/vnd.api+json"}) {
+    auto json = client_->Post("/echo", "{}", type);
+    ASSERT_TRUE(json);
+    EXPECT_EQ(json->status, 200) << type;
+  }
+  const int port = server_->port();
+  const std::pair<std::string, int> hosts[] = {
+      {"evil.example", 403},
+      {"evil.example:" + std::to_string(port), 403},
+      {"127.0.0.1.evil.example", 403},
+      {"localhost:" + std::to_string(port), 200},
+      {"LOCALHOST", 200},
+      {"app.localhost", 200},
+      {"127.0.0.1:" + std::to_string(port), 200},
+      {"[::1]:" + std::to_string(port), 200},
+      {"my.box:" + std::to_string(port), 200},
+  };
+  for (const auto& [host, status] : hosts) {
+    RawClient raw = Raw();
+    raw.Send("GET /health HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+    const std::string response = raw.ReadAll();
+    EXPECT_EQ(StatusOf(response), status) << host;
+    if (status == 403) {
+      EXPECT_NE(response.find("is not this server's"), std::string::npos);
+    }
+  }
+}
+
+TEST_F(HttpHardeningTest, AnApiKeyLiftsTheBrowserRules) {
+  HttpServerOptions o;
+  o.api_key = "k";
+  Start(o);
+  RawClient raw = Raw();
+  raw.Send(
+      "POST /echo HTTP/1.1\r\nHost: evil.example\r\nx-api-key: k\r\n"
+      "Content-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+  EXPECT_EQ(StatusOf(raw.ReadAll()), 200);
+  // Without the key the request is refused before its body is read.
+  RawClient no_key = Raw();
+  no_key.Send(
+      "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 1000\r\n\r\n");
+  EXPECT_EQ(StatusOf(no_key.ReadAll()), 401);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// What the transport refuses from a request's head alone.
+// What the transport refuses from a request's head alone, and the Host names that count as
+// this server's when it runs without an API key.
 #include "server/request_screen.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@ RequestHead Post(std::optional<std::string> content_length = "2") {
   h.content_length = content_length;
   h.content_length_headers = content_length ? 1 : 0;
   h.content_type = "application/json";
+  h.host = "127.0.0.1:8000";
   return h;
 }
 
@@ -60,6 +62,57 @@ TEST(RequestScreenTest, FramingIsDecidedFromTheHead) {
     other.method = m;
     EXPECT_EQ(ScreenFraming(p, other).status, 405) << m;
   }
+}
+
+TEST(RequestScreenTest, BrowserRulesOnlyWithoutAKey) {
+  ScreenPolicy p;
+  p.max_body_bytes = 100;
+  RequestHead evil = Post();
+  evil.host = "evil.example";
+  evil.content_type = "text/plain";
+  EXPECT_FALSE(ScreenBrowser(p, evil).refused());  // a key protects this server
+  p.browser_rules = true;
+  EXPECT_EQ(ScreenBrowser(p, evil).status, 403);
+  evil.host = "localhost:8000";
+  EXPECT_EQ(ScreenBrowser(p, evil).status, 415);
+  evil.content_type = std::nullopt;
+  EXPECT_EQ(ScreenBrowser(p, evil).status, 415);
+  RequestHead get;
+  get.method = "GET";
+  get.host = "[::1]:8000";
+  EXPECT_FALSE(ScreenBrowser(p, get).refused());
+  get.host = std::nullopt;  // HTTP/1.0 clients send none; a browser always does
+  EXPECT_FALSE(ScreenBrowser(p, get).refused());
+  get.host = "192.168.1.20:8000";
+  EXPECT_EQ(ScreenBrowser(p, get).status, 403);
+  p.listened_hosts = {"192.168.1.20"};
+  EXPECT_FALSE(ScreenBrowser(p, get).refused());
+  get.host = "box.lan";
+  EXPECT_EQ(ScreenBrowser(p, get).status, 403);
+  p.allowed_hosts = {"Box.LAN"};
+  EXPECT_FALSE(ScreenBrowser(p, get).refused());
+  get.host = "other.lan";
+  p.allowed_hosts = {"*"};
+  EXPECT_FALSE(ScreenBrowser(p, get).refused());
+}
+
+TEST(RequestScreenTest, HostNamesAndLoopback) {
+  EXPECT_EQ(HostName("[::1]:8000"), "::1");
+  EXPECT_EQ(HostName("Example.COM:80"), "example.com");
+  EXPECT_EQ(HostName(" localhost "), "localhost");
+  EXPECT_EQ(HostName("::1"), "::1");
+  for (const char* h : {"localhost", "LocalHost", "app.localhost", "127.0.0.1", "127.255.0.9",
+                        "::1", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(h)) << h;
+  }
+  for (const char* h :
+       {"0.0.0.0", "10.0.0.1", "::", "localhost.example", "127.0.0.1.nip.io", "128.0.0.1", ""}) {
+    EXPECT_FALSE(IsLoopbackHost(h)) << h;
+  }
+  EXPECT_EQ(ListenedHosts("127.0.0.1"), std::vector<std::string>{"127.0.0.1"});
+  // The wildcard stands for every interface address, loopback among them.
+  const std::vector<std::string> all = ListenedHosts("0.0.0.0");
+  EXPECT_NE(std::find(all.begin(), all.end(), "127.0.0.1"), all.end());
 }
 
 }  // namespace
