@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "util/memory_budget.h"
+
 namespace flashkv {
 namespace {
 
@@ -19,12 +21,36 @@ size_t IndexerFrontierFloats(const KvLayerShape& l, int dim) {
   return size_t(2) * l.compress_ratio * 2 * dim;
 }
 
+// What Create allocates, summed first: a shape from a hostile model file or a huge context
+// is refused with its numbers before any buffer exists.
+ByteCount StateBytes(const KvShape& shape) {
+  ByteCount total;
+  for (const KvLayerShape& ls : shape.layers) {
+    total.Add(uint64_t(shape.n_swa), uint64_t(shape.head_dim), sizeof(float));
+    if (ls.compress_ratio == 0) continue;
+    const uint64_t cap = uint64_t(shape.ctx_size / ls.compress_ratio + 2);
+    total.Add(cap, uint64_t(shape.head_dim), sizeof(float));
+    total.Add(2, FrontierFloats(ls, shape.head_dim), sizeof(float));
+    if (!ls.indexer) continue;
+    total.Add(cap, uint64_t(shape.indexer_dim), sizeof(float));
+    total.Add(2, IndexerFrontierFloats(ls, shape.indexer_dim), sizeof(float));
+  }
+  return total;
+}
+
 }  // namespace
 
 Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   if (shape.head_dim <= 0 || shape.n_swa <= 0 || shape.ctx_size <= 0) {
     return InvalidArgument("kv state shape has a non-positive size");
   }
+  for (const KvLayerShape& ls : shape.layers) {
+    if (ls.compress_ratio < 0) return InvalidArgument("kv state shape has a negative ratio");
+  }
+  FLASHKV_RETURN_IF_ERROR(CheckFitsInMemory(
+      fmt::format("a KV state of {} tokens ({} layers, window {} × {} floats)", shape.ctx_size,
+                  shape.layers.size(), shape.n_swa, shape.head_dim),
+      StateBytes(shape)));
   KvState s;
   s.backend_ = &backend;
   s.shape_ = shape;
