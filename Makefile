@@ -8,7 +8,7 @@ CMAKE_FLAGS  ?=
 TINY_MODEL   := models/flashkv-tiny.gguf
 FLASHKV      := $(BUILD)/flashkv
 
-.PHONY: all deps build tiny run test test-asan fuzz bench format clean
+.PHONY: all deps build tiny run test test-asan fuzz fuzz-deps bench format clean
 
 all: build
 
@@ -60,7 +60,10 @@ $(BUILD_FUZZ)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFLASHKV_FUZZ=ON -DFLASHKV_CUDA=OFF -DFLASHKV_NATIVE=OFF $(CMAKE_FLAGS)
 
-fuzz: deps $(BUILD_FUZZ)/build.ninja
+fuzz-deps:
+	@FLASHKV_DEPS_FUZZ=1 bash scripts/deps.sh
+
+fuzz: fuzz-deps $(BUILD_FUZZ)/build.ninja
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target flashkv_fuzz $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD_FUZZ)/corpus/$$t && \
