@@ -35,7 +35,7 @@ function(flashkv_test name)
   target_link_libraries(${_target} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${_target} PRIVATE
     FLASHKV_SOURCE_DIR="${FLASHKV_SOURCE_DIR}"
-    FLASHKV_SHARED_DIR="${FLASHKV_SHARED_DIR}"
+    FLASHKV_FIXTURES_DIR="${FLASHKV_FIXTURES_DIR}"
     FLASHKV_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)

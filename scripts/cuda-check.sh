@@ -3,9 +3,10 @@
 # Debian dependencies, and its time is scarce:
 #   scripts/cuda-check.sh stage    (here) build the CUDA test and benchmark binaries (and,
 #                                  with STAGE_FLASHKV=1, the flashkv binary) in
-#                                  build-cuda/ and stage them, the shared libraries they
-#                                  need and the tiny-model fixtures in .devcarry/
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|all] [extra args...]
+#                                  build-cuda/ and stage them and the shared libraries
+#                                  they need in .devcarry/ (the fixtures travel with the
+#                                  working tree: tests/data/fixtures)
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -14,8 +15,18 @@
 #                                  context sweep of the real Model on Flash-shaped random
 #                                  weights; extra args are appended to its flags (later
 #                                  ones win, e.g. --ctx-max 4096 or --model random:flash:12).
-# The binaries carry absolute paths of this checkout (/work/main, /work/shared); the device
-# half recreates them as links.
+#                                  imma: the int8 tensor-core MatMul kernel — its tests, the
+#                                  SASS check (IMMA instructions), the kernel microbenchmark
+#                                  and the Flash prefill with dp4a vs tensor-core kernels in
+#                                  one process (extra args go to that last run).
+#                                  sanitize: its small-shape test under compute-sanitizer
+#                                  (memcheck, racecheck). flashbench-imma: the flashbench
+#                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
+# The binaries carry absolute paths of the checkout they were built in (whose
+# tests/data/fixtures the tests read); stage records that root in .devcarry/build-root and
+# copies this script to .devcarry/, and the device half recreates those paths as links, so a
+# build staged in any worktree runs from any checkout that carries .devcarry
+# (`bash .devcarry/cuda-check.sh device ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,25 +40,21 @@ stage() {
       -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
   fi
   ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
-  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
   rm -rf .devcarry
-  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib \
-    .devcarry/shared/fixtures/ds4-tiny
+  mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib
   cp $B/tests/backend/cuda/backend_cuda_test .devcarry/build-cuda/tests/backend/cuda/
   cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
   [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
   strip .devcarry/build-cuda/bench/flashkv_bench_cuda \
-    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test
+    .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}
   # Non-system libraries the binaries link (the CUDA runtime is static).
   for bin in .devcarry/build-cuda/bench/flashkv_bench_cuda \
     .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}; do
     ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
       | xargs -r -I{} cp -L {} .devcarry/lib/
   done
-  local F=../shared/fixtures
-  cp $F/ds4-tiny/{ds4-tiny.gguf,reference.json,prefill_logits.f32,decode_logits.f32,noactq_logits.f32} \
-    .devcarry/shared/fixtures/ds4-tiny/
-  cp -r $F/hf-tiny-a .devcarry/shared/fixtures/
+  echo "$ROOT" > .devcarry/build-root
+  cp scripts/cuda-check.sh .devcarry/
   chmod -R u+w .devcarry
   du -sh .devcarry
 }
@@ -57,11 +64,13 @@ device() {
   shift || true
   OUT=${OUT:-$ROOT/out-cuda}
   mkdir -p "$OUT"
-  # Recreate the build-time paths.
-  mkdir -p /work
-  [[ -e /work/main ]] || ln -s "$ROOT" /work/main
-  [[ -e /work/shared ]] || ln -s "$ROOT/.devcarry/shared" /work/shared
-  [[ -e $ROOT/build-cuda ]] || ln -s "$ROOT/.devcarry/build-cuda" "$ROOT/build-cuda"
+  # Recreate the build-time paths (links left by an earlier call are kept).
+  link() { [[ -e $2 || -L $2 ]] || { mkdir -p "$(dirname "$2")" && ln -s "$1" "$2"; }; }
+  local BR
+  BR=$(cat "$ROOT/.devcarry/build-root" 2>/dev/null || echo /work/main)
+  link "$ROOT" /work/main
+  link "$ROOT" "$BR"
+  link "$ROOT/.devcarry/build-cuda" "$ROOT/build-cuda"
   export LD_LIBRARY_PATH=$ROOT/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,power.limit \
     --format=csv > "$OUT/gpu.txt" 2>&1 || true
@@ -74,7 +83,7 @@ device() {
       "$OUT/gpu-tests.log" | head -150 || true
   fi
   if [[ $what == cli ]]; then
-    local F=/work/shared/fixtures/hf-tiny-a T=$OUT/cli
+    local F=$ROOT/tests/data/fixtures/hf-tiny-a T=$OUT/cli
     mkdir -p "$T"
     python3 -c "import json;print(','.join(map(str,json.load(open('$F/reference.json'))['prompt_tokens'])))" \
       > "$T/prompt.txt"
@@ -100,6 +109,17 @@ sys.exit(0 if ok else 1)
 PY
     done
   fi
+  if [[ $what == flashbench-imma ]]; then
+    # The same sweep twice in one call: dp4a kernels (FLASHKV_CUDA_IMMA=0), then the int8
+    # tensor-core prefill kernels (the default).
+    for imma in 0 1; do
+      FLASHKV_CUDA_IMMA=$imma /work/main/build-cuda/flashkv bench --backend cuda \
+        --model random:flash --ctx-start 2048 --ctx-max 8192 --step-mul 2 --gen-tokens 16 \
+        --csv "$OUT/flash-sweep-imma$imma.csv" "$@" 2>&1 | tee "$OUT/flash-sweep-imma$imma.log" \
+        || rc=1
+      if [[ -f $OUT/flash-sweep-imma$imma.csv ]]; then cat "$OUT/flash-sweep-imma$imma.csv"; fi
+    done
+  fi
   if [[ $what == flashbench ]]; then
     # ~8k tokens of prefill (about 28 s at the measured ~290 tok/s) plus 81 GB of weights
     # generated on the GPU: well under three minutes. The prompt is the repository's bench
@@ -110,6 +130,38 @@ PY
       --csv "$OUT/flash-sweep.csv" --plot "$OUT/flash-sweep.svg" "$@" 2>&1 \
       | tee "$OUT/flash-sweep.log" || rc=1
     if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
+  fi
+  if [[ $what == imma ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*' > "$OUT/imma-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|max\|d\|' "$OUT/imma-tests.log" \
+      | head -60 || true
+    local OD
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      # IMMA instructions per tensor-core kernel, and local-memory (spill) traffic in them.
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++}
+        /LDL|STL/ {l[f]++} END {for (k in n) if (k ~ /Imma/) print "SASS:", n[k], "IMMA,",
+        l[k] + 0, "LDL/STL in", k}' || true
+    fi
+    "$BB" --matmul --skip-model --json "$OUT/matmul.json" 2>&1 | tee "$OUT/matmul.log" || rc=1
+    "$BB" --imma-compare 0,1 --frontiers 2048,8192 --decode-steps 32 --warmup-steps 8 --ttft 0 \
+      --json "$OUT/imma-compare.json" "$@" 2>&1 | tee "$OUT/imma-compare.log" || rc=1
+  fi
+  if [[ $what == sanitize ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 90 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaImmaTest.SmallShapes*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -4 "$OUT/sanitizer-$tool.log"
+      done
+    else
+      echo "compute-sanitizer: not found"
+    fi
   fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
@@ -122,7 +174,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|sanitize|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -37,3 +37,5 @@ fi
 # The client libraries for those tests, pinned by tests/clients/package-lock.json. A failure
 # (offline) does not stop a build; the end-to-end tests install them again and fail clearly.
 bash "$(dirname "${BASH_SOURCE[0]}")/npm-deps.sh" || echo "deps: npm packages for tests/clients not installed" >&2
+# The coding agents the agent tests run (tests/agents/package-lock.json; about 1.4 GB).
+bash "$(dirname "${BASH_SOURCE[0]}")/agents-npm-deps.sh" || echo "deps: npm packages for tests/agents not installed" >&2

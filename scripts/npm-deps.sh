@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the npm packages of tests/clients — the official `openai` and `@anthropic-ai/sdk`
-# clients the end-to-end tests drive `flashkv serve` with — exactly as package-lock.json
+# clients the end-to-end tests drive `flashkv serve` with — or of the npm project named as
+# the argument (scripts/agents-npm-deps.sh: tests/agents), exactly as its package-lock.json
 # pins them (`npm ci`). Idempotent: does nothing while node_modules is newer than the
 # lockfile. npm is found on PATH or, where only Node is installed (Node's own packages
 # ship npm without linking it), beside the node binary.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIR="$ROOT/tests/clients"
+PROJECT=${1:-tests/clients}
+DIR="$ROOT/$PROJECT"
 STAMP="$DIR/node_modules/.package-lock.json"  # written by npm ci
 
 if [[ -f $STAMP && $STAMP -nt $DIR/package-lock.json ]]; then
@@ -40,6 +42,6 @@ find_npm() {
 }
 
 NPM=$(find_npm)
-echo "npm-deps: installing tests/clients packages with $NPM ci"
+echo "npm-deps: installing $PROJECT packages with $NPM ci"
 cd "$DIR"
 $NPM ci --no-audit --no-fund --loglevel=error

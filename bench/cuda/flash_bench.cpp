@@ -31,6 +31,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "kv/kv_state.h"
+#include "matmul_bench.h"
 #include "model/model.h"
 #include "model/random_model.h"
 
@@ -97,13 +98,117 @@ struct Options {
   int ttft_tokens = 25000;
   std::string snapshot_dir = "/tmp";
   std::string json_out;
+  bool matmul = false;  // the Q8_0 kernel microbenchmark (matmul_bench.h)
+  MatMulBenchOptions matmul_options;
+  bool skip_model = false;        // only the microbenchmark
+  std::vector<int> imma_compare;  // prefill + decode once per tensor-core variant
 };
+
+Status WriteJson(const Options& o, const nlohmann::json& out) {
+  if (!o.json_out.empty()) {
+    std::ofstream f(o.json_out);
+    f << out.dump(2) << "\n";
+    if (!f) return IoError("cannot write {}", o.json_out);
+  }
+  return Status::Ok();
+}
+
+// Prefill to each frontier and decode at the last one, once per tensor-core variant
+// (CudaBackendOptions::imma; 0 = the dp4a kernels) on fresh states, so old and new kernels
+// are timed in one process on the same weights; the logits at every frontier and the greedy
+// decode tokens must be bit-identical to the first variant's.
+Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_ctx,
+                      nlohmann::json& out) {
+  const ModelConfig& cfg = model.config();
+  const auto prompt = RandomTokens(max_ctx, cfg.n_vocab, 7);
+  std::vector<std::vector<float>> first_logits;
+  std::vector<int32_t> first_tokens;
+  nlohmann::json rows = nlohmann::json::array();
+  {
+    // Untimed warm-up chunk (scratch growth, first launches), so the first variant timed
+    // is not the one that pays for them.
+    if (!be.SetImma(o.imma_compare.back())) return InvalidArgument("--imma-compare: bad variant");
+    FLASHKV_ASSIGN_OR_RETURN(KvState st, model.NewState(max_ctx));
+    FLASHKV_RETURN_IF_ERROR(
+        model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
+                      st, LogitsFor::kNone, nullptr));
+  }
+  for (size_t vi = 0; vi < o.imma_compare.size(); ++vi) {
+    const int v = o.imma_compare[vi];
+    if (!be.SetImma(v)) return InvalidArgument("--imma-compare: unknown variant {}", v);
+    FLASHKV_ASSIGN_OR_RETURN(KvState st, model.NewState(max_ctx));
+    std::vector<float> logits(cfg.n_vocab);
+    double prefill_s = 0;
+    bool same = true;
+    nlohmann::json r;
+    r["imma"] = v;
+    for (size_t fi = 0; fi < o.frontiers.size(); ++fi) {
+      const int f = o.frontiers[fi];
+      while (st.n_tokens() < f) {
+        const int n = int(std::min<int64_t>(o.chunk, f - st.n_tokens()));
+        const bool last = st.n_tokens() + n == f;
+        const bool profile_chunk = o.profile && st.n_tokens() == 0;
+        if (profile_chunk) be.SetProfiling(true);
+        auto a = Clock::now();
+        FLASHKV_RETURN_IF_ERROR(model.Forward(
+            std::span<const int32_t>(prompt.data() + st.n_tokens(), size_t(n)), st,
+            last ? LogitsFor::kLast : LogitsFor::kNone, last ? logits.data() : nullptr));
+        prefill_s += Seconds(a, Clock::now());
+        if (profile_chunk) {
+          std::printf("imma %d, first chunk (%d tokens), %s", v, n, be.ProfileReport(true).c_str());
+          be.SetProfiling(false);
+        }
+      }
+      if (vi == 0) {
+        first_logits.push_back(logits);
+      } else {
+        same = same && std::memcmp(logits.data(), first_logits[fi].data(), 4 * logits.size()) == 0;
+      }
+      r["prefill_tok_s"][std::to_string(f)] = double(f) / prefill_s;
+      std::printf("imma %d: prefill 0..%d %8.0f tok/s\n", v, f, double(f) / prefill_s);
+      std::fflush(stdout);
+    }
+    std::vector<int32_t> tokens;
+    int32_t next = 0;
+    for (int i = 0; i < o.warmup_steps; ++i) {
+      next = Argmax(logits);
+      tokens.push_back(next);
+      FLASHKV_RETURN_IF_ERROR(
+          model.Forward(std::span<const int32_t>(&next, 1), st, LogitsFor::kLast, logits.data()));
+    }
+    auto a = Clock::now();
+    for (int i = 0; i < o.decode_steps; ++i) {
+      next = Argmax(logits);
+      tokens.push_back(next);
+      FLASHKV_RETURN_IF_ERROR(
+          model.Forward(std::span<const int32_t>(&next, 1), st, LogitsFor::kLast, logits.data()));
+    }
+    const double ds = Seconds(a, Clock::now());
+    if (vi == 0) {
+      first_tokens = tokens;
+    } else {
+      same = same && tokens == first_tokens;
+    }
+    r["decode_tok_s"] = o.decode_steps / ds;
+    r["bit_identical_to_first"] = same;
+    std::printf("imma %d: decode %.1f tok/s at %d; logits and greedy tokens %s imma %d\n", v,
+                o.decode_steps / ds, o.frontiers.back(),
+                vi == 0 ? "are the reference for" : (same ? "bit-identical to" : "DIFFER from"),
+                o.imma_compare[0]);
+    rows.push_back(r);
+  }
+  out["imma_compare"] = rows;
+  return Status::Ok();
+}
 
 Status Run(const Options& o) {
   FLASHKV_ASSIGN_OR_RETURN(auto be, CudaBackend::Create());
-  be->SetProfiling(o.profile);
   nlohmann::json out;
   out["device"] = be->DeviceDescription();
+  std::printf("device: %s\n", be->DeviceDescription().c_str());
+  if (o.matmul) FLASHKV_RETURN_IF_ERROR(RunMatMulBench(*be, o.matmul_options, out));
+  if (o.skip_model) return WriteJson(o, out);
+  be->SetProfiling(o.profile && o.imma_compare.empty());
   out["layers"] = o.layers;
   out["chunk"] = o.chunk;
   FLASHKV_ASSIGN_OR_RETURN(
@@ -122,7 +227,6 @@ Status Run(const Options& o) {
   out["model"] = spec.Source();
   out["weights_gib"] = double(info.total_bytes) / double(1ull << 30);
   out["bytes_per_token_gb"] = bytes_token / 1e9;
-  std::printf("device: %s\n", be->DeviceDescription().c_str());
   std::printf(
       "%s: %.2f GiB of weights generated on the GPU in %.1f s; %.3f GB read per decoded token "
       "(HBM bound %.0f tok/s at 4.8 TB/s)\n",
@@ -140,6 +244,10 @@ Status Run(const Options& o) {
       std::max(*std::max_element(o.frontiers.begin(), o.frontiers.end()), o.ttft_tokens) +
       o.decode_steps + o.warmup_steps + 8;
   std::vector<float> logits(cfg.n_vocab);
+  if (!o.imma_compare.empty()) {
+    FLASHKV_RETURN_IF_ERROR(PrefillCompare(o, *be, *model, max_ctx, out));
+    return WriteJson(o, out);
+  }
 
   // ---- prefill to each frontier, decode there ----
   {
@@ -295,11 +403,7 @@ Status Run(const Options& o) {
     std::printf("TTFT %d-token prompt: cold %.2f s, restored from disk %.3f s (logits %s)\n",
                 o.ttft_tokens, cold_s, restored_s, same ? "bit-identical" : "DIFFER");
   }
-  if (!o.json_out.empty()) {
-    std::ofstream f(o.json_out);
-    f << out.dump(2) << "\n";
-  }
-  return Status::Ok();
+  return WriteJson(o, out);
 }
 
 }  // namespace
@@ -319,6 +423,16 @@ int main(int argc, char** argv) {
   app.add_option("--ttft", o.ttft_tokens, "prompt tokens for the TTFT / snapshot test (0: skip)");
   app.add_option("--snapshot-dir", o.snapshot_dir, "where the snapshot file is written");
   app.add_option("--json", o.json_out, "write the results as JSON here");
+  app.add_flag("--matmul", o.matmul,
+               "first time the Q8_0 MatMul kernels (dp4a vs int8 tensor cores) at Flash's "
+               "projection shapes");
+  app.add_option("--matmul-tokens", o.matmul_options.tokens, "tokens per --matmul call");
+  app.add_option("--matmul-reps", o.matmul_options.reps, "timed calls per --matmul kernel");
+  app.add_flag("--skip-model", o.skip_model, "stop after --matmul (no Flash model)");
+  app.add_option("--imma-compare", o.imma_compare,
+                 "instead of the frontier sweep: prefill to the frontiers and decode at the "
+                 "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const flashkv::Status s = flashkv::Run(o);
   if (!s.ok()) {

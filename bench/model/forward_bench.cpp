@@ -17,7 +17,7 @@ namespace {
 
 std::string ModelPath() {
   const char* env = std::getenv("FLASHKV_BENCH_MODEL");
-  return env ? env : std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+  return env ? env : std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 }
 
 // range(0): threads; range(1): 0 = official+q8, 1 = official+off, 2 = hf+off.

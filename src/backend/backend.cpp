@@ -23,6 +23,25 @@ Status Backend::WriteMany(const HostCopy* copies, size_t n) {
   return Status::Ok();
 }
 
+Expected<uint64_t> Backend::ReadManyAsync(const HostCopy* copies, size_t n) {
+  FLASHKV_RETURN_IF_ERROR(ReadMany(copies, n));
+  return uint64_t(1);  // already done
+}
+
+Status Backend::WaitCopies(uint64_t) {
+  return Status::Ok();
+}
+
+Status Backend::PinHost(void*, size_t) {
+  return Status::Ok();
+}
+
+void Backend::UnpinHost(void*) {}
+
+std::optional<Backend::MemoryInfo> Backend::DeviceMemory() const {
+  return std::nullopt;
+}
+
 Status Backend::CheckRandomWeight(const std::string& name, DType type,
                                   const std::array<uint64_t, 3>& ne) {
   switch (type) {

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -61,7 +62,7 @@ struct WeightSource {
   uint64_t nbytes;
 };
 
-// Hyper-connection constants (spec §3).
+// Hyper-connection constants (docs/DS4_MODEL.md §3).
 struct HcParams {
   int n_hc;            // streams
   int n_embd;          // width of one stream
@@ -70,7 +71,7 @@ struct HcParams {
   float hc_eps;        // eps added to pre / comb and inside Sinkhorn
 };
 
-// Compressor frontier update (spec §4.4). Rows: state holds [c·ratio, c·d_c] in ds4's
+// Compressor frontier update (docs/DS4_MODEL.md §4.4). Rows: state holds [c·ratio, c·d_c] in ds4's
 // layout; with overlap, rows 0..ratio-1 are the previous window, ratio..2·ratio-1 the open
 // one; without, rows 0..ratio-1 are the open window. Scores are stored with ape added.
 struct CompressorArgs {
@@ -87,7 +88,7 @@ struct CompressorArgs {
   int d_c;
 };
 
-// Lightning indexer selection (spec §4.5).
+// Lightning indexer selection (docs/DS4_MODEL.md §4.5).
 struct IndexerArgs {
   DevPtr<const float> q;        // [n_tokens, n_heads, dim] rotated (and QAT'd) queries
   DevPtr<const float> weights;  // [n_tokens, n_heads] head weight projections
@@ -102,7 +103,7 @@ struct IndexerArgs {
   int top_k;
 };
 
-// Sink attention over the raw window, compressed rows and a sink logit (spec §4.3).
+// Sink attention over the raw window, compressed rows and a sink logit (docs/DS4_MODEL.md §4.3).
 struct AttentionArgs {
   DevPtr<const float> q;           // [n_tokens, n_head, head_dim]
   DevPtr<const float> kv_new;      // [n_tokens, head_dim] this chunk's raw rows
@@ -122,7 +123,7 @@ struct AttentionArgs {
   float scale;  // 1/sqrt(head_dim)
 };
 
-// Expert routing (spec §5 steps 1-3).
+// Expert routing (docs/DS4_MODEL.md §5 steps 1-3).
 struct RouterArgs {
   DevPtr<const float> logits;    // [n_tokens, n_expert] router projections
   const Weight* bias;            // [n_expert] selection-only bias, or null
@@ -136,7 +137,7 @@ struct RouterArgs {
   float weight_scale;  // routed scaling factor ρ
 };
 
-// Routed experts (spec §5 step 4-5, without the shared expert).
+// Routed experts (docs/DS4_MODEL.md §5 steps 4-5, without the shared expert).
 struct MoeArgs {
   DevPtr<const float> x;           // [n_tokens, n_embd]
   DevPtr<const int32_t> selected;  // [n_tokens, n_used]
@@ -174,8 +175,33 @@ class Backend {
   // (a snapshot moves a few hundred sections). The defaults loop over Read / Write.
   virtual Status ReadMany(const HostCopy* copies, size_t n);
   virtual Status WriteMany(const HostCopy* copies, size_t n);
+  // Copies device ranges to host memory without making the caller wait: the copies see
+  // every op queued before the call and run while later ops execute, so the device ranges
+  // must not be written by those later ops (a snapshot copies only rows that decoding
+  // never rewrites) and the host ranges must stay valid until the copies are waited for.
+  // Returns a ticket for WaitCopies (never 0). A GPU backend copies asynchronously only
+  // into page-locked memory (PinHost) and synchronously otherwise; the CPU backend copies
+  // on a background thread. The default copies synchronously (ReadMany).
+  virtual Expected<uint64_t> ReadManyAsync(const HostCopy* copies, size_t n);
+  // Blocks until the copies of `ticket` are done, and reports their error. Any thread may
+  // call it; waiting for a ticket that was already waited for returns at once.
+  virtual Status WaitCopies(uint64_t ticket);
   // Waits for queued ops; reports a sticky device error.
   virtual Status Synchronize() = 0;
+  // Page-locks the host range [p, p + bytes) so that transfers to and from it go straight
+  // to the copy engine (a GPU backend's Read/Write/ReadMany/WriteMany then skip their
+  // staging copies); until UnpinHost(p), which must come before the memory is freed. The
+  // defaults do nothing: a backend whose memory is the host's moves bytes with memcpy. An
+  // error leaves the range usable, only slower.
+  virtual Status PinHost(void* p, size_t bytes);
+  virtual void UnpinHost(void* p);
+  // Free and total bytes of the memory Alloc draws from, when it is the backend's own (a
+  // GPU's); nullopt when the backend allocates host memory.
+  struct MemoryInfo {
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+  };
+  virtual std::optional<MemoryInfo> DeviceMemory() const;
   // Places a weight on the device. The CPU backend uses the host bytes in place (they
   // must outlive the backend's use of the Weight).
   virtual Expected<Weight> PlaceWeight(const WeightSource& src) = 0;
@@ -233,7 +259,7 @@ class Backend {
   virtual void F16Round(DevPtr<float> x, size_t n) = 0;
 
   // ---- hyper-connections -----------------------------------------------------------
-  // HC_pre (spec §3): from x_hc [n_tokens, n_hc·n_embd] computes the sublayer input
+  // HC_pre (docs/DS4_MODEL.md §3): from x_hc [n_tokens, n_hc·n_embd] computes the sublayer input
   // u [n_tokens, n_embd], post [n_tokens, n_hc] and comb [n_tokens, n_hc·n_hc] (row j =
   // source stream, column k = destination). fn: [n_hc·n_embd, (2+n_hc)·n_hc]; scale [3];
   // base [(2+n_hc)·n_hc].

@@ -1,6 +1,6 @@
 // RoPE constants in the GGML / ds4 parametrisation, shared by the model (which fills them
-// from ModelConfig) and every backend's Rope op (spec §4.2). Pair i of a head at position p
-// turns by
+// from ModelConfig) and every backend's Rope op (docs/DS4_MODEL.md §4.2). Pair i of a head at
+// position p turns by
 //   θ_e = p · base^(−2i/n_rot)                 (extrapolated; built as p·s·s·… in float)
 //   θ_i = scale · θ_e                          (interpolated, scale = 1/s)
 //   θ   = θ_i · (1 − m_i) + θ_e · m_i,  m_i = ext_factor · (1 − clamp((i − lo)/max(0.001, hi −

@@ -15,7 +15,7 @@ enum class ChatRole {
   kTool,  // a tool result (OpenAI "tool"/"function", Anthropic tool_result)
 };
 
-// How the assistant turn is opened (spec §4.3).
+// How the assistant turn is opened (docs/TOKENIZER.md "Thinking modes").
 enum class ThinkingMode {
   kNone,  // non-thinking: the assistant prefix ends with </think>
   kHigh,  // thinking: ends with <think>
@@ -33,8 +33,8 @@ struct ChatMessage {
   std::string content;
   std::string reasoning;             // assistant: reasoning_content / thinking text
   std::vector<ToolCall> tool_calls;  // assistant
-  // assistant: the exact DSML bytes the model sampled for these calls (§4.7 replay map),
-  // rendered verbatim instead of the canonical form when non-empty.
+  // assistant: the exact DSML bytes the model sampled for these calls (the replay map,
+  // docs/SERVER.md §4), rendered verbatim instead of the canonical form when non-empty.
   std::string raw_dsml;
   std::string tool_call_id;  // tool: the call this result answers; not rendered
 };

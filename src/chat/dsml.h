@@ -1,6 +1,6 @@
 // DSML, DeepSeek V4's tool-call markup: the canonical rendering of tool calls and tool
-// results into prompt text (spec §4.5), and the value conversions the output parser
-// shares (entity decoding, parameter value → JSON). Must not: track streaming state
+// results into prompt text (docs/TOKENIZER.md "DSML tool calls"), and the value conversions the
+// output parser shares (entity decoding, parameter value → JSON). Must not: track streaming state
 // (output_parser.h does) or know the rest of the prompt (prompt_renderer.h).
 #pragma once
 
@@ -14,8 +14,8 @@
 
 namespace flashkv {
 
-// The tag-name prefixes the model may use, in the parser's order of preference (§4.6):
-// the real one, the "short" drift with the first bar missing, and plain XML.
+// The tag-name prefixes the model may use, in the parser's order of preference (docs/TOKENIZER.md
+// "Output parsing"): the real one, the "short" drift with the first bar missing, and plain XML.
 inline constexpr std::string_view kDsmlPrefixes[] = {"｜DSML｜", "DSML｜", ""};
 
 // "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"…\">\n<｜DSML｜parameter …>…\n…

@@ -1,14 +1,15 @@
 // DsmlSyntaxTracker: where the model's output currently is with respect to DSML tool-call
 // syntax, updated as each decoded piece arrives, so the decode loop can pick the next
-// token's sampling (spec §3.5: tags, attributes and JSON punctuation are decoded greedily;
-// string parameter bodies and JSON string values use the request's sampling). Must not:
+// token's sampling (docs/SERVER.md §5.5: tags, attributes and JSON punctuation are decoded
+// greedily; string parameter bodies and JSON string values use the request's sampling). Must not:
 // build calls or events (output_parser.h does), sample, or hold text back.
 //
 // Why not OutputParser: the parser sees text only after the stop-sequence matcher has
 // released it (it may hold bytes back for a while), but the sampling decision must reflect
 // every byte already generated. This recognizer is forgiving, not a validator: it follows
-// the same tag names and variants as the parser (§4.6), and where the parser would give a
-// block up (text that is no DSML element), it goes back to looking for a block start.
+// the same tag names and variants as the parser (docs/TOKENIZER.md "Output parsing"), and where the
+// parser would give a block up (text that is no DSML element), it goes back to looking for a block
+// start.
 #pragma once
 
 #include <cstddef>

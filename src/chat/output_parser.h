@@ -1,6 +1,6 @@
-// Turns the model's generated text back into structure, incrementally (spec §4.6): the
-// reasoning / content split at </think>, and DSML tool-call blocks into calls with JSON
-// arguments. Feed it decoded text pieces as they stream (any split, even mid-marker); it
+// Turns the model's generated text back into structure, incrementally (docs/TOKENIZER.md "Output
+// parsing"): the reasoning / content split at </think>, and DSML tool-call blocks into calls with
+// JSON arguments. Feed it decoded text pieces as they stream (any split, even mid-marker); it
 // returns events and holds back only the bytes that might be the start of a marker.
 // Must not: tokenize, sample or stop generation itself (it reports ShouldStop()).
 //
@@ -42,7 +42,7 @@ struct ParsedOutput {
   std::string content;  // text before the tool block, trailing whitespace trimmed
   std::vector<ParsedToolCall> tool_calls;
   // Exact bytes of the tool block(s) from the block start (with its leading "\n\n" when
-  // present) to the end marker: what §4.7 replays.
+  // present) to the end marker: what the replay map (docs/SERVER.md §4) replays.
   std::string raw_dsml;
   bool tool_block_complete = false;      // an end marker closed a well-formed block
   bool unterminated_tool_block = false;  // Finish() inside a block (finish reason "error")

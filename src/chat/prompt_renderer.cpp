@@ -15,6 +15,13 @@ void AppendPrefix(ThinkingMode mode, std::string* out) {
   if (mode == ThinkingMode::kMax) *out += kThinkMaxPreamble;
 }
 
+// How many system messages open the conversation (they form the system block).
+size_t LeadingSystemCount(const std::vector<ChatMessage>& messages) {
+  size_t n = 0;
+  while (n < messages.size() && messages[n].role == ChatRole::kSystem) ++n;
+  return n;
+}
+
 // Whether old reasoning must be kept: tool loops need the model to see why it called.
 bool HasToolContext(const std::vector<ChatMessage>& messages, const PromptOptions& options) {
   if (!options.tools.empty()) return true;
@@ -49,11 +56,15 @@ std::string RenderPrompt(const std::vector<ChatMessage>& messages, const PromptO
 
   // System block: tools first, so the client's (often changing) system text sits right
   // before the first user turn and a cold-save trim cuts it, not the schemas. The tools
-  // block ends in "\n"; one more gives the same blank line as between system texts.
+  // block ends in "\n"; one more gives the same blank line as between system texts. Only
+  // the system messages before the conversation starts join it; later ones stay where
+  // they were sent (Anthropic's mid-conversation system messages, a developer message
+  // Codex adds on resume), so a new one never rewrites the start of a cached prompt.
   std::string system = RenderToolsBlock(options.tools);
   bool system_has_text = false;
-  for (const ChatMessage& m : messages) {
-    if (m.role != ChatRole::kSystem) continue;
+  const size_t head = LeadingSystemCount(messages);
+  for (size_t i = 0; i < head; ++i) {
+    const ChatMessage& m = messages[i];
     if (system_has_text) {
       system += "\n\n";
     } else if (!system.empty()) {
@@ -79,6 +90,12 @@ std::string RenderPrompt(const std::vector<ChatMessage>& messages, const PromptO
     const ChatMessage& m = messages[i];
     switch (m.role) {
       case ChatRole::kSystem:
+        // DeepSeek's V4 encoding renders a system message as its bare text wherever it
+        // stands; a user turn it follows still gets its assistant marker afterwards.
+        if (i >= head) {
+          out += m.content;
+          in_tool_results = false;
+        }
         break;
       case ChatRole::kUser:
         out += kUserMarker;

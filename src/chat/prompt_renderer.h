@@ -1,8 +1,9 @@
-// Renders a conversation into the DS4 prompt text (spec §4.2–§4.5, §4.8): BOS, the
-// Think-Max preamble, the system block (tools first, then system/developer text), role
-// markers, reasoning, canonical or replayed DSML tool calls, tool results, and the
-// assistant prefix in the requested thinking mode. Must not: tokenize (the caller encodes
-// the text with specials allowed) or parse HTTP.
+// Renders a conversation into the DS4 prompt text (docs/TOKENIZER.md "Chat template"): BOS,
+// the Think-Max preamble, the system block (tools first, then the system/developer text that
+// opens the conversation), later system messages in place, role markers, reasoning,
+// canonical or replayed DSML tool calls, tool results, and the assistant prefix in the
+// requested thinking mode. Must not: tokenize (the caller encodes the text with specials
+// allowed) or parse HTTP.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// `flashkv bench`: throughput at context frontiers (spec ds4-server-and-cache.md §5.2,
+// `flashkv bench`: throughput at context frontiers (docs/PERFORMANCE.md "Bench sweeps",
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
 // runs the sweep of engine/bench_sweep.h and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
@@ -111,9 +111,13 @@ Status Replot(const BenchFlags& f) {
 
 Status RunBench(BenchFlags f) {
   if (!f.from_csv.empty()) return Replot(f);
+  std::string why;
+  f.model.backend = Runtime::ResolveBackend(f.model.backend, &why);
   const std::string& backend = f.model.backend;
+  if (!why.empty())
+    std::fprintf(stderr, "bench: backend auto: %s (%s)\n", backend.c_str(), why.c_str());
   if (backend != "cpu" && backend != "cuda")
-    return InvalidArgument("--backend must be cpu or cuda, got '{}'", backend);
+    return InvalidArgument("--backend must be auto, cpu or cuda, got '{}'", backend);
   if (!Runtime::HasBackend(backend)) {
     return Unsupported("--backend {}: this flashkv was built without it; use --backend cpu",
                        backend);

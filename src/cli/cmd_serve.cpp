@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,20 +22,24 @@
 #include "cli/kv_cache_flags.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
+#include "engine/memory_plan.h"
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
+#include "kv/kv_state.h"
+#include "kv/ram_cache.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "server/request_screen.h"
 #include "tokenizer/tokenizer.h"
+#include "util/host_memory.h"
 
 namespace flashkv::cli {
 namespace {
 
 struct ServeFlags {
-  ModelFlags model;  // --model and --threads only: the server runs the file's default numerics
+  ModelFlags model;  // --model, --threads, --backend, --numerics, --act-quant, --tokenizer
   int ctx = 32768;
   int64_t tokens = 393216;
   std::string host = "127.0.0.1";
@@ -45,7 +51,8 @@ struct ServeFlags {
   int http_client_connections = 0;
   int header_timeout_s = 10;
   std::vector<std::string> allowed_hosts;
-  int live_sessions = 4;
+  std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
+  std::string ram_space_mb = "auto";   // auto | N MiB (0: no RAM tier)
   int prefill_chunk = 2048;
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
@@ -90,10 +97,26 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// "auto" or a whole number >= `min` (for --kv-live-sessions and --kv-ram-space-mb).
+Expected<std::optional<uint64_t>> AutoOrNumber(const std::string& flag, const std::string& value,
+                                               uint64_t min) {
+  if (value == "auto") return std::optional<uint64_t>();
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < min) {
+    return InvalidArgument("{} must be auto or a whole number >= {}, got '{}'", flag, min, value);
+  }
+  return std::optional<uint64_t>(n);
+}
+
 Status RunServe(const ServeFlags& f) {
   if (f.ctx < 16) return InvalidArgument("--ctx must be at least 16");
   if (f.tokens < 1) return InvalidArgument("--tokens must be positive");
-  if (f.live_sessions < 1) return InvalidArgument("--kv-live-sessions must be at least 1");
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<uint64_t> live_flag,
+                           AutoOrNumber("--kv-live-sessions", f.live_sessions, 1));
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<uint64_t> ram_flag,
+                           AutoOrNumber("--kv-ram-space-mb", f.ram_space_mb, 0));
+  if (live_flag && *live_flag > 4096) return InvalidArgument("--kv-live-sessions is at most 4096");
   if (f.prefill_chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
@@ -127,13 +150,59 @@ Status RunServe(const ServeFlags& f) {
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
 
+  // Tier 1: the live pool, sized from the device memory the weights left.
+  const uint64_t session_bytes = KvState::AllocatedBytes(rt->model().StateShape(f.ctx));
+  int live_sessions = 0;
+  if (live_flag) {
+    live_sessions = int(*live_flag);
+    spdlog::info("kv live: {} sessions of {:.3f} GiB of KV each (--kv-live-sessions)",
+                 live_sessions, double(session_bytes) / double(1 << 30));
+  } else {
+    LivePoolInputs in;
+    in.device = rt->backend().DeviceMemory();
+    in.session_bytes = session_bytes;
+    in.ctx = f.ctx;
+    in.prefill_chunk = f.prefill_chunk;
+    FLASHKV_ASSIGN_OR_RETURN(LivePoolPlan plan, PlanLivePool(in));
+    live_sessions = plan.sessions;
+    spdlog::info("kv live: {}", plan.explanation);
+  }
+
+  // The snapshot tiers share one identity: the model's fingerprint and numerics.
+  uint64_t ram_budget = 0;
+  if (ram_flag) {
+    ram_budget = *ram_flag << 20;
+  } else {
+    Expected<uint64_t> available = AvailableHostMemory();
+    if (available.ok()) {
+      ram_budget = DefaultRamBudgetBytes(*available);
+      spdlog::info("kv ram: {} MiB, a quarter of the {} MiB available (--kv-ram-space-mb)",
+                   ram_budget >> 20, *available >> 20);
+    } else {
+      spdlog::warn("kv ram: tier off, host memory unknown ({}); set --kv-ram-space-mb",
+                   available.status().message());
+    }
+  }
+  std::optional<SnapshotIdentity> identity;
+  if (ram_budget > 0 || !f.kv.dir.empty()) {
+    FLASHKV_ASSIGN_OR_RETURN(const Sha1Digest fingerprint, SetupFingerprint(setup));
+    identity = CacheIdentity(fingerprint, setup.options);
+  }
   EngineMetrics metrics;
+  std::unique_ptr<RamCache> ram;
+  if (ram_budget > 0) {
+    RamCacheOptions ro;
+    ro.budget_bytes = ram_budget;
+    ro.identity = *identity;
+    ro.pin = &rt->backend();
+    ram = std::make_unique<RamCache>(ro);
+  }
   std::unique_ptr<DiskCache> disk;
   if (!f.kv.dir.empty()) {
     if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
     // A cache that cannot open (another server holds the directory, no permission) is
     // reported; the server still runs from memory, as ds4 does.
-    auto opened = OpenDiskCache(f.kv, setup);
+    auto opened = OpenDiskCache(f.kv, *identity);
     if (opened.ok()) {
       disk = std::move(*opened);
       metrics.SetDiskCache(disk.get());
@@ -144,8 +213,9 @@ Status RunServe(const ServeFlags& f) {
   ToolReplayMap replay(size_t(f.tool_memory_max_ids));
   EngineOptions eo;
   eo.ctx_size = f.ctx;
-  eo.live_sessions = f.live_sessions;
+  eo.live_sessions = live_sessions;
   eo.prefill_chunk = f.prefill_chunk;
+  eo.ram = ram.get();
   eo.disk = disk.get();
   eo.policy = policy;
   Engine engine(rt->model(), tokenizer, replay, metrics, eo);
@@ -175,9 +245,11 @@ Status RunServe(const ServeFlags& f) {
   FLASHKV_RETURN_IF_ERROR(http.Bind());
 
   const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
-  spdlog::info("model {}: ctx {}, {} live sessions, prefill chunk {}, api key {}",
-               setup.description, f.ctx, f.live_sessions, f.prefill_chunk,
-               f.api_key.empty() ? "off" : "on");
+  spdlog::info(
+      "model {} on {}: ctx {}, {} live sessions, RAM tier {} MiB, prefill chunk {}, "
+      "api key {}",
+      setup.description, rt->backend().name(), f.ctx, live_sessions, ram_budget >> 20,
+      f.prefill_chunk, f.api_key.empty() ? "off" : "on");
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
 
@@ -195,6 +267,7 @@ void RegisterServe(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI/Anthropic-compatible server with KV reuse");
   auto f = std::make_shared<ServeFlags>();
   AddModelFlags(cmd, &f->model);
+  AddNumericsFlags(cmd, &f->model);
   AddTokenizerFlag(cmd, &f->model);
   cmd->add_option("--ctx,-c", f->ctx, "context tokens per session")->capture_default_str();
   cmd->add_option("--tokens,-n", f->tokens, "output tokens when a request gives no limit")
@@ -225,7 +298,13 @@ void RegisterServe(CLI::App& app) {
                   "listened on (comma-separated; * for any)")
       ->delimiter(',');
   cmd->add_option("--kv-live-sessions", f->live_sessions,
-                  "sessions kept in memory for instant reuse (LRU)")
+                  "sessions kept live on the backend for instant reuse (LRU); auto: as many as "
+                  "the GPU memory left after the weights holds at --ctx (4 on the CPU)")
+      ->capture_default_str();
+  cmd->add_option("--kv-ram-space-mb", f->ram_space_mb,
+                  "host RAM for snapshots of evicted sessions, cold anchors and disk hits "
+                  "(page-locked, restored at PCIe speed); auto: a quarter of the available "
+                  "memory, at most 64 GiB; 0: off")
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", f->prefill_chunk,
                   "tokens per prefill step; a disconnect cancels within one step")

@@ -38,6 +38,12 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
 
 Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
                                                    const ModelSetup& setup) {
+  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fingerprint, SetupFingerprint(setup));
+  return OpenDiskCache(flags, CacheIdentity(fingerprint, setup.options));
+}
+
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
+                                                   const SnapshotIdentity& identity) {
   if (flags.quarantine != "on" && flags.quarantine != "off") {
     return InvalidArgument("--kv-quarantine must be on or off, got '{}'", flags.quarantine);
   }
@@ -49,8 +55,7 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
   o.budget_bytes = flags.space_mb << 20;
   o.quarantine = flags.quarantine == "on";
   o.write.direct = flags.direct == "on";
-  FLASHKV_ASSIGN_OR_RETURN(Sha1Digest fingerprint, SetupFingerprint(setup));
-  o.identity = CacheIdentity(fingerprint, setup.options);
+  o.identity = identity;
   return DiskCache::Open(o);
 }
 

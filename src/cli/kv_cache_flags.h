@@ -34,5 +34,8 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
 // so another model's snapshots are never loaded into this one.
 Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
                                                    const ModelSetup& setup);
+// The same with the identity already computed (serve shares it with the RAM tier).
+Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
+                                                   const SnapshotIdentity& identity);
 
 }  // namespace flashkv::cli

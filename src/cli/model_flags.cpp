@@ -21,7 +21,8 @@ void AddModelFlags(CLI::App* cmd, ModelFlags* flags) {
 }
 
 void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
-  cmd->add_option("--backend", flags->backend, "cpu | cuda (when built with CUDA)")
+  cmd->add_option("--backend", flags->backend,
+                  "auto | cpu | cuda (auto: cuda when this build has it and a GPU answers)")
       ->capture_default_str();
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");

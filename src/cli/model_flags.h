@@ -25,12 +25,12 @@
 namespace flashkv::cli {
 
 struct ModelFlags {
-  std::string model;  // empty: DefaultModelPath()
-  int threads = 0;    // <= 0: one per core
-  std::string backend = "cpu";
-  std::string numerics;   // empty: DefaultModelOptions for the file
-  std::string act_quant;  // empty: DefaultModelOptions for the file
-  std::string tokenizer;  // random: sources only (empty: models/tokenizer/tokenizer.json)
+  std::string model;             // empty: DefaultModelPath()
+  int threads = 0;               // <= 0: one per core
+  std::string backend = "auto";  // Runtime::ResolveBackend
+  std::string numerics;          // empty: DefaultModelOptions for the file
+  std::string act_quant;         // empty: DefaultModelOptions for the file
+  std::string tokenizer;         // random: sources only (empty: models/tokenizer/tokenizer.json)
 };
 
 // --model/-m and --threads/-t.

@@ -58,7 +58,7 @@ struct Ds4Hparams {
   std::vector<uint32_t> compress_ratios;  // [n_layer]: 0 (sliding), 4 (CSA) or m_H (HCA)
   std::vector<float> swiglu_clamp;        // [n_layer]
 
-  // Derived sizes, named as the spec names them.
+  // Derived sizes, named as docs/DS4_MODEL.md §1 names them.
   uint32_t n_hc_mix() const { return (2 + n_hc) * n_hc; }  // HC fn rows: pre, post, comb
   // Compressor width multiplier: ratio-4 layers overlap two windows (ds4 keys it on ratio).
   static uint32_t CompressorOverlap(uint32_t ratio) { return ratio == 4 ? 2 : 1; }

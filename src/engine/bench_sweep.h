@@ -1,4 +1,4 @@
-// The throughput sweep behind `flashkv bench` (spec ds4-server-and-cache.md §5.2, issue 7):
+// The throughput sweep behind `flashkv bench` (docs/PERFORMANCE.md "Bench sweeps", issue 7):
 // one fixed token sequence is prefilled incrementally to a series of context frontiers; at
 // each frontier the live state is snapshotted into host memory, a fixed greedy probe of
 // gen_tokens decode steps is timed, and the snapshot is restored so the next interval
@@ -11,7 +11,7 @@
 // - gen: exactly gen_tokens greedy steps (best non-EOS token, then one Forward each);
 // - kv_bytes: the state's live content at the frontier, Σ over layers and KvSections of
 //   the floats that hold information for that token count, × 4 (LiveKvBytes below) —
-//   the figure that grows by the spec's per-token amount (ds4-model.md §7), not the
+//   the figure that grows by the model's per-token amount (docs/DS4_MODEL.md §7), not the
 //   buffers allocated for the context (see KvAllocBytes);
 // - snapshot_bytes: the size of the `.kv` image of that state (header, section table,
 //   token ids, logits, layer sections, alignment; no rendered text), i.e. what a disk save

@@ -1,5 +1,5 @@
 // The sampling decision of one decode step, shared by Engine::Generate and its tests:
-// while the output is inside DSML tool-call structure the token is the argmax (spec §3.5,
+// while the output is inside DSML tool-call structure the token is the argmax (docs/SERVER.md §5.5,
 // also in thinking mode, whose fixed sampling would otherwise apply); string parameter
 // bodies, JSON string values and everything outside a block use the request's sampler.
 // Must not: evaluate the model or feed the output stream.

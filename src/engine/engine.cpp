@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/decode_step.h"
@@ -54,9 +55,26 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       n_vocab_(model.config().n_vocab),
       pool_(options.live_sessions, model.config().n_vocab,
             [this] { return model_.NewState(options_.ctx_size); }),
+      ram_(options.ram),
       disk_(options.disk),
       markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
   if (disk_ != nullptr) LoadReplayFromDisk();
+  // The first snapshots' capture buffers, page-locked ahead so that neither the first save
+  // nor the first RAM put stalls decoding: sized for the largest state this context holds
+  // (text at most 16 bytes a token), at most 2 GiB.
+  if (disk_ != nullptr || ram_ != nullptr) {
+    const int64_t ctx = options_.ctx_size;
+    const uint64_t most = std::min(
+        SnapshotFileBytes(model_.StateShape(int(ctx)), ctx, n_vocab_, size_t(ctx) * 16, {}),
+        uint64_t(2) << 30);
+    if (disk_ != nullptr) disk_->PrepareHostBuffer(model_.backend(), most);
+    if (ram_ != nullptr) ram_->PrepareHostBuffer(most);
+  }
+  PublishRamStats();
+}
+
+void Engine::PublishRamStats() {
+  if (ram_ != nullptr) metrics_.SetRamStats(ram_->stats());
 }
 
 void Engine::ImportReplay(const std::vector<SnapshotExtension>& extensions) {
@@ -88,18 +106,14 @@ void Engine::LoadReplayFromDisk() {
   if (files > 0) spdlog::info("tool replay map: {} ids from {} snapshot(s)", replay_.size(), files);
 }
 
-void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
-  if (disk_ == nullptr || !session.logits_valid() || session.tokens().empty()) return;
-  const int64_t n = int64_t(session.tokens().size());
-  if ((reason == SaveReason::kEvict || reason == SaveReason::kShutdown) &&
-      !options_.policy.ShouldSaveSession(n)) {
-    return;
-  }
+SnapshotContent Engine::ContentOf(const Session& session, SaveReason reason, bool visible,
+                                  std::string* text_storage) const {
   SnapshotContent c;
   c.tokens = session.tokens();
   c.logits = session.logits();
   c.reason = reason;
-  std::string text(session.evaluated_text());
+  std::string& text = *text_storage;
+  text = session.evaluated_text();
   if (visible && !session.visible_keys().empty()) {
     // Filed under what the client will resend, so a text lookup after a restart finds it;
     // the ids that text covers beyond the evaluated ones travel with it.
@@ -116,6 +130,37 @@ void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
   std::string trailer = replay_.EncodeTrailer(text);
   if (!trailer.empty()) c.extensions.push_back({kReplayMapTag, std::move(trailer)});
   c.text = text;
+  return c;
+}
+
+void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
+  // The RAM tier takes what another request is likely to continue soon: a session leaving
+  // the live pool and a cold chat anchor (the next session of the same agent starts there).
+  const bool to_ram =
+      ram_ != nullptr && (reason == SaveReason::kEvict || reason == SaveReason::kCold);
+  if ((!to_ram && disk_ == nullptr) || !session.logits_valid() || session.tokens().empty()) {
+    return;
+  }
+  const int64_t n = int64_t(session.tokens().size());
+  if ((reason == SaveReason::kEvict || reason == SaveReason::kShutdown) &&
+      !options_.policy.ShouldSaveSession(n)) {
+    return;
+  }
+  std::string text;
+  const SnapshotContent c = ContentOf(session, reason, visible, &text);
+  if (to_ram) {
+    const auto t0 = Clock::now();
+    Expected<std::string> key = ram_->Put(session.state(), c);
+    if (key.ok()) {
+      spdlog::info("kv ram: {} snapshot of session {} ({} tokens) kept in {:.1f} ms",
+                   SaveReasonName(reason), session.id(), n, MsSince(t0));
+    } else {
+      spdlog::info("kv ram: {} snapshot of {} tokens not kept: {}", SaveReasonName(reason), n,
+                   key.status().message());
+    }
+    PublishRamStats();
+  }
+  if (disk_ == nullptr) return;
   Expected<std::string> key = disk_->Save(session.state(), c);
   if (!key.ok()) {
     spdlog::info("kv: {} snapshot of {} tokens not saved: {}", SaveReasonName(reason), n,
@@ -134,18 +179,28 @@ void Engine::OnShutdown() {
   if (!st.ok()) spdlog::warn("kv: shutdown writes: {}", st.ToString());
 }
 
-bool Engine::TryDisk(const GenerationRequest& request, int slot, Resume* r, Status* error) {
-  r->disk_looked_up = true;
+bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
+                     Status* error) {
   Session& s = pool_.at(slot);
-  DiskLookup lookup;
+  ResumeLookup lookup;
   lookup.tokens = request.prompt_tokens;
   lookup.text = request.prompt_text;
   lookup.min_tokens = options_.policy.min_load_tokens();
   lookup.max_tokens = options_.ctx_size - 1;
-  Expected<DiskHit> hit = disk_->Load(lookup, s.state());
+  const char* name = CacheSourceName(tier);
+  Expected<ResumeHit> hit = NotFound("");
+  if (tier == CacheSource::kRam) {
+    r->ram_looked_up = true;
+    hit = ram_->Load(lookup, s.state());
+    PublishRamStats();
+  } else {
+    r->disk_looked_up = true;
+    Expected<DiskHit> d = disk_->Load(lookup, s.state());
+    hit = d.ok() ? Expected<ResumeHit>(std::move(static_cast<ResumeHit&>(*d))) : d.status();
+  }
   if (!hit.ok()) {
     if (hit.status().code() != StatusCode::kNotFound) {
-      spdlog::warn("kv: disk lookup failed: {}", hit.status().ToString());
+      spdlog::warn("kv: {} lookup failed: {}", name, hit.status().ToString());
     }
     // A failed load clears the state; make the session agree.
     (void)s.Reset(s.id());
@@ -172,13 +227,29 @@ bool Engine::TryDisk(const GenerationRequest& request, int slot, Resume* r, Stat
   }
   for (int32_t id : continuation) {
     if (id < 0 || size_t(id) >= tokenizer_.vocab_size()) {
-      *error = Corrupt("snapshot {} continues with token id {} outside the vocabulary",
-                       hit->entry.path, id);
+      *error = Corrupt("{} snapshot of {} tokens continues with token id {} outside the vocabulary",
+                       name, hit->tokens.size(), id);
       (void)s.Reset(s.id());
       return true;
     }
   }
   ImportReplay(hit->extensions);
+  // Kept in RAM too: the next session of the same agent will look for the same prefix.
+  if (tier == CacheSource::kDisk && ram_ != nullptr) {
+    SnapshotContent c;
+    c.tokens = hit->tokens;
+    c.logits = hit->logits;
+    c.text = hit->text;
+    c.reason = SaveReason::kUnknown;
+    c.extensions = hit->extensions;
+    const auto t0 = Clock::now();
+    Expected<std::string> key = ram_->Put(s.state(), c);
+    if (key.ok()) {
+      spdlog::info("kv ram: disk snapshot of {} tokens kept in {:.1f} ms", hit->tokens.size(),
+                   MsSince(t0));
+    }
+    PublishRamStats();
+  }
   Expected<std::string> text = tokenizer_.Decode(hit->tokens);
   const size_t reused = hit->tokens.size();
   s.AdoptRestored(std::move(hit->tokens), text.ok() ? std::move(*text) : std::string(),
@@ -191,11 +262,12 @@ bool Engine::TryDisk(const GenerationRequest& request, int slot, Resume* r, Stat
   }
   for (int32_t id : continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
   r->slot = slot;
-  r->cache.source = CacheSource::kDisk;
-  r->cache.detail = hit->by_text ? "disk-text" : "disk-token";
+  r->cache.source = tier;
+  r->cache.detail = fmt::format("{}-{}", name, hit->by_text ? "text" : "token");
   r->cache.cached_tokens = int64_t(reused);
   r->cache.prompt_tokens = effective;
   r->cache.restore_ms = hit->load_ms;
+  r->cache.restore_bytes = hit->bytes;
   return true;
 }
 
@@ -230,22 +302,32 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   if (n >= ctx) return too_long(n);
   if (n == 0) return InvalidArgument("empty prompt");
   const bool full = pool_.live_count() >= pool_.capacity();
+  const Clock::time_point t_acquire = Clock::now();
+  int64_t evicted = -1;
   FLASHKV_ASSIGN_OR_RETURN(r.slot, pool_.AcquireFresh(next_session_id_++, [&](Session& old) {
+    evicted = old.id();
     spdlog::info("live session {} evicted ({} tokens)", old.id(), old.total_tokens());
     SaveSession(old, SaveReason::kEvict, /*visible=*/true);
   }));
   if (full) metrics_.RecordLiveEviction();
+  // Saving it and clearing the slot (which waits for the copies out of it) sits on this
+  // request's time to first token.
+  if (evicted >= 0) {
+    spdlog::info("live session {} saved and its slot cleared in {:.1f} ms", evicted,
+                 MsSince(t_acquire));
+  }
 
-  // Tier 2: the longest disk snapshot the prompt continues.
-  if (disk_ != nullptr) {
+  // Tiers 2 and 3: the longest snapshot in RAM, then on disk, that the prompt continues.
+  for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk}) {
+    if ((tier == CacheSource::kRam ? static_cast<void*>(ram_) : disk_) == nullptr) continue;
     Status error;
-    if (TryDisk(request, r.slot, &r, &error)) {
+    if (TryTier(tier, request, r.slot, &r, &error)) {
       if (!error.ok()) return error;
       return r;
     }
   }
 
-  // Tier 3: prefill from the first token.
+  // Tier 4: prefill from the first token.
   Session& s = pool_.at(r.slot);
   for (int32_t id : request.prompt_tokens) s.AddPending(id, tokenizer_.TokenBytes(id));
   r.cache.source = CacheSource::kNone;
@@ -269,7 +351,7 @@ Status Engine::Evaluate(Session& session, size_t n, bool want_logits) {
 }
 
 Status Engine::Prefill(Session& session, RequestHandle& request,
-                       const std::vector<int64_t>& save_points, std::optional<int64_t> cold,
+                       const std::vector<int64_t>& save_points, const std::vector<int64_t>& anchors,
                        RequestTiming* timing) {
   const Clock::time_point t0 = Clock::now();
   const int64_t total = int64_t(session.pending().size());
@@ -300,8 +382,9 @@ Status Engine::Prefill(Session& session, RequestHandle& request,
       return st;
     }
     if (at_point) {
-      const bool is_cold = cold && *cold == save_points[next_point];
-      SaveSession(session, is_cold ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
+      const bool anchor =
+          std::find(anchors.begin(), anchors.end(), save_points[next_point]) != anchors.end();
+      SaveSession(session, anchor ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
       ++next_point;
     }
     done += int64_t(n);
@@ -349,6 +432,7 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       break;
     }
     ++result->completion_tokens;
+    if (output.reasoning_open()) ++result->reasoning_tokens;
     Expected<std::string> piece = decoder.Push(id);
     if (piece.ok()) push(output.Feed(*piece));
     if (output.stopped()) {
@@ -368,10 +452,6 @@ void Engine::Generate(Session& session, RequestHandle& request, GenerationResult
       finish = FinishReason::kError;
       result->error = st.ToString();
       break;
-    }
-    if (disk_ != nullptr && options_.policy.IsContinuedFrontier(int64_t(session.tokens().size()),
-                                                                session.last_saved_tokens())) {
-      SaveSession(session, SaveReason::kContinued, /*visible=*/false);
     }
   }
   push(output.Feed(decoder.Flush()));
@@ -461,18 +541,34 @@ void Engine::Run(RequestHandle& request) {
   }
 
   std::vector<int64_t> save_points;
-  std::optional<int64_t> cold;
-  if (disk_ != nullptr) {
+  std::vector<int64_t> anchors;
+  if (disk_ != nullptr || ram_ != nullptr) {
+    std::optional<int64_t> cold;
     if (resume->cache.source == CacheSource::kNone) {
       cold = options_.policy.ColdBoundary(session.pending(), markers_);
+      if (cold) anchors.push_back(*cold);
     }
     save_points = options_.policy.SavePoints(int64_t(session.tokens().size()),
                                              int64_t(session.total_tokens()), cold,
                                              session.last_saved_tokens());
+    if (!resume->live_hit) {
+      if (std::optional<int64_t> shared = shared_anchors_.NextSession(
+              req.prompt_tokens, int64_t(session.tokens().size()), options_.policy)) {
+        anchors.push_back(*shared);
+        AddSavePoint(*shared, &save_points);
+      }
+    }
+    // Without a disk only the anchors are kept (in RAM).
+    if (disk_ == nullptr) {
+      std::erase_if(save_points, [&](int64_t p) {
+        return std::find(anchors.begin(), anchors.end(), p) == anchors.end();
+      });
+    }
   }
-  Status st = Prefill(session, request, save_points, cold, &result->timing);
+  Status st = Prefill(session, request, save_points, anchors, &result->timing);
   metrics_.RecordPrompt(resume->cache.source, resume->cache.cached_tokens,
-                        result->timing.prefill_tokens, resume->live_hit, resume->disk_looked_up);
+                        result->timing.prefill_tokens, resume->live_hit, resume->ram_looked_up,
+                        resume->disk_looked_up, resume->cache.restore_bytes);
   metrics_.SetLiveSessions(pool_.live_count());
   if (!st.ok()) {
     metrics_.RecordTiming(result->timing);
@@ -499,6 +595,13 @@ void Engine::Run(RequestHandle& request) {
     replay_.Remember(result->tool_call_ids, result->parsed.raw_dsml);
   }
   session.SetVisibleKeys(VisibleKeysAfter(session, req, *result));
+  // The decode loop saves no continued frontier inside the reply (snapshot_planner.h).
+  if (disk_ != nullptr && result->finish != FinishReason::kCancelled &&
+      result->finish != FinishReason::kError &&
+      SaveAfterReply(options_.policy, int64_t(session.tokens().size()),
+                     session.last_saved_tokens())) {
+    SaveSession(session, SaveReason::kContinued, /*visible=*/true);
+  }
 
   metrics_.RecordTiming(result->timing);
   metrics_.SetLiveSessions(pool_.live_count());

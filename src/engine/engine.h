@@ -1,6 +1,7 @@
 // Engine: what the inference worker does with one request — the resume cascade (live
-// session → disk snapshot → cold prefill, spec §2.2), the chunked prefill of only the
-// missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop sequences, the
+// session → RAM snapshot → disk snapshot → cold prefill, docs/SERVER.md §1), the chunked
+// prefill of only the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop
+// sequences, the
 // incremental chat parser, tool-call ids), and keeping the session keyed by what the
 // client will resend next (pending ids, visible keys, the exact-DSML replay map). Must
 // not: parse HTTP or build API shapes (server/ does), or be called from two threads.
@@ -17,9 +18,11 @@
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
+#include "engine/snapshot_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
+#include "kv/ram_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,7 +34,8 @@ struct EngineOptions {
   int prefill_chunk = 2048;   // ids per forward call while prefilling; cancellation and
                               // progress are checked between chunks, so this bounds how
                               // long a vanished client keeps the worker busy
-  DiskCache* disk = nullptr;  // tier 2 (snapshots on disk); null: memory only
+  RamCache* ram = nullptr;    // tier 2 (snapshots in host RAM); null: none
+  DiskCache* disk = nullptr;  // tier 3 (snapshots on disk); null: none
   CachePolicy policy;         // when to write snapshots (with a disk cache)
 };
 
@@ -60,17 +64,28 @@ class Engine : public RequestRunner {
     int slot = -1;
     CacheInfo cache;
     bool live_hit = false;
+    bool ram_looked_up = false;
     bool disk_looked_up = false;
   };
   // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
   Expected<Resume> ResumeFor(const GenerationRequest& request);
-  // Tier 2: restores the longest usable snapshot into the fresh session at `slot`.
-  bool TryDisk(const GenerationRequest& request, int slot, Resume* r, Status* error);
+  // Tiers 2 and 3: restores the longest usable snapshot of `tier` (kRam or kDisk) into
+  // the fresh session at `slot`. False when the tier has none (the session is then
+  // empty); true with `*error` set when a restored snapshot cannot serve the request.
+  bool TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
+               Status* error);
+  // The snapshot's content for the tiers: the session's evaluated ids and logits, its
+  // text or (`visible`) its preferred visible key with the ids that key covers beyond
+  // them, and the tool replay trailer. Views into `session` and `*text_storage`.
+  SnapshotContent ContentOf(const Session& session, SaveReason reason, bool visible,
+                            std::string* text_storage) const;
+  void PublishRamStats();
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
   // progress, pausing at `save_points` (absolute token counts) to write snapshots
-  // (`cold` names the cold one); Cancelled when the request is cancelled between chunks.
+  // (`anchors` names those saved as cold anchors); Cancelled when the request is
+  // cancelled between chunks.
   Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
-                 std::optional<int64_t> cold, RequestTiming* timing);
+                 const std::vector<int64_t>& anchors, RequestTiming* timing);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
@@ -93,8 +108,10 @@ class Engine : public RequestRunner {
   const EngineOptions options_;
   const int n_vocab_;
   SessionPool pool_;
+  RamCache* ram_;
   DiskCache* disk_;
   ChatMarkerIds markers_;  // for the cold-save chat anchor
+  SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
 };
 

@@ -8,6 +8,8 @@ const char* CacheSourceName(CacheSource source) {
       return "none";
     case CacheSource::kLive:
       return "live";
+    case CacheSource::kRam:
+      return "ram";
     case CacheSource::kDisk:
       return "disk";
   }
@@ -34,13 +36,27 @@ void EngineMetrics::SetDiskCache(const DiskCache* disk) {
   disk_ = disk;
 }
 
+void EngineMetrics::SetRamStats(const RamCacheStats& stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.ram_enabled = true;
+  s_.ram = stats;
+}
+
 void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled,
-                                 bool live_lookup_hit, bool disk_looked_up) {
+                                 bool live_lookup_hit, bool ram_looked_up, bool disk_looked_up,
+                                 uint64_t restored_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (live_lookup_hit) {
     ++s_.live_hits;
   } else {
     ++s_.live_misses;
+  }
+  if (ram_looked_up) {
+    if (source == CacheSource::kRam) {
+      ++s_.ram_hits;
+    } else {
+      ++s_.ram_misses;
+    }
   }
   if (disk_looked_up) {
     if (source == CacheSource::kDisk) {
@@ -50,7 +66,14 @@ void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t pre
     }
   }
   if (source == CacheSource::kLive) s_.prompt_tokens_live += uint64_t(reused);
-  if (source == CacheSource::kDisk) s_.prompt_tokens_disk += uint64_t(reused);
+  if (source == CacheSource::kRam) {
+    s_.prompt_tokens_ram += uint64_t(reused);
+    s_.restore_bytes_ram += restored_bytes;
+  }
+  if (source == CacheSource::kDisk) {
+    s_.prompt_tokens_disk += uint64_t(reused);
+    s_.restore_bytes_disk += restored_bytes;
+  }
   s_.prompt_tokens_prefill += uint64_t(prefilled);
 }
 

@@ -10,21 +10,25 @@
 
 #include "engine/request_timing.h"
 #include "kv/disk_cache.h"
+#include "kv/ram_cache.h"
 
 namespace flashkv {
 
 // Where the reused part of a prompt came from.
-enum class CacheSource { kNone, kLive, kDisk };
-const char* CacheSourceName(CacheSource source);  // "none" | "live" | "disk"
+enum class CacheSource { kNone, kLive, kRam, kDisk };
+const char* CacheSourceName(CacheSource source);  // "none" | "live" | "ram" | "disk"
 
 struct EngineStats {
   // Prompt tokens of finished prefills, by where they came from.
   uint64_t prompt_tokens_live = 0;
+  uint64_t prompt_tokens_ram = 0;
   uint64_t prompt_tokens_disk = 0;
   uint64_t prompt_tokens_prefill = 0;
   // Lookups per tier: a hit served the request's prefix, a miss fell through.
   uint64_t live_hits = 0;
   uint64_t live_misses = 0;
+  uint64_t ram_hits = 0;
+  uint64_t ram_misses = 0;
   uint64_t disk_hits = 0;
   uint64_t disk_misses = 0;
   uint64_t live_evictions = 0;  // sessions pushed out of memory for a new one
@@ -36,6 +40,9 @@ struct EngineStats {
   double last_prefill_tps = 0;
   double last_decode_tps = 0;
   double restore_seconds = 0;
+  // Bytes restored into live states, by tier.
+  uint64_t restore_bytes_ram = 0;
+  uint64_t restore_bytes_disk = 0;
   // Requests by outcome.
   uint64_t requests_ok = 0;
   uint64_t requests_cancelled = 0;
@@ -44,6 +51,9 @@ struct EngineStats {
   int64_t queue_depth = 0;    // submitted, not yet picked up
   int64_t live_sessions = 0;  // sessions holding tokens
   int64_t active_requests = 0;
+  // The RAM tier, when there is one (as the worker last published it).
+  bool ram_enabled = false;
+  RamCacheStats ram;
   // The disk tier, when there is one.
   bool disk_enabled = false;
   DiskCacheStats disk;
@@ -53,9 +63,11 @@ class EngineMetrics {
  public:
   EngineStats Snapshot() const;
 
-  // One prompt was resolved: `reused` ids from `source`, `prefilled` evaluated.
+  // One prompt was resolved: `reused` ids from `source` (`restored_bytes` moved into the
+  // state from a RAM or disk snapshot), `prefilled` evaluated; the flags say which
+  // tiers were asked.
   void RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled, bool live_lookup_hit,
-                    bool disk_looked_up);
+                    bool ram_looked_up, bool disk_looked_up, uint64_t restored_bytes);
   void RecordTiming(const RequestTiming& t);
   void RecordLiveEviction();
   enum class Outcome { kOk, kCancelled, kFailed };
@@ -65,6 +77,9 @@ class EngineMetrics {
   void SetLiveSessions(int64_t n);
   // Snapshot() then includes its stats; `disk` must outlive this object.
   void SetDiskCache(const DiskCache* disk);
+  // The RAM tier is the worker's alone (not thread-safe), so the worker publishes its
+  // stats here after every change.
+  void SetRamStats(const RamCacheStats& stats);
 
  private:
   mutable std::mutex mu_;

@@ -37,9 +37,8 @@ struct GenerationRequest {
   // the text the client will resend next turn (visible keys). Empty for completions.
   std::vector<ChatMessage> history;
   PromptOptions prompt_options;
-  // Whether this client resends reasoning with its history (Anthropic and chat clients
-  // mostly do; Codex on Responses does not). Picks which visible key a disk snapshot of
-  // the session is filed under.
+  // Whether this client resends reasoning with its history (the server reads it from the
+  // request). Picks which visible key a disk snapshot of the session is filed under.
   bool replays_reasoning = true;
 };
 
@@ -58,7 +57,8 @@ struct CacheInfo {
   std::string detail;         // "memory-token", "memory-text", "memory-visible", "", ...
   int64_t prompt_tokens = 0;  // the effective prompt: reused + evaluated ids
   int64_t cached_tokens = 0;  // ids reused without evaluation
-  double restore_ms = 0;      // disk restore time (0 otherwise)
+  double restore_ms = 0;      // RAM or disk restore time (0 otherwise)
+  uint64_t restore_bytes = 0;  // bytes the restore moved into the state
 };
 
 struct GenerationResult {
@@ -69,6 +69,7 @@ struct GenerationResult {
   std::string stop_sequence;               // the stop sequence that ended it, if any
   CacheInfo cache;
   int64_t completion_tokens = 0;  // sampled tokens (reasoning and DSML included)
+  int64_t reasoning_tokens = 0;   // of those, the ones before </think> closed (it included)
   RequestTiming timing;
   std::string error;  // why, when finish is kError
 };

@@ -6,7 +6,9 @@
 namespace flashkv {
 
 OutputStream::OutputStream(const GenerationRequest& request)
-    : tool_id_prefix_(request.tool_id_prefix), stops_(request.stop) {
+    : tool_id_prefix_(request.tool_id_prefix),
+      stops_(request.stop),
+      reasoning_open_(request.output == OutputMode::kChat && request.thinking) {
   if (request.output == OutputMode::kChat) parser_.emplace(request.thinking, request.tools_active);
   if (request.output == OutputMode::kChat && request.tools_active)
     syntax_.emplace(request.thinking);
@@ -18,6 +20,15 @@ std::vector<GenerationEvent> OutputStream::Feed(std::string_view raw) {
   // substituting the whole text.
   std::string clean = utf8::ReplaceInvalid(raw);
   if (syntax_) syntax_->Feed(clean);
+  if (reasoning_open_) {
+    think_tail_ += clean;
+    if (think_tail_.find(kThinkClose) != std::string::npos) {
+      reasoning_open_ = false;
+      think_tail_.clear();
+    } else if (think_tail_.size() >= kThinkClose.size()) {
+      think_tail_.erase(0, think_tail_.size() - (kThinkClose.size() - 1));
+    }
+  }
   return Process(stops_.Feed(clean), /*final=*/false);
 }
 

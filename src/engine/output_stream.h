@@ -3,7 +3,7 @@
 // in chat mode the incremental parser's reasoning / content / tool-call deltas, each new
 // tool call given a fresh unguessable id. Separate from the decode loop so the tool-call
 // path can be driven with exact text in tests. Also tracks, from every byte generated so
-// far, whether the next token is DSML tool-call syntax (decoded greedily, spec §3.5).
+// far, whether the next token is DSML tool-call syntax (decoded greedily, docs/SERVER.md §5.5).
 // Must not: sample, touch sessions or know HTTP.
 #pragma once
 
@@ -41,6 +41,9 @@ class OutputStream {
   DsmlSyntaxState syntax_state() const {
     return syntax_ ? syntax_->state() : DsmlSyntaxState::kOutside;
   }
+  // Chat output of a thinking prompt whose </think> has not been generated yet: the next
+  // token is reasoning (usage counts it). From the bytes fed, ahead of anything held back.
+  bool reasoning_open() const { return reasoning_open_; }
 
   // After Finish: the result's text, parsed output, tool-call ids and stop sequence, and
   // the finish reason adjusted for what the text turned out to be (`finish` is the
@@ -56,6 +59,8 @@ class OutputStream {
   std::optional<DsmlSyntaxTracker> syntax_;  // kChat with tools active
   std::string text_;                         // kept text so far
   std::vector<std::string> call_ids_;        // by call index
+  bool reasoning_open_ = false;
+  std::string think_tail_;  // the last bytes fed, for a </think> split across pieces
   bool finished_ = false;
 };
 

@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -9,18 +12,37 @@
 namespace flashkv {
 
 bool Runtime::HasBackend(const std::string& name) {
-  if (name == "cpu") return true;
+  if (name == "cpu" || name == "auto") return true;
 #if FLASHKV_HAVE_CUDA
   if (name == "cuda") return true;
 #endif
   return false;
 }
 
+std::string Runtime::ResolveBackend(const std::string& name, std::string* why) {
+  if (name != "auto") return name;
+#if FLASHKV_HAVE_CUDA
+  std::string no_device;
+  const int devices = CudaBackend::DeviceCount(&no_device);
+  if (devices > 0) {
+    if (why != nullptr) *why = fmt::format("{} CUDA device(s) present", devices);
+    return "cuda";
+  }
+  if (why != nullptr) *why = "no CUDA device: " + no_device;
+#else
+  if (why != nullptr) *why = "this build has no CUDA";
+#endif
+  return "cpu";
+}
+
 Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) {
   std::unique_ptr<Runtime> rt(new Runtime(options.threads));
-  if (options.backend == "cpu") {
+  std::string why;
+  const std::string backend = ResolveBackend(options.backend, &why);
+  if (options.backend == "auto") spdlog::info("backend auto: {} ({})", backend, why);
+  if (backend == "cpu") {
     rt->backend_ = std::make_unique<CpuBackend>(&rt->pool_);
-  } else if (options.backend == "cuda") {
+  } else if (backend == "cuda") {
 #if FLASHKV_HAVE_CUDA
     FLASHKV_ASSIGN_OR_RETURN(rt->backend_, CudaBackend::Create());
 #else
@@ -29,7 +51,7 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
         "where nvcc is installed); use --backend cpu");
 #endif
   } else {
-    return InvalidArgument("unknown backend '{}' (expected cpu or cuda)", options.backend);
+    return InvalidArgument("unknown backend '{}' (expected auto, cpu or cuda)", options.backend);
   }
   if (IsRandomModelSource(options.model_path)) {
     FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));

@@ -19,7 +19,7 @@ namespace flashkv {
 
 struct RuntimeOptions {
   std::string model_path;               // GGUF path, or random:SHAPE[:LAYERS]
-  std::string backend = "cpu";          // "cpu" | "cuda"
+  std::string backend = "cpu";          // "cpu" | "cuda" | "auto" (ResolveBackend)
   int threads = 0;                      // <= 0: one per core (CPU backend and host work)
   const ModelOptions* model = nullptr;  // null: DefaultModelOptions for the file
 };
@@ -42,8 +42,13 @@ class Runtime {
   // Set when the model source was random:..., else null.
   const RandomModelInfo* random_model() const { return random_ ? &*random_ : nullptr; }
 
-  // Whether `name` can be opened by this build ("cpu" always; "cuda" when compiled in).
+  // Whether `name` can be opened by this build ("cpu" and "auto" always; "cuda" when
+  // compiled in).
   static bool HasBackend(const std::string& name);
+  // The backend `name` stands for: "auto" is "cuda" when this build has CUDA and a device
+  // answers, else "cpu"; other names are returned as they are. `why`, when given, says in
+  // a few words how "auto" chose (for the start-up log).
+  static std::string ResolveBackend(const std::string& name, std::string* why = nullptr);
 
  private:
   explicit Runtime(int threads) : pool_(threads) {}

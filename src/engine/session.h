@@ -23,7 +23,7 @@ namespace flashkv {
 
 // A text that a client is expected to resend as the start of its next prompt although it
 // is not the decoded text of the session's tokens — e.g. the rendered turn without the
-// hidden reasoning the KV holds (spec §2.3 "visible" transcripts). A prompt that starts
+// hidden reasoning the KV holds (docs/SERVER.md §2.3, visible keys). A prompt that starts
 // with `text` continues the session after its tokens, pending tokens and `append`.
 struct VisibleKey {
   std::string text;

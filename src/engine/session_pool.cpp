@@ -1,5 +1,7 @@
 #include "engine/session_pool.h"
 
+#include <spdlog/spdlog.h>
+
 #include "engine/prefix_match.h"
 
 namespace flashkv {
@@ -114,11 +116,21 @@ Expected<int> SessionPool::AcquireFresh(int64_t new_id,
     }
   }
   if (int(sessions_.size()) < capacity_) {
-    FLASHKV_ASSIGN_OR_RETURN(KvState state, make_state_());
-    sessions_.push_back(std::make_unique<Session>(new_id, std::move(state), n_vocab_));
-    const int slot = int(sessions_.size()) - 1;
-    Touch(slot);
-    return slot;
+    Expected<KvState> state = make_state_();
+    if (state.ok()) {
+      sessions_.push_back(std::make_unique<Session>(new_id, std::move(*state), n_vocab_));
+      const int slot = int(sessions_.size()) - 1;
+      Touch(slot);
+      return slot;
+    }
+    // Out of device memory with sessions to spare: the pool stops growing here and the
+    // least recently used session makes room, so the others keep being served.
+    if (state.status().code() != StatusCode::kResourceExhausted || sessions_.empty()) {
+      return state.status();
+    }
+    spdlog::warn("live pool: a new session's KV does not fit ({}); keeping {} of {} sessions",
+                 state.status().message(), sessions_.size(), capacity_);
+    capacity_ = int(sessions_.size());
   }
   size_t lru = 0;
   for (size_t i = 1; i < sessions_.size(); ++i) {

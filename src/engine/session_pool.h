@@ -1,6 +1,6 @@
 // SessionPool: the live tier — up to `capacity` Sessions kept in memory, the search for
 // the one a new prompt continues (exact token prefix, rendered-byte prefix, visible
-// transcript key; spec §2.2 steps 5–7), and LRU replacement when a prompt continues none.
+// transcript key; docs/SERVER.md §2.2), and LRU replacement when a prompt continues none.
 // Must not: run the model, read or write disk (the engine saves an evicted session through
 // the hook it passes), or parse requests.
 //
@@ -60,7 +60,9 @@ class SessionPool {
 
   // A cleared slot for a new sequence with id `new_id`: an unused slot if any, else an
   // empty one, else the least recently used, which is first handed to `on_evict` (to save
-  // it) when it holds ids. Errors only when allocating or clearing a KvState fails.
+  // it) when it holds ids. When a new slot's KvState does not fit (kResourceExhausted) and
+  // the pool holds sessions, the capacity shrinks to what was allocated and the LRU one
+  // is reused instead. Errors when allocating the first state or clearing one fails.
   Expected<int> AcquireFresh(int64_t new_id, const std::function<void(Session&)>& on_evict);
 
   // Marks the slot as just used.

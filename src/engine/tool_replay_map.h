@@ -1,9 +1,9 @@
-// ToolReplayMap: the exact-DSML replay memory (spec §4.7). Every tool call the model makes
+// ToolReplayMap: the exact-DSML replay memory (docs/SERVER.md §4). Every tool call the model makes
 // gets an unguessable id; the map remembers id → the exact DSML block the model sampled,
 // so when a client resends the calls as JSON (keys reordered, values re-encoded) the
 // prompt renders the sampled bytes verbatim and the prefix still matches the KV. Bounded
 // LRU over ids (and total block bytes); blocks shared by parallel calls are stored once.
-// Also the byte format of the map inside snapshot files ("KTM" trailer, spec §1.3.3), so
+// Also the byte format of the map inside snapshot files ("KTM" trailer, docs/SERVER.md §3.3), so
 // the disk tier can persist it as opaque bytes. Must not: render prompts or touch files.
 //
 // Threading: all methods are thread-safe (HTTP threads resolve while the worker records).

@@ -1,5 +1,5 @@
 // CachePolicy: when the engine should write disk snapshots and where the saved prefix
-// ends (spec §1.6) — plain functions over token counts and ids, no I/O. Must not: touch
+// ends (docs/SERVER.md §3.1) — plain functions over token counts and ids, no I/O. Must not: touch
 // files or states (DiskCache does) or run the model.
 //
 // The four save reasons:

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kv/cache_directory.h"
+#include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "util/crc32c.h"
 #include "util/file_io.h"
@@ -109,15 +110,25 @@ class DiskCache::Impl {
   struct CaptureProgress {
     std::mutex mu;
     std::condition_variable cv;
-    uint64_t ready = 0;  // leading bytes of the image that are final
-    bool done = false;   // the caller no longer touches the image
-    Status status;       // the capture's error, once done
+    bool done = false;       // the caller no longer touches the image
+    Status status;           // the capture's error, once done
+    PendingCapture pending;  // once done: the copies still landing in the image
+    // Bytes [0, end) of the image are final (blocks until then).
+    Status WaitReady(uint64_t end) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return done; });
+        if (!status.ok()) return status;
+      }
+      return pending.Wait(end);
+    }
   };
   struct Job {
     std::unique_ptr<SnapshotImage> image;
     std::string key;
     std::vector<Victim> victims;
     std::shared_ptr<CaptureProgress> capture;  // set with image
+    Backend* backend = nullptr;                // the state's: page-locks a kept buffer
   };
 
   explicit Impl(DiskCacheOptions o)
@@ -474,6 +485,8 @@ class DiskCache::Impl {
       hit.tokens = std::move(loaded->tokens);
       hit.logits = std::move(loaded->logits);
       hit.extensions = std::move(loaded->extensions);
+      hit.bytes = loaded->bytes_read;
+      hit.text = entry.text;
       hit.failed_candidates = failed;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -561,6 +574,13 @@ class DiskCache::Impl {
           lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= opt_.max_pending_bytes; });
       spare = std::move(spare_);
     }
+    // No spare large enough (the first save, or the last one still being written): the
+    // buffer made ahead, page-locked, so this capture can still be asynchronous.
+    if (!spare || spare->capacity() < bytes) {
+      PinnedStandby& standby = Standby(state.backend());
+      if (auto ahead = standby.Take(bytes)) spare = std::move(ahead);
+      standby.Prepare(bytes + bytes / 8);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     auto img = PrepareSnapshot(state, *opt_.identity, content, NowMs(), spare.get());
     if (!img.ok()) {
@@ -572,33 +592,31 @@ class DiskCache::Impl {
       DeleteVictimsLater(std::move(victims));
       return img.status();
     }
-    // Queued before the layers are copied: the writer CRCs and writes each part of the
-    // file as soon as the copy has passed it, so the disk works during the copy.
+    // Queued before the layers are copied: the writer CRCs and writes each layer as soon
+    // as its copy has landed, so the disk works during the copy. Only the mutable part of
+    // each layer is copied before Save returns; the closed rows follow asynchronously
+    // (CaptureSnapshotLayersAsync), so decoding goes on while they move.
     auto capture = std::make_shared<CaptureProgress>();
     SnapshotImage* image = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      Job job{std::make_unique<SnapshotImage>(std::move(*img)), key, std::move(victims), capture};
+      Job job{std::make_unique<SnapshotImage>(std::move(*img)), key, std::move(victims), capture,
+              &state.backend()};
       image = job.image.get();
       queued_bytes_ += job.image->size();
       queue_.push_back(std::move(job));
     }
     queue_cv_.notify_all();
-    Status st = CaptureSnapshotLayers(state, *image, [&](uint64_t ready) {
-      {
-        std::lock_guard<std::mutex> lock(capture->mu);
-        capture->ready = ready;
-      }
-      capture->cv.notify_all();
-    });
+    Expected<PendingCapture> pending = CaptureSnapshotLayersAsync(state, *image);
     // `image` may be gone from here on (written and released by the writer).
     {
       std::lock_guard<std::mutex> lock(capture->mu);
       capture->done = true;
-      capture->status = st;
+      capture->status = pending.status();
+      if (pending.ok()) capture->pending = std::move(*pending);
     }
     capture->cv.notify_all();
-    if (!st.ok()) return st;  // the writer drops the job and counts the failure
+    if (!capture->status.ok()) return capture->status;  // the writer drops the job
     spdlog::debug(
         "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(), Mib(bytes),
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -631,12 +649,23 @@ class DiskCache::Impl {
       bool capture_failed = false;
       if (job.image) {
         st = WriteEntry(job);
-        // The caller may still be copying into the image (a write that failed early):
-        // it is released only once the caller is done with it.
+        // The caller and the asynchronous copies may still be writing into the image (a
+        // write that failed early): it is released only once they are done with it.
         CaptureProgress& c = *job.capture;
-        std::unique_lock<std::mutex> lock(c.mu);
-        c.cv.wait(lock, [&] { return c.done; });
+        (void)c.WaitReady(UINT64_MAX);
         capture_failed = !c.status.ok();
+        // A buffer kept for the next save is page-locked here, off the decoding thread, so
+        // the next capture's closed rows can move asynchronously.
+        bool keep = false;
+        if (opt_.reuse_host_buffer) {
+          std::lock_guard<std::mutex> lock(mu_);
+          keep = !spare_ || spare_->capacity() < job.image->capacity();
+        }
+        if (keep && job.backend != nullptr) {
+          Status pin = job.image->Pin(*job.backend);
+          if (!pin.ok())
+            spdlog::debug("kv cache: snapshot buffer not page-locked: {}", pin.message());
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -673,15 +702,7 @@ class DiskCache::Impl {
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
       CaptureProgress& c = *job.capture;
       FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
-          img, f,
-          [&c](uint64_t end) -> Status {
-            std::unique_lock<std::mutex> lock(c.mu);
-            c.cv.wait(lock, [&] { return c.ready >= end || c.done; });
-            if (c.ready >= end) return Status::Ok();
-            return c.status.ok() ? Internal("snapshot capture ended at byte {} of {}", c.ready, end)
-                                 : c.status;
-          },
-          opt_.write));
+          img, f, [&c](uint64_t end) { return c.WaitReady(end); }, opt_.write));
       // One sync for the whole file: writeback of every chunk was started as it was
       // written, so this mostly waits for the last ones.
       FLASHKV_RETURN_IF_ERROR(f.SyncData());
@@ -722,6 +743,14 @@ class DiskCache::Impl {
     AddLocked(std::move(r));
     return Status::Ok();
   }
+
+  PinnedStandby& Standby(Backend& backend) {
+    std::lock_guard<std::mutex> lock(standby_mu_);
+    if (!standby_) standby_ = std::make_unique<PinnedStandby>(&backend);
+    return *standby_;
+  }
+
+  void PrepareHostBuffer(Backend& backend, uint64_t bytes) { Standby(backend).Prepare(bytes); }
 
   Status Flush() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -833,6 +862,8 @@ class DiskCache::Impl {
   uint64_t doomed_bytes_ = 0;    // victims out of the index, not yet deleted
   std::set<std::string> pending_keys_;
   std::unique_ptr<SnapshotImage> spare_;  // the last written image's buffer, for reuse
+  std::mutex standby_mu_;
+  std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
   std::deque<Job> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;
@@ -912,6 +943,10 @@ std::vector<DiskCacheEntry> DiskCache::Candidates(const DiskLookup& lookup) cons
 Expected<DiskHit> DiskCache::Load(const DiskLookup& lookup, KvState& state) {
   return impl_->Load(lookup, state);
 }
+void DiskCache::PrepareHostBuffer(Backend& backend, uint64_t bytes) {
+  impl_->PrepareHostBuffer(backend, bytes);
+}
+
 Expected<std::string> DiskCache::Save(const KvState& state, const SnapshotContent& content) {
   return impl_->Save(state, content);
 }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kv/kv_state.h"
+#include "kv/resume_point.h"
 #include "kv/snapshot_codec.h"
 #include "kv/snapshot_format.h"
 #include "util/status.h"
@@ -81,24 +82,10 @@ struct DiskCacheEntry {
   double Value(int64_t now_ms, double half_life_hours) const;
 };
 
-// What a request offers for reuse. An entry is usable when its tokens are a prefix of
-// `tokens`, or its text is a byte prefix of `text` (then the snapshot's own token ids are
-// authoritative and only the text after it is tokenized by the caller).
-struct DiskLookup {
-  std::span<const int32_t> tokens;
-  std::string_view text;
-  int64_t min_tokens = 1;          // ignore shorter entries
-  int64_t max_tokens = INT64_MAX;  // ignore longer ones (the state's context)
-};
+using DiskLookup = ResumeLookup;
 
-struct DiskHit {
-  DiskCacheEntry entry;         // as it was before this hit
-  bool by_text = false;         // matched through the text (tokens may differ from the request)
-  uint64_t text_bytes = 0;      // request text bytes covered (== entry.text.size())
-  std::vector<int32_t> tokens;  // [n_tokens] the snapshot's ids
-  std::vector<float> logits;    // [n_vocab] next-token logits after them
-  std::vector<SnapshotExtension> extensions;
-  double load_ms = 0;
+struct DiskHit : ResumeHit {
+  DiskCacheEntry entry;       // as it was before this hit
   int failed_candidates = 0;  // longer candidates that failed to load (and were reported)
 };
 
@@ -143,6 +130,10 @@ class DiskCache {
   bool Contains(std::span<const int32_t> tokens) const;
   // Waits for every queued write; returns the first write error since the last Flush.
   Status Flush();
+  // Makes a page-locked capture buffer of `bytes` ahead of the first save, on a background
+  // thread, so that save does not stall decoding either (kv/pinned_standby.h). `backend`
+  // (the states') must outlive the cache.
+  void PrepareHostBuffer(Backend& backend, uint64_t bytes);
 
   // Marks an entry used (hit count + 1, last used = now) without touching its payload.
   Status Touch(std::string_view key);

@@ -21,24 +21,42 @@ size_t IndexerFrontierFloats(const KvLayerShape& l, int dim) {
   return size_t(2) * l.compress_ratio * 2 * dim;
 }
 
-// What Create allocates, summed first: a shape from a hostile model file or a huge context
-// is refused with its numbers before any buffer exists.
+// Floats of each buffer one layer allocates (0: the layer has none).
+struct LayerBuffers {
+  size_t ring = 0, comp_rows = 0, comp_state = 0, index_rows = 0, index_state = 0;
+  int comp_cap = 0;
+};
+
+LayerBuffers LayerBuffersFor(const KvShape& shape, const KvLayerShape& ls) {
+  LayerBuffers b;
+  b.ring = size_t(shape.n_swa) * shape.head_dim;
+  if (ls.compress_ratio == 0) return b;
+  b.comp_cap = shape.ctx_size / ls.compress_ratio + 2;
+  b.comp_rows = size_t(b.comp_cap) * shape.head_dim;
+  b.comp_state = FrontierFloats(ls, shape.head_dim);
+  if (!ls.indexer) return b;
+  b.index_rows = size_t(b.comp_cap) * shape.indexer_dim;
+  b.index_state = IndexerFrontierFloats(ls, shape.indexer_dim);
+  return b;
+}
+
+// What Create allocates, summed with overflow checks first: a shape from a hostile model
+// file or a huge context is refused with its numbers before any buffer exists.
 ByteCount StateBytes(const KvShape& shape) {
   ByteCount total;
   for (const KvLayerShape& ls : shape.layers) {
-    total.Add(uint64_t(shape.n_swa), uint64_t(shape.head_dim), sizeof(float));
-    if (ls.compress_ratio == 0) continue;
-    const uint64_t cap = uint64_t(shape.ctx_size / ls.compress_ratio + 2);
-    total.Add(cap, uint64_t(shape.head_dim), sizeof(float));
-    total.Add(2, FrontierFloats(ls, shape.head_dim), sizeof(float));
-    if (!ls.indexer) continue;
-    total.Add(cap, uint64_t(shape.indexer_dim), sizeof(float));
-    total.Add(2, IndexerFrontierFloats(ls, shape.indexer_dim), sizeof(float));
+    const LayerBuffers b = LayerBuffersFor(shape, ls);
+    total.Add(b.ring + b.comp_rows + b.index_rows, sizeof(float));
+    total.Add(2, b.comp_state + b.index_state, sizeof(float));
   }
   return total;
 }
 
 }  // namespace
+
+uint64_t KvState::AllocatedBytes(const KvShape& shape) {
+  return StateBytes(shape).bytes();
+}
 
 Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   if (shape.head_dim <= 0 || shape.n_swa <= 0 || shape.ctx_size <= 0) {
@@ -64,18 +82,18 @@ Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   };
   for (size_t l = 0; l < shape.layers.size(); ++l) {
     const KvLayerShape& ls = shape.layers[l];
+    const LayerBuffers b = LayerBuffersFor(shape, ls);
     Layer& L = s.layers_[l];
-    FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(size_t(shape.n_swa) * shape.head_dim));
+    FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(b.ring));
     if (ls.compress_ratio == 0) continue;
-    L.comp_cap = shape.ctx_size / ls.compress_ratio + 2;
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_rows, alloc(size_t(L.comp_cap) * shape.head_dim));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_kv, alloc(FrontierFloats(ls, shape.head_dim)));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_score, alloc(FrontierFloats(ls, shape.head_dim)));
+    L.comp_cap = b.comp_cap;
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_rows, alloc(b.comp_rows));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_kv, alloc(b.comp_state));
+    FLASHKV_ASSIGN_OR_RETURN(L.comp_state_score, alloc(b.comp_state));
     if (!ls.indexer) continue;
-    FLASHKV_ASSIGN_OR_RETURN(L.index_rows, alloc(size_t(L.comp_cap) * shape.indexer_dim));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_state_kv, alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_state_score,
-                             alloc(IndexerFrontierFloats(ls, shape.indexer_dim)));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_rows, alloc(b.index_rows));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_kv, alloc(b.index_state));
+    FLASHKV_ASSIGN_OR_RETURN(L.index_state_score, alloc(b.index_state));
   }
   FLASHKV_RETURN_IF_ERROR(s.ResetFrontiers());
   return s;
@@ -98,12 +116,42 @@ Status KvState::ResetFrontiers() {
   return backend_->Synchronize();
 }
 
+KvState& KvState::operator=(KvState&& other) noexcept {
+  if (this != &other) {
+    (void)WaitForCopies();
+    backend_ = other.backend_;
+    held_ = std::move(other.held_);
+    other.held_.clear();
+    shape_ = std::move(other.shape_);
+    n_tokens_ = other.n_tokens_;
+    buffers_ = std::move(other.buffers_);
+    layers_ = std::move(other.layers_);
+  }
+  return *this;
+}
+
+KvState::~KvState() {
+  (void)WaitForCopies();
+}
+
+Status KvState::WaitForCopies() const {
+  Status first;
+  for (uint64_t t : held_) {
+    Status st = backend_->WaitCopies(t);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  held_.clear();
+  return first;
+}
+
 Status KvState::Clear() {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   n_tokens_ = 0;
   return ResetFrontiers();
 }
 
 Status KvState::SetTokenCount(int64_t n_tokens) {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   if (n_tokens < 0 || n_tokens > shape_.ctx_size) {
     return OutOfRange("token count {} is outside this state's context of {}", n_tokens,
                       shape_.ctx_size);
@@ -196,6 +244,7 @@ Status KvState::ReadSection(int layer, KvSection section, float* dst) const {
 
 Status KvState::WriteSection(int layer, KvSection section, const float* src) {
   FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   std::vector<HostCopy> copies;
   SectionCopies(layer, section, const_cast<float*>(src), copies);
   for (const HostCopy& c : copies) {
@@ -233,9 +282,20 @@ Status KvState::ReadLayer(int layer, float* dst) const {
 }
 
 Status KvState::WriteLayer(int layer, const float* src) {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
   std::vector<HostCopy> copies;
   FLASHKV_RETURN_IF_ERROR(LayerCopies(layer, const_cast<float*>(src), copies));
   return backend_->WriteMany(copies.data(), copies.size());
+}
+
+Status KvState::SplitLayerCopies(int layer, float* dst, std::vector<HostCopy>* rest,
+                                 std::vector<HostCopy>* closed) const {
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  for (KvSection s : kAllSections) {
+    const bool is_closed = s == KvSection::kCompressed || s == KvSection::kIndexerRows;
+    dst += SectionCopies(layer, s, dst, is_closed ? *closed : *rest);
+  }
+  return Status::Ok();
 }
 
 }  // namespace flashkv

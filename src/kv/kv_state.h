@@ -1,4 +1,4 @@
-// KvState: the complete incremental state of one sequence (spec §7), held in backend
+// KvState: the complete incremental state of one sequence (docs/DS4_MODEL.md §7), held in backend
 // buffers: per layer the raw sliding-window ring, the compressed rows, the compressor
 // frontier, and for ratio-4 layers the indexer rows and indexer frontier; plus the token
 // count. Every count is derived from the token count, so the state is fully described by
@@ -68,13 +68,19 @@ class KvState {
   // Allocates every buffer on `backend` and clears it. The backend must outlive this.
   // ResourceExhausted, before allocating, when the buffers would exceed physical memory.
   static Expected<KvState> Create(Backend& backend, const KvShape& shape);
+  // Bytes Create allocates for `shape` (before the backend's rounding): what one live
+  // session of that context costs in device memory.
+  static uint64_t AllocatedBytes(const KvShape& shape);
 
   KvState(KvState&&) noexcept = default;
-  KvState& operator=(KvState&&) noexcept = default;
+  // Both wait for the copies this state holds (HoldForCopy) before its buffers go.
+  KvState& operator=(KvState&& other) noexcept;
+  ~KvState();
   KvState(const KvState&) = delete;
   KvState& operator=(const KvState&) = delete;
 
   const KvShape& shape() const { return shape_; }
+  Backend& backend() const { return *backend_; }
   int64_t n_tokens() const { return n_tokens_; }
   int ctx_size() const { return shape_.ctx_size; }
   const Layer& layer(int l) const { return layers_[l]; }
@@ -100,6 +106,16 @@ class KvState {
   size_t LayerFloats(int layer) const;
   Status ReadLayer(int layer, float* dst) const;
   Status WriteLayer(int layer, const float* src);
+  // ReadLayer's transfers split in two: `closed` gets the compressed and indexer rows of
+  // closed windows, which later tokens never rewrite (so they may be copied while decoding
+  // goes on), `rest` everything else (the window ring and the frontiers, rewritten by the
+  // next token). Both fill `dst` in ReadLayer's layout.
+  Status SplitLayerCopies(int layer, float* dst, std::vector<HostCopy>* rest,
+                          std::vector<HostCopy>* closed) const;
+  // Registers an asynchronous copy out of this state (Backend::ReadManyAsync of `closed`
+  // rows): Clear, SetTokenCount, WriteSection, WriteLayer, the destructor and a move
+  // assignment onto this state wait for it first, since they can rewrite those rows.
+  void HoldForCopy(uint64_t ticket) const { held_.push_back(ticket); }
 
  private:
   KvState() = default;
@@ -113,7 +129,11 @@ class KvState {
   // Device pointer and float count of a non-raw section.
   DevPtr<float> SectionPtr(int layer, KvSection section) const;
 
+  // Waits for and forgets the held copies.
+  Status WaitForCopies() const;
+
   Backend* backend_ = nullptr;
+  mutable std::vector<uint64_t> held_;  // tickets of copies still reading the buffers
   KvShape shape_;
   int64_t n_tokens_ = 0;
   std::vector<DeviceBuffer> buffers_;

@@ -208,7 +208,24 @@ struct AlignedBuffer {
 }  // namespace
 
 void SnapshotImage::FreeBytes::operator()(uint8_t* p) const {
+  if (pinned_by != nullptr) pinned_by->UnpinHost(p);
   std::free(p);
+}
+
+Expected<SnapshotImage> SnapshotImage::Reserve(uint64_t capacity) {
+  SnapshotImage img;
+  img.bytes_.reset(AllocHostBytes(capacity));
+  if (!img.bytes_) return ResourceExhausted("cannot allocate {} bytes for a snapshot", capacity);
+  std::memset(img.bytes_.get(), 0, capacity);  // the page faults happen here, not in a capture
+  img.capacity_ = capacity;
+  return img;
+}
+
+Status SnapshotImage::Pin(Backend& backend) {
+  if (!bytes_ || pinned()) return Status::Ok();
+  FLASHKV_RETURN_IF_ERROR(backend.PinHost(bytes_.get(), size_t(capacity_)));
+  bytes_.get_deleter().pinned_by = &backend;
+  return Status::Ok();
 }
 
 std::string_view SaveReasonName(SaveReason r) {
@@ -402,6 +419,53 @@ Status CaptureSnapshotLayers(const KvState& state, SnapshotImage& img,
   }
   if (h.n_layer == 0 && on_ready) on_ready(size);
   return Status::Ok();
+}
+
+Status PendingCapture::Wait(uint64_t end) const {
+  for (const Layer& l : layers) {
+    if (l.start >= end) break;
+    if (l.ticket != 0) FLASHKV_RETURN_IF_ERROR(backend->WaitCopies(l.ticket));
+  }
+  return Status::Ok();
+}
+
+Expected<PendingCapture> CaptureSnapshotLayersAsync(const KvState& state, SnapshotImage& img) {
+  const SnapshotHeader& h = img.header_;
+  if (state.shape().layers.size() != h.n_layer || state.n_tokens() != int64_t(h.n_tokens)) {
+    return Internal("capturing layers of another state than the image was prepared for");
+  }
+  PendingCapture out;
+  out.backend = &state.backend();
+  uint8_t* base = img.bytes_.get();
+  // The mutable sections of every layer in one synchronous pass, then the closed rows of
+  // each layer as its own asynchronous copy, so the writer can start on the first layers
+  // while the last are still in flight.
+  std::vector<HostCopy> now;
+  std::vector<std::vector<HostCopy>> closed;
+  for (size_t i = 0; i < h.sections.size(); ++i) {
+    const SnapshotSection& s = h.sections[i];
+    if (s.kind != SnapshotSectionKind::kLayer) continue;
+    PendingCapture::Layer layer;
+    layer.start = s.offset;
+    layer.ready_end = s.tag + 1 == h.n_layer ? img.size_ : h.sections[i + 1].offset;
+    out.layers.push_back(layer);
+    Status st = state.SplitLayerCopies(int(s.tag), reinterpret_cast<float*>(base + s.offset), &now,
+                                       &closed.emplace_back());
+    if (!st.ok()) return st.WithContext(fmt::format("capturing layer {}", s.tag));
+  }
+  FLASHKV_RETURN_IF_ERROR(out.backend->ReadMany(now.data(), now.size()));
+  for (size_t l = 0; l < closed.size(); ++l) {
+    if (closed[l].empty()) continue;
+    Expected<uint64_t> ticket = out.backend->ReadManyAsync(closed[l].data(), closed[l].size());
+    if (!ticket.ok()) {
+      (void)out.Wait();  // copies already queued write into the image
+      return ticket.status().WithContext(fmt::format("capturing layer {}", l));
+    }
+    out.layers[l].ticket = *ticket;
+    state.HoldForCopy(*ticket);
+    for (const HostCopy& c : closed[l]) out.deferred_bytes += c.bytes;
+  }
+  return out;
 }
 
 Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIdentity& identity,

@@ -83,11 +83,25 @@ class SnapshotImage {
   const Sha1Digest& key() const { return key_; }
   bool sealed() const { return sealed_; }
 
+  // Page-locks the whole buffer through `backend` (Backend::PinHost), so copies between it
+  // and the device skip the staging buffers and may run asynchronously. The buffer stays
+  // locked while it lives — also when a later image takes it over through `reuse` — and is
+  // unpinned just before it is freed, so `backend` must outlive it. A no-op when already
+  // pinned; an error leaves the image usable, only copied through staging.
+  Status Pin(Backend& backend);
+  bool pinned() const { return bytes_.get_deleter().pinned_by != nullptr; }
+
+  // An empty image that only holds a buffer of `capacity` bytes with every page touched,
+  // to be handed to PrepareSnapshot as `reuse` (kv/pinned_standby.h makes them ahead of
+  // need). kResourceExhausted when the memory is not there.
+  static Expected<SnapshotImage> Reserve(uint64_t capacity);
+
  private:
   friend Expected<SnapshotImage> PrepareSnapshot(const KvState&, const SnapshotIdentity&,
                                                  const SnapshotContent&, int64_t, SnapshotImage*);
   friend Status CaptureSnapshotLayers(const KvState&, SnapshotImage&,
                                       const std::function<void(uint64_t)>&);
+  friend Expected<struct PendingCapture> CaptureSnapshotLayersAsync(const KvState&, SnapshotImage&);
   friend void SealSnapshot(SnapshotImage&);
   friend Status StreamSnapshotImage(SnapshotImage&, File&, const std::function<Status(uint64_t)>&,
                                     const SnapshotWriteOptions&);
@@ -95,6 +109,10 @@ class SnapshotImage {
 
   SnapshotHeader header_;
   struct FreeBytes {
+    // No member initializer: it would keep the type from being default-constructible
+    // inside the still-incomplete SnapshotImage (which unique_ptr requires).
+    FreeBytes() noexcept : pinned_by(nullptr) {}
+    Backend* pinned_by;  // unpins before freeing
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t[], FreeBytes> bytes_;  // [size_], the whole file, page-aligned
@@ -129,6 +147,29 @@ Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIden
                                         SnapshotImage* reuse = nullptr);
 Status CaptureSnapshotLayers(const KvState& state, SnapshotImage& image,
                              const std::function<void(uint64_t ready_bytes)>& on_ready = {});
+
+// CaptureSnapshotLayers without making the caller wait for the bulk of the copy: each
+// layer's mutable sections (window ring, frontiers) are copied now, and the rows of closed
+// compressor windows — which later tokens never rewrite — are queued on the backend's
+// asynchronous copy path (Backend::ReadManyAsync) and land in the image while the caller
+// goes on decoding. The state holds those copies (KvState::HoldForCopy): anything that
+// could rewrite the rows waits for them first. Layer i's bytes, and everything before the
+// next section, are final once `layers[i].ticket` completes (Wait). Pin the image first:
+// copies into pageable memory are made synchronously (still correct, not overlapped).
+struct PendingCapture {
+  struct Layer {
+    uint64_t start = 0;      // first byte of the layer's section
+    uint64_t ready_end = 0;  // bytes [0, ready_end) are final once the ticket completes
+    uint64_t ticket = 0;     // of Backend::ReadManyAsync (0: nothing was deferred)
+  };
+  std::vector<Layer> layers;
+  Backend* backend = nullptr;
+  uint64_t deferred_bytes = 0;  // bytes left to the asynchronous copies
+
+  // Waits for every layer that starts before byte `end` (all of them by default).
+  Status Wait(uint64_t end = UINT64_MAX) const;
+};
+Expected<PendingCapture> CaptureSnapshotLayersAsync(const KvState& state, SnapshotImage& image);
 
 // Writes a prepared image to `file` (offset 0 on) and seals it, possibly while its layers
 // are still being captured on another thread: before touching bytes [0, end) it calls

@@ -32,7 +32,7 @@ inline constexpr uint32_t kSnapshotHeaderBytes = 256;
 inline constexpr uint32_t kSnapshotSectionRowBytes = 32;
 inline constexpr uint32_t kSnapshotSectionAlign = 64;
 
-// Why a snapshot was written (spec §1.6). Values are stored; never renumber.
+// Why a snapshot was written (docs/SERVER.md §3.1). Values are stored; never renumber.
 enum class SaveReason : uint8_t {
   kUnknown = 0,
   kCold = 1,       // after (or during) a long first prefill, at a stable boundary

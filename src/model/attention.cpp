@@ -1,4 +1,4 @@
-// The attention sublayer (spec §4), one step per line, for a chunk of T tokens at
+// The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a chunk of T tokens at
 // positions pos0 … pos0+T−1. Reads act.x_hc, writes act.x_hc_next, appends to the layer's
 // KvState (raw window, compressed rows, frontiers).
 #include <cmath>
@@ -9,7 +9,7 @@ namespace flashkv {
 namespace {
 
 // The precision a stored KV row has in official numerics: FP8 on the no-RoPE dims, then
-// F16 (spec §9 #1, #5). rows: [n, head_dim].
+// F16 (docs/DS4_MODEL.md §9 #1, #5). rows: [n, head_dim].
 void RoundStoredKvRows(ChunkContext& c, DevPtr<float> rows, int n) {
   if (!c.official() || n == 0) return;
   c.be.Fp8RoundTrip(rows, n, c.cfg.head_dim, c.cfg.n_nope());

@@ -31,7 +31,7 @@ struct ChunkContext {
 
   bool official() const { return opt.numerics == NumericsMode::kOfficial; }
   ActQuantMode aq() const { return opt.act_quant; }
-  // The RoPE of a layer's attention (spec §4.2).
+  // The RoPE of a layer's attention (docs/DS4_MODEL.md §4.2).
   const RopeParams& rope(int layer) const {
     return cfg.is_compressed(layer) ? compress_rope : main_rope;
   }

@@ -1,7 +1,7 @@
-// A compressor (spec §4.4): projections of the chunk, the streaming frontier update, then
-// the finishing steps of every row the chunk closes — RMSNorm · kv_norm, compress-RoPE at
-// the window start w·m, and in official numerics the stored precision. The rows a chunk
-// closes are host-computable: windows pos0/m … (pos0+T)/m − 1.
+// A compressor (docs/DS4_MODEL.md §4.4): projections of the chunk, the streaming frontier update,
+// then the finishing steps of every row the chunk closes — RMSNorm · kv_norm, compress-RoPE at the
+// window start w·m, and in official numerics the stored precision. The rows a chunk closes are
+// host-computable: windows pos0/m … (pos0+T)/m − 1.
 #include "model/chunk_context.h"
 
 namespace flashkv {

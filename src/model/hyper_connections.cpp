@@ -1,4 +1,4 @@
-// The two ends of the hyper-connection residual (spec §2, §3, §6): the embedding
+// The two ends of the hyper-connection residual (docs/DS4_MODEL.md §2, §3, §6): the embedding
 // broadcast into n_hc streams, and the final HC head → norm → lm head. The per-sublayer
 // HC_pre / HC_post steps are single backend ops called from attention.cpp and moe.cpp.
 #include "model/chunk_context.h"

@@ -1,6 +1,6 @@
-// The lightning indexer of a CSA layer (spec §4.5): its own overlapping compressor over
-// the layer input, then per token the top-k compressed rows by
-// Σ_h ω_h · ReLU(qI_h · K^I_w), written to act.idx_sel for the attention step.
+// The lightning indexer of a CSA layer (docs/DS4_MODEL.md §4.5): its own overlapping compressor
+// over the layer input, then per token the top-k compressed rows by Σ_h ω_h · ReLU(qI_h · K^I_w),
+// written to act.idx_sel for the attention step.
 #include <cmath>
 
 #include "model/chunk_context.h"

@@ -1,4 +1,4 @@
-// Model loading and the top-level forward pass (spec §2), read top to bottom:
+// Model loading and the top-level forward pass (docs/DS4_MODEL.md §2), read top to bottom:
 // embed → for each layer: attention sublayer, FFN sublayer → HC head, norm, lm head.
 #include "model/model.h"
 

@@ -1,7 +1,7 @@
 // ModelConfig: every shape and constant of a DeepSeek V4 model, read from the GGUF
-// `deepseek4.*` metadata (spec §8.2) and checked for consistency. Nothing about Flash is
-// hard-coded, so tiny models and the real 43-layer model run the same code. Derived sizes
-// are named methods so call sites never repeat the arithmetic.
+// `deepseek4.*` metadata (docs/DS4_MODEL.md §8.2) and checked for consistency. Nothing about
+// Flash is hard-coded, so tiny models and the real 43-layer model run the same code. Derived
+// sizes are named methods so call sites never repeat the arithmetic.
 // Must not: do I/O beyond reading metadata from an already opened GgufFile.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace flashkv {
 
-// What kind of attention a layer runs (spec §1).
+// What kind of attention a layer runs (docs/DS4_MODEL.md §1).
 enum class AttentionKind {
   kSliding,     // ratio 0: raw window only
   kCompressed,  // CSA: overlapping ratio-4 compressor + lightning indexer

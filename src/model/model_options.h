@@ -14,7 +14,7 @@ namespace flashkv {
 // kHf: plain fp32 everywhere (HF transformers parity). kOfficial: as ds4 / the official
 // model compute: FP8 E4M3 round trip of the no-RoPE part of raw and compressed KV rows,
 // Hadamard + FP4 on indexer queries and rows, F16 rounding of every stored cache row
-// (spec §9 #1, #2, #5 and §13).
+// (docs/DS4_MODEL.md §9 #1, #2, #5 and §13).
 enum class NumericsMode { kHf, kOfficial };
 
 struct ModelOptions {

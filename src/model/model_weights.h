@@ -1,4 +1,4 @@
-// Weight binding: maps the GGUF tensor names of a DeepSeek V4 file (ds4 layout, spec
+// Weight binding: maps the GGUF tensor names of a DeepSeek V4 file (ds4 layout, docs/DS4_MODEL.md
 // §8.3) to the model's weight slots, checks each tensor's shape and type against the
 // ModelConfig, and places it on the backend. One binding table per layer kind (shared,
 // attention, compressor, indexer, MoE, hash router, biased router); every error names the

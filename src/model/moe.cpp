@@ -1,5 +1,5 @@
-// The MoE FFN sublayer (spec §5): router (hash or biased top-k), routed experts with the
-// clamped SwiGLU, the shared expert, then HC_post. Reads act.x_hc, writes act.x_hc_next.
+// The MoE FFN sublayer (docs/DS4_MODEL.md §5): router (hash or biased top-k), routed experts with
+// the clamped SwiGLU, the shared expert, then HC_post. Reads act.x_hc, writes act.x_hc_next.
 #include "model/chunk_context.h"
 
 namespace flashkv {

@@ -28,8 +28,8 @@ RopeParams YarnRope(int n_rot, float base, float factor, uint64_t orig_ctx, floa
   p.freq_scale = 1.0f / factor;
   p.ext_factor = 1.0f;
   YarnCorrectionDims(n_rot, orig_ctx, base, beta_fast, beta_slow, &p.corr_lo, &p.corr_hi);
-  // No magnitude factor (spec §4.2). ds4 passes the inverse of its helper's factor and lets
-  // the helper multiply it back; the float product is kept so angles match ds4 bit for bit.
+  // No magnitude factor (docs/DS4_MODEL.md §4.2). ds4 passes the inverse of its helper's factor and
+  // lets the helper multiply it back; the float product is kept so angles match ds4 bit for bit.
   const float magnitude = 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
   p.mscale = (1.0f / magnitude) * magnitude;
   return p;

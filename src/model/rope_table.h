@@ -1,5 +1,5 @@
-// The two RoPE parameter sets of a DeepSeek V4 model (spec §4.2), in the parametrisation of
-// backend/rope_params.h:
+// The two RoPE parameter sets of a DeepSeek V4 model (docs/DS4_MODEL.md §4.2), in the
+// parametrisation of backend/rope_params.h:
 // - main (sliding-only layers): plain, base θ_m;
 // - compress (every RoPE in a CSA/HCA layer, including its compressor and indexer): YaRN
 //   with base θ_c, scale 1/s, the ramp between the correction dims of β_fast and β_slow,

@@ -67,8 +67,14 @@ Expected<ChatMessage> ParseMessage(const Json& m, size_t i, std::vector<std::str
     msg.role = ChatRole::kUser;
   } else if (*role == "assistant") {
     msg.role = ChatRole::kAssistant;
+  } else if (*role == "system") {
+    // A mid-conversation system message (Claude Code's environment, agent and skill
+    // listing, sent with the anthropic-beta mid-conversation-system feature): its text
+    // blocks are system text at this point of the conversation.
+    msg.role = ChatRole::kSystem;
   } else {
-    return InvalidArgument("'{}.role' must be \"user\" or \"assistant\", not \"{}\"", where, *role);
+    return InvalidArgument("'{}.role' must be \"user\", \"assistant\" or \"system\", not \"{}\"",
+                           where, *role);
   }
   auto content = m.find("content");
   if (content == m.end() || content->is_null()) return msg;
@@ -170,12 +176,9 @@ class AnthropicStream : public StreamEncoder {
   }
 
   std::string Finish(const GenerationResult& r) override {
+    // A reply that stopped inside its thinking has no text block: an empty one would be
+    // replayed by the client as an empty text block, which the Messages API refuses.
     std::string out = Close();
-    if (!had_text_or_tool_) {
-      // Clients expect at least one text block when nothing but thinking was produced.
-      out += Open(Block::kText, {{"type", "text"}, {"text", ""}});
-      out += Close();
-    }
     Json delta{{"stop_reason", AnthropicStopReason(r)},
                {"stop_sequence", r.stop_sequence.empty() ? Json(nullptr) : Json(r.stop_sequence)}};
     Json usage = AnthropicUsage(r);
@@ -198,7 +201,6 @@ class AnthropicStream : public StreamEncoder {
     if (open_ == b && b != Block::kToolUse) return {};
     std::string out = Close();
     open_ = b;
-    if (b != Block::kThinking) had_text_or_tool_ = true;
     out += SseEvent(
         "content_block_start",
         {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(block)}});
@@ -225,7 +227,6 @@ class AnthropicStream : public StreamEncoder {
   ResponseContext ctx_;
   Block open_ = Block::kNone;
   int index_ = 0;
-  bool had_text_or_tool_ = false;
 };
 
 }  // namespace
@@ -273,6 +274,9 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
     }
     req.messages.push_back(std::move(m));
   }
+  bool has_turn = false;
+  for (const ChatMessage& m : req.messages) has_turn |= m.role != ChatRole::kSystem;
+  if (!has_turn) return InvalidArgument("'messages' has no user or assistant message");
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> model, OptString(body, "model"));
   req.model = model.value_or("");
   std::optional<std::string> effort;
@@ -283,7 +287,7 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
     FLASHKV_ASSIGN_OR_RETURN(effort, OptString(body, "reasoning_effort"));
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  // min_p and seed are not Messages fields (spec §3.4).
+  // min_p and seed are not Messages fields (docs/SERVER.md §5.4).
   FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p", "top_k"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens, ParseMaxTokens(body, {"max_tokens"}));
   FLASHKV_RETURN_IF_ERROR(ParseStop(body, "stop_sequences", &req.stop));
@@ -316,9 +320,6 @@ Json AnthropicResponse(const ResponseContext& ctx, const GenerationResult& r) {
                        {"id", r.tool_call_ids[i]},
                        {"name", r.parsed.tool_calls[i].name},
                        {"input", std::move(input)}});
-  }
-  if (r.parsed.content.empty() && r.parsed.tool_calls.empty()) {
-    content.push_back({{"type", "text"}, {"text", ""}});
   }
   return Json{{"id", ctx.id},
               {"type", "message"},

@@ -1,4 +1,4 @@
-// The Anthropic Messages dialect (POST /v1/messages, spec §3.4, §3.6, §3.7): request
+// The Anthropic Messages dialect (POST /v1/messages, docs/SERVER.md §5.4, §5.6, §5.7): request
 // parsing into ApiRequest — including dropping Claude Code's per-request
 // "x-anthropic-…" system header so it cannot break prefix reuse — the message body, and
 // the SSE event stream (message_start, content blocks with thinking/text/tool_use deltas,

@@ -1,4 +1,4 @@
-// Error responses in each API's own JSON shape (spec §3.9): OpenAI and Responses
+// Error responses in each API's own JSON shape (docs/SERVER.md §5.9): OpenAI and Responses
 // {"error":{"message","type","param","code"}}, Anthropic {"type":"error","error":{"type",
 // "message"}}, and the HTTP status for an engine Status. Must not: decide what is an error.
 #pragma once

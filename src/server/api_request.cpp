@@ -135,6 +135,17 @@ Expected<std::optional<int64_t>> ParseMaxTokens(const Json& body,
   return std::optional<int64_t>();
 }
 
+bool ReplaysReasoning(const ApiRequest& req) {
+  bool answered = false;
+  for (const ChatMessage& m : req.messages) {
+    if (m.role != ChatRole::kAssistant) continue;
+    if (!m.reasoning.empty()) return true;
+    answered = true;
+  }
+  if (answered) return false;
+  return req.dialect != Dialect::kResponses || req.reasoning_summary;
+}
+
 Expected<std::string> ContentText(const Json& content, std::string_view where) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();

@@ -49,7 +49,7 @@ struct ApiRequest {
   std::vector<std::string> stop;
 };
 
-// The thinking controls of every dialect (spec §3.5): `thinking` (bool or {"type":…}),
+// The thinking controls of every dialect (docs/SERVER.md §5.5): `thinking` (bool or {"type":…}),
 // `think` (bool), `reasoning_effort` / `output_config.effort` / Responses
 // `reasoning.effort` (passed in `effort`), and the deepseek-chat / deepseek-reasoner model
 // aliases. Default: thinking on.
@@ -75,6 +75,13 @@ Status ParseTools(const Json& body, std::vector<Json>* out);
 // The first of `keys` present, as a token count in [1, 2^31).
 Expected<std::optional<int64_t>> ParseMaxTokens(const Json& body,
                                                 std::initializer_list<std::string_view> keys);
+
+// Whether this client sends the reasoning of its earlier assistant turns back (Responses
+// reasoning items, Anthropic thinking blocks, chat reasoning_content), read from the
+// request: with assistant turns in the history, whether any carries reasoning; on a first
+// turn, whether the client is shown the reasoning at all (on Responses only when
+// reasoning.summary asked for reasoning items). Picks the key a session is saved under.
+bool ReplaysReasoning(const ApiRequest& req);
 
 // Text of an OpenAI-style content value: a string, null, or an array whose string items
 // and objects' "text" fields are concatenated (other parts, e.g. images, are skipped).

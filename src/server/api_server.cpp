@@ -167,7 +167,7 @@ bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
   g.max_tokens =
       int(std::min<int64_t>(a.max_tokens.value_or(options_.default_max_tokens), INT32_MAX));
   g.stop = a.stop;
-  g.replays_reasoning = dialect != Dialect::kResponses;  // Codex drops reasoning items
+  g.replays_reasoning = ReplaysReasoning(a);
   g.sampling = a.sampling;
   if (!a.seeded) g.sampling.seed = RandomSeed();
   return true;

@@ -1,4 +1,4 @@
-// ApiServer: the endpoints (spec §3.3) and the request pipeline every generation endpoint
+// ApiServer: the endpoints (docs/SERVER.md §5.3) and the request pipeline every generation endpoint
 // shares — parse the dialect, resolve exact-DSML replay, render, tokenize, check the
 // context, queue for the engine worker, then answer with one body or an SSE stream
 // (keepalive comments on a timer while nothing else is sent; a vanished client cancels the

@@ -64,7 +64,7 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (see HttpServer::port)
+  int port = 8000;                           // 0: any free port (see HttpServer::port)
   size_t max_body_bytes = size_t(64) << 20;  // after Content-Encoding is undone
   // Connections open at once, each on its own thread (streams, queued requests, idle
   // keep-alive ones); at the cap the one waiting longest on its client is dropped for a

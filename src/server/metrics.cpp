@@ -48,15 +48,18 @@ std::string PrometheusText(const EngineStats& s,
                            const std::map<std::pair<std::string, int>, uint64_t>& http) {
   std::string out;
   Family(&out, "flashkv_prompt_tokens_total", "counter",
-         "Prompt tokens by where they came from: reused from a live session, restored from disk, "
-         "or prefilled.")
+         "Prompt tokens by where they came from: reused from a live session, restored from RAM "
+         "or disk, or prefilled.")
       .Add("source=\"live\"", s.prompt_tokens_live)
+      .Add("source=\"ram\"", s.prompt_tokens_ram)
       .Add("source=\"disk\"", s.prompt_tokens_disk)
       .Add("source=\"prefill\"", s.prompt_tokens_prefill);
   Family(&out, "flashkv_cache_lookups_total", "counter",
          "Resume lookups per cache tier and result.")
       .Add("tier=\"live\",result=\"hit\"", s.live_hits)
       .Add("tier=\"live\",result=\"miss\"", s.live_misses)
+      .Add("tier=\"ram\",result=\"hit\"", s.ram_hits)
+      .Add("tier=\"ram\",result=\"miss\"", s.ram_misses)
       .Add("tier=\"disk\",result=\"hit\"", s.disk_hits)
       .Add("tier=\"disk\",result=\"miss\"", s.disk_misses);
   Family(&out, "flashkv_live_evictions_total", "counter",
@@ -78,8 +81,13 @@ std::string PrometheusText(const EngineStats& s,
   Family(&out, "flashkv_decode_tokens_per_second", "gauge",
          "Decode throughput of the last request that generated.")
       .Add(s.last_decode_tps);
-  Family(&out, "flashkv_restore_seconds_total", "counter", "Time spent restoring disk snapshots.")
+  Family(&out, "flashkv_restore_seconds_total", "counter",
+         "Time spent restoring RAM and disk snapshots.")
       .Add(s.restore_seconds);
+  Family(&out, "flashkv_restore_bytes_total", "counter",
+         "Bytes restored into live sessions, by the tier they came from.")
+      .Add("tier=\"ram\"", s.restore_bytes_ram)
+      .Add("tier=\"disk\"", s.restore_bytes_disk);
 
   Family(&out, "flashkv_requests_total", "counter", "Generation requests by outcome.")
       .Add("outcome=\"ok\"", s.requests_ok)
@@ -89,6 +97,26 @@ std::string PrometheusText(const EngineStats& s,
       .Add(s.queue_depth);
   Family(&out, "flashkv_active_requests", "gauge", "Requests the worker is running (0 or 1).")
       .Add(s.active_requests);
+
+  if (s.ram_enabled) {
+    const RamCacheStats& r = s.ram;
+    Family(&out, "flashkv_ram_bytes", "gauge", "Bytes held by the RAM KV tier.").Add(r.used_bytes);
+    Family(&out, "flashkv_ram_budget_bytes", "gauge",
+           "The RAM KV tier's budget (--kv-ram-space-mb).")
+        .Add(r.budget_bytes);
+    Family(&out, "flashkv_ram_entries", "gauge", "Snapshots in the RAM KV tier.").Add(r.entries);
+    Family(&out, "flashkv_ram_puts_total", "counter",
+           "Snapshots offered to the RAM tier by result.")
+        .Add("result=\"ok\"", r.puts)
+        .Add("result=\"skipped\"", r.put_skipped);
+    Family(&out, "flashkv_ram_evictions_total", "counter",
+           "Snapshots dropped from the RAM tier to stay within its budget.")
+        .Add(r.evictions);
+    Family(&out, "flashkv_ram_transfer_bytes_total", "counter",
+           "Bytes copied between live states and the RAM tier, by direction.")
+        .Add("direction=\"in\"", r.bytes_in)
+        .Add("direction=\"out\"", r.bytes_out);
+  }
 
   if (s.disk_enabled) {
     const DiskCacheStats& d = s.disk;

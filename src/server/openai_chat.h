@@ -1,4 +1,4 @@
-// The OpenAI Chat Completions and legacy Completions dialects (spec §3.4, §3.6, §3.7):
+// The OpenAI Chat Completions and legacy Completions dialects (docs/SERVER.md §5.4, §5.6, §5.7):
 // request parsing into ApiRequest, the chat.completion / text_completion bodies, and their
 // SSE chunk streams (reasoning_content, content, tool calls streamed as recognised,
 // optional usage chunk, [DONE]). Must not: render prompts or talk to the engine.

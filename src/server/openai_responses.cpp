@@ -51,7 +51,7 @@ std::string ValueText(const Json& v) {
   return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
-// The hosted tool calls Codex may replay (spec §3.4) and the tool name each is rendered
+// The hosted tool calls Codex may replay (docs/SERVER.md §5.4) and the tool name each is rendered
 // as; nullptr for other types.
 const char* HostedCallName(const std::string& type) {
   if (type == "local_shell_call") return "local_shell";
@@ -129,6 +129,15 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
   if (!input.is_array() || input.empty())
     return InvalidArgument("'input' must be a string or a non-empty array");
   std::string pending_reasoning;  // a reasoning item belongs to the next assistant turn
+  // A reasoning item that no message or call of its turn follows (a reply cut inside its
+  // thinking returns only that item, and Codex replays it) is an assistant turn itself.
+  auto reasoning_turn = [&] {
+    if (pending_reasoning.empty()) return;
+    ChatMessage m;
+    m.role = ChatRole::kAssistant;
+    m.reasoning = std::exchange(pending_reasoning, {});
+    req->messages.push_back(std::move(m));
+  };
   for (size_t i = 0; i < input.size(); ++i) {
     const Json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
@@ -136,9 +145,13 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       return InvalidArgument("'{}' must be an object, not {}", where, JsonTypeName(item));
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type_opt, OptString(item, "type"));
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> status, OptString(item, "status"));
-    if (status && *status != "completed") {
-      return InvalidArgument("'{}.status' \"{}\" is not supported (only completed items)", where,
-                             *status);
+    // Clients replay the items a response returned as they got them, and a reply cut by
+    // max_output_tokens comes back "incomplete" (Codex resumes such sessions); its text is
+    // what the model wrote, so it renders like any other turn.
+    if (status && *status != "completed" && *status != "incomplete") {
+      return InvalidArgument(
+          "'{}.status' \"{}\" is not supported (only completed or incomplete items)", where,
+          *status);
     }
     const std::string type = type_opt.value_or("message");
     const bool is_call =
@@ -157,6 +170,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       } else {
         return InvalidArgument("'{}.role' \"{}\" is not supported", where, r);
       }
+      if (m.role != ChatRole::kAssistant) reasoning_turn();
       auto c = item.find("content");
       if (c != item.end()) {
         FLASHKV_ASSIGN_OR_RETURN(m.content, ItemText(*c, where + ".content"));
@@ -178,6 +192,7 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       req->messages.back().tool_calls.push_back(std::move(call));
     } else if (type == "function_call_output" || type == "custom_tool_call_output" ||
                IsHostedOutput(type)) {
+      reasoning_turn();
       ChatMessage m;
       m.role = ChatRole::kTool;
       FLASHKV_ASSIGN_OR_RETURN(m.tool_call_id, CallIdOf(item));
@@ -204,12 +219,13 @@ Status ParseInput(const Json& input, ApiRequest* req, ResponsesTools* loaded) {
       return InvalidArgument("'{}.type' \"{}\" is not supported", where, type);
     }
   }
+  reasoning_turn();
   return Status::Ok();
 }
 
 // Every tool output must answer a call earlier in the input: this server keeps no
 // Responses state between requests, so a call only the server would remember cannot be
-// rendered (spec §3.4).
+// rendered (docs/SERVER.md §5.4).
 Status CheckToolOutputsHaveCalls(const std::vector<ChatMessage>& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -270,7 +286,7 @@ Json MessageItem(const std::string& id, const std::string& text, const char* sta
 }
 
 // A call as an output item: the wire name and namespace restored for flattened tools,
-// tool_search calls as tool_search_call items with object arguments (spec §3.6).
+// tool_search calls as tool_search_call items with object arguments (docs/SERVER.md §5.6).
 // `with_arguments` false: the in_progress shape ("" or {} arguments).
 Json CallItem(const ResponseContext& ctx, const std::string& id, const std::string& call_id,
               const ParsedToolCall& c, const char* status, bool with_arguments = true) {
@@ -320,8 +336,9 @@ Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, Outpu
   Json& out = resp["output"];
   if (ctx.reasoning_summary && !reasoning.empty())
     out.push_back(ReasoningItem(ids->reasoning, reasoning, ReasoningStatus(*r)));
-  if (!content.empty() || r->parsed.tool_calls.empty())
-    out.push_back(MessageItem(ids->message, content, status));
+  // No message item for a reply without text (stopped inside its thinking, or only
+  // calls): Codex would replay an empty output_text message.
+  if (!content.empty()) out.push_back(MessageItem(ids->message, content, status));
   while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
   for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
     out.push_back(
@@ -382,7 +399,6 @@ class ResponsesStream : public StreamEncoder {
   std::string Finish(const GenerationResult& r) override {
     const char* status = StatusOf(r.finish);
     std::string out = CloseReasoning(ReasoningStatus(r));
-    if (message_index_ < 0 && r.parsed.tool_calls.empty()) OpenMessage(&out);
     if (message_index_ >= 0) {
       out += Event("response.output_text.done", {{"item_id", ids_.message},
                                                  {"output_index", message_index_},
@@ -528,7 +544,7 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
     req.reasoning_summary = summary == "auto" || summary == "concise" || summary == "detailed";
   }
   FLASHKV_ASSIGN_OR_RETURN(req.thinking, ParseThinking(body, effort, req.model));
-  // top_k, min_p, seed and stop are not Responses fields; they are ignored (spec §3.4).
+  // top_k, min_p, seed and stop are not Responses fields; they are ignored (docs/SERVER.md §5.4).
   FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p"}), &req));
   FLASHKV_ASSIGN_OR_RETURN(req.max_tokens,
                            ParseMaxTokens(body, {"max_output_tokens", "max_tokens"}));

@@ -1,8 +1,8 @@
-// Tool definitions of the OpenAI Responses dialect (spec §3.4, §4.4, §3.6): the `tools`
-// array (and the `tools` a tool_search_output item loads) → one prompt schema per tool,
-// with `namespace` groups flattened to "<namespace><name>" and the hosted `tool_search`
-// tool given a function schema; plus the reverse map that restores the wire name,
-// namespace and item type on the calls the model makes. Must not: parse input items or
+// Tool definitions of the OpenAI Responses dialect (docs/SERVER.md §5.4, §5.6; the tools block:
+// docs/TOKENIZER.md "Tools block"): the `tools` array (and the `tools` a tool_search_output item
+// loads) → one prompt schema per tool, with `namespace` groups flattened to "<namespace><name>" and
+// the hosted `tool_search` tool given a function schema; plus the reverse map that restores the
+// wire name, namespace and item type on the calls the model makes. Must not: parse input items or
 // build response objects (openai_responses.cpp does).
 #pragma once
 

@@ -10,19 +10,17 @@ Json OpenAiUsage(const GenerationResult& r) {
   return Json{{"prompt_tokens", prompt},
               {"completion_tokens", r.completion_tokens},
               {"total_tokens", prompt + r.completion_tokens},
-              {"prompt_tokens_details",
-               {{"cached_tokens", cached}, {"cache_write_tokens", prompt - cached}}},
-              {"completion_tokens_details", {{"reasoning_tokens", 0}}}};
+              {"prompt_tokens_details", {{"cached_tokens", cached}}},
+              {"completion_tokens_details", {{"reasoning_tokens", r.reasoning_tokens}}}};
 }
 
 Json ResponsesUsage(const GenerationResult& r) {
   const int64_t prompt = r.cache.prompt_tokens;
   const int64_t cached = r.cache.cached_tokens;
   return Json{{"input_tokens", prompt},
-              {"input_tokens_details",
-               {{"cached_tokens", cached}, {"cache_write_tokens", prompt - cached}}},
+              {"input_tokens_details", {{"cached_tokens", cached}}},
               {"output_tokens", r.completion_tokens},
-              {"output_tokens_details", {{"reasoning_tokens", 0}}},
+              {"output_tokens_details", {{"reasoning_tokens", r.reasoning_tokens}}},
               {"total_tokens", prompt + r.completion_tokens}};
 }
 
@@ -40,6 +38,7 @@ std::string CacheHeaderValue(const CacheInfo& cache) {
       fmt::format("{}; reused={}; prompt={}; restore_ms={:.1f}", CacheSourceName(cache.source),
                   cache.cached_tokens, cache.prompt_tokens, cache.restore_ms);
   if (!cache.detail.empty()) v += "; match=" + cache.detail;
+  if (cache.restore_bytes > 0) v += fmt::format("; bytes={}", cache.restore_bytes);
   return v;
 }
 

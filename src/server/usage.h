@@ -1,7 +1,9 @@
-// Usage accounting in each API's shape (spec §3.8), including prompt-cache reporting —
+// Usage accounting in each API's shape (docs/SERVER.md §5.8), including prompt-cache reporting —
 // OpenAI prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens /
-// cache_creation_input_tokens — and the x-flashkv-cache header that tells a user why a
-// turn was fast or slow. Must not: count tokens itself (the engine's result does).
+// cache_creation_input_tokens — and reasoning tokens, only in the fields each API defines
+// (Pi read a non-standard cache_write_tokens as another provider's and under-reported cache
+// reads), and the x-flashkv-cache header that tells a user why a turn was fast or slow.
+// Must not: count tokens itself (the engine's result does).
 #pragma once
 
 #include <string>

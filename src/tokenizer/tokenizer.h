@@ -42,9 +42,10 @@ class Tokenizer {
   // allow_specials every added token's text is recognised, as HF `tokenizers` does.
   std::vector<int32_t> Encode(std::string_view text, bool allow_specials) const;
 
-  // A rendered DS4 prompt (spec §4.1): only the seven chat markers (BOS, EOS, <｜User｜>,
-  // <｜Assistant｜>, <think>, </think>, ｜DSML｜) become special ids; V3 leftovers such as
-  // "<｜tool▁calls▁begin｜>" inside user text stay ordinary text, as in ds4.
+  // A rendered DS4 prompt (docs/TOKENIZER.md "Encoding pipeline"): only the seven chat
+  // markers (BOS, EOS, <｜User｜>, <｜Assistant｜>, <think>, </think>, ｜DSML｜) become
+  // special ids; V3 leftovers such as "<｜tool▁calls▁begin｜>" inside user text stay
+  // ordinary text, as in ds4.
   std::vector<int32_t> EncodeChatPrompt(std::string_view text) const;
 
   // The exact bytes of the ids concatenated (not necessarily valid UTF-8 when a character

@@ -1,6 +1,6 @@
 #include "util/memory_budget.h"
 
-#include <unistd.h>
+#include "util/host_memory.h"
 
 namespace flashkv {
 
@@ -17,18 +17,11 @@ ByteCount& ByteCount::Add(uint64_t a, uint64_t b, uint64_t c) {
   return *this;
 }
 
-uint64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return uint64_t(pages) * uint64_t(page);
-}
-
 Status CheckFitsInMemory(std::string_view what, const ByteCount& size, uint64_t limit_bytes) {
   if (size.overflowed()) {
     return ResourceExhausted("{} needs more than 2^64 bytes", what);
   }
-  const uint64_t limit = limit_bytes != 0 ? limit_bytes : PhysicalMemoryBytes();
+  const uint64_t limit = limit_bytes != 0 ? limit_bytes : PhysicalHostMemory();
   if (limit == 0 || size.bytes() <= limit) return Status::Ok();
   return ResourceExhausted("{} needs {} MiB, more than the {} MiB of memory this machine has", what,
                            (size.bytes() + (1 << 20) - 1) >> 20, limit >> 20);

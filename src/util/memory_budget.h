@@ -25,11 +25,8 @@ class ByteCount {
   bool overflowed_ = false;
 };
 
-// Physical memory of this machine (sysconf), 0 when unknown.
-uint64_t PhysicalMemoryBytes();
-
 // ResourceExhausted "`what` needs N MiB, more than the M MiB of memory this machine has"
-// (or "... needs more than 2^64 bytes"), using `limit_bytes` (physical memory when 0).
+// (or "... needs more than 2^64 bytes"), using `limit_bytes` (PhysicalHostMemory() when 0).
 Status CheckFitsInMemory(std::string_view what, const ByteCount& size, uint64_t limit_bytes = 0);
 
 }  // namespace flashkv

@@ -166,7 +166,7 @@ TEST(OutputParserTest, NoStopWhenToolsInactive) {
   ParsedOutput r;
   RunParser("x" + kBlock, {}, false, false, &r, &stop);
   EXPECT_FALSE(stop);
-  EXPECT_EQ(r.tool_calls.size(), 2u);  // parsing still runs (spec §4.6 quirk)
+  EXPECT_EQ(r.tool_calls.size(), 2u);  // parsing still runs (docs/TOKENIZER.md "Output parsing")
 }
 
 TEST(OutputParserTest, RoundTripsCanonicalRendering) {

@@ -61,9 +61,30 @@ TEST(PromptRendererTest, FirstTurnInEachThinkingMode) {
 }
 
 TEST(PromptRendererTest, SystemAndDeveloperTextsJoinWithBlankLine) {
-  std::vector<ChatMessage> msgs = {System("A"), User("u"), System("B")};
+  std::vector<ChatMessage> msgs = {System("A"), System("B"), User("u")};
   EXPECT_EQ(RenderPrompt(msgs, Mode(ThinkingMode::kNone)),
             kBos + "A\n\nB<｜User｜>u<｜Assistant｜></think>");
+}
+
+// DeepSeek's V4 encoding renders a system message as its bare text where it stands; the
+// user turn before it still gets the assistant marker. Appending one never changes the
+// text before it, so a cached prompt stays a prefix.
+TEST(PromptRendererTest, LaterSystemMessagesStayInPlace) {
+  std::vector<ChatMessage> msgs = {System("A"), User("u"), System("B")};
+  const std::string first = RenderPrompt(msgs, Mode(ThinkingMode::kHigh));
+  EXPECT_EQ(first, kBos + "A<｜User｜>uB<｜Assistant｜><think>");
+  msgs.push_back(Assistant("a", "r"));
+  msgs.push_back(System("C"));
+  msgs.push_back(Tool("t1"));
+  msgs.push_back(System("D"));
+  msgs.push_back(Tool("t2"));
+  const std::string later = RenderPrompt(msgs, Mode(ThinkingMode::kNone));
+  EXPECT_EQ(later,
+            kBos + "A<｜User｜>uB<｜Assistant｜></think>a" + kEos +
+                "C<｜User｜><tool_result>t1</tool_result>D<｜User｜><tool_result>t2</tool_result>"
+                "<｜Assistant｜></think>");
+  const std::string prefix = kBos + "A<｜User｜>uB<｜Assistant｜></think>";
+  EXPECT_EQ(later.substr(0, prefix.size()), prefix);
 }
 
 TEST(PromptRendererTest, OldReasoningDroppedWithoutToolContext) {

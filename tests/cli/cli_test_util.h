@@ -13,7 +13,7 @@
 namespace flashkv::testing {
 
 inline std::string Ds4TinyPath() {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+  return std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 }
 
 // Parses `args` (without the program name) with `app`; false and a message on error.

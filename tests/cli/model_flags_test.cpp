@@ -26,12 +26,13 @@ TEST(ModelFlagsTest, FlagsFillTheStruct) {
   EXPECT_EQ(f.numerics, "hf");
   EXPECT_EQ(f.act_quant, "off");
 
-  // A command that offers only the model flags (serve) refuses the numerics ones.
-  CLI::App serve;
+  // A command that offers only the model flags refuses the numerics ones; the backend
+  // defaults to auto (CUDA when a GPU answers, else the CPU).
+  CLI::App bare;
   ModelFlags g;
-  AddModelFlags(&serve, &g);
-  EXPECT_FALSE(testing::Parse(serve, {"--numerics", "hf"}, &error));
-  EXPECT_EQ(g.backend, "cpu");
+  AddModelFlags(&bare, &g);
+  EXPECT_FALSE(testing::Parse(bare, {"--numerics", "hf"}, &error));
+  EXPECT_EQ(g.backend, "auto");
   EXPECT_TRUE(g.model.empty());
 }
 

@@ -1,6 +1,7 @@
 // The resume cascade across tiers: a restart (SIGTERM, start again) turns the live session
 // into a disk hit; several sessions live side by side; an evicted session comes back from
-// disk; /metrics counts prompt tokens by source and lookups per tier.
+// RAM, or from disk without a RAM tier, with the same greedy answer from every tier;
+// /metrics counts prompt tokens by source and lookups per tier.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
@@ -90,18 +91,77 @@ test('a third unrelated session does not destroy the first one\'s reuse', async 
   assert.equal(await server.stop(), 0);
 });
 
-test('with one live slot an evicted session comes back from disk', async () => {
-  const server = await startServer(['--ctx', '4096', '--kv-live-sessions', '1', '--kv-disk-dir', tempDir('kv-evict'),
-    '--kv-cache-min-tokens', '64'], 'evict');
+// One conversation: a first turn, an unrelated request (which evicts it when the server
+// keeps one live session), then the second turn. Returns the second turn's reply and
+// cache header.
+async function secondTurn(server, { evict }) {
   const client = openai(server);
   const a = [{ role: 'system', content: longSystem(20) }, { role: 'user', content: 'First conversation.' }];
   const ra = await client.chat.completions.create(chat(a));
-  await client.chat.completions.create(chat([{ role: 'user', content: 'An unrelated question about trains and their many timetables.' }]));
+  if (evict) {
+    await client.chat.completions.create(chat([{ role: 'user', content: 'An unrelated question about trains and their many timetables.' }]));
+  }
   a.push(ra.choices[0].message, { role: 'user', content: 'Continue.' });
   const { data, response } = await client.chat.completions.create(chat(a)).withResponse();
-  assert.match(response.headers.get('x-flashkv-cache'), /^disk; /);
-  assert.equal(data.usage.prompt_tokens_details.cached_tokens, ra.usage.prompt_tokens + 7);
+  return { first: ra, data, header: response.headers.get('x-flashkv-cache'), messages: a };
+}
+
+test('with one live slot an evicted session comes back from disk', async () => {
+  const server = await startServer(['--ctx', '4096', '--kv-live-sessions', '1', '--kv-ram-space-mb', '0',
+    '--kv-disk-dir', tempDir('kv-evict'), '--kv-cache-min-tokens', '64'], 'evict');
+  const { first, data, header } = await secondTurn(server, { evict: true });
+  assert.match(header, /^disk; reused=\d+; prompt=\d+; restore_ms=[0-9.]+; match=disk-(text|token); bytes=\d+$/);
+  assert.equal(data.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens + 7);
   assert.equal(await metric(server.url, 'flashkv_live_evictions_total'), 2);
   assert.ok((await metric(server.url, 'flashkv_disk_saves_total', 'result="ok"')) >= 1);
+  assert.ok((await metric(server.url, 'flashkv_restore_bytes_total', 'tier="disk"')) > 0);
   assert.equal(await server.stop(), 0);
+});
+
+test('with one live slot an evicted session comes back from RAM, without touching the disk', async () => {
+  const server = await startServer(['--ctx', '4096', '--kv-live-sessions', '1', '--kv-ram-space-mb', '256',
+    '--kv-cache-min-tokens', '64'], 'evict-ram');
+  const { first, data, header } = await secondTurn(server, { evict: true });
+  assert.match(header, /^ram; reused=\d+; prompt=\d+; restore_ms=[0-9.]+; match=ram-(text|token); bytes=(\d+)$/);
+  const bytes = Number(header.match(/bytes=(\d+)/)[1]);
+  assert.equal(data.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens + 7);
+  assert.equal(await metric(server.url, 'flashkv_cache_lookups_total', 'tier="ram",result="hit"'), 1);
+  assert.equal(await metric(server.url, 'flashkv_prompt_tokens_total', 'source="ram"'),
+    data.usage.prompt_tokens_details.cached_tokens);
+  assert.equal(await metric(server.url, 'flashkv_restore_bytes_total', 'tier="ram"'), bytes);
+  assert.ok((await metric(server.url, 'flashkv_ram_transfer_bytes_total', 'direction="out"')) >= bytes);
+  assert.ok((await metric(server.url, 'flashkv_ram_entries')) >= 1);
+  assert.ok((await metric(server.url, 'flashkv_ram_bytes')) <= 256 * 1024 * 1024);
+  assert.equal(await server.stop(), 0);
+});
+
+test('the greedy second turn is byte-identical from the live, RAM and disk tiers and cold', async () => {
+  const runs = [
+    { name: 'tier-live', args: ['--kv-live-sessions', '2'], evict: false, tier: /^live; / },
+    { name: 'tier-ram', args: ['--kv-live-sessions', '1', '--kv-ram-space-mb', '256', '--kv-cache-min-tokens', '64'],
+      evict: true, tier: /^ram; / },
+    { name: 'tier-disk', args: ['--kv-live-sessions', '1', '--kv-ram-space-mb', '0', '--kv-disk-dir', tempDir('kv-identical'),
+      '--kv-cache-min-tokens', '64'], evict: true, tier: /^disk; / },
+  ];
+  const replies = [];
+  let messages;
+  for (const run of runs) {
+    const server = await startServer(['--ctx', '4096', ...run.args], run.name);
+    try {
+      const turn = await secondTurn(server, { evict: run.evict });
+      assert.match(turn.header, run.tier, run.name);
+      replies.push(turn.data.choices[0].message.content);
+      messages = turn.messages;
+    } finally {
+      assert.equal(await server.stop(), 0);
+    }
+  }
+  // The same second-turn prompt prefilled from token 0 on a server with no snapshots.
+  const cold = await startServer(['--ctx', '4096', '--kv-ram-space-mb', '0'], 'tier-cold');
+  const { data, response } = await openai(cold).chat.completions.create(chat(messages)).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^none; /);
+  replies.push(data.choices[0].message.content);
+  assert.equal(await cold.stop(), 0);
+  assert.ok(replies[0].length > 0);
+  for (const r of replies) assert.equal(r, replies[0]);
 });

@@ -1,7 +1,7 @@
-// The Responses API's tool shapes through the official `openai` client (spec §3.4):
+// The Responses API's tool shapes through the official `openai` client (docs/SERVER.md §5.4):
 // namespace tool groups, the hosted tool_search tool and replayed hosted items render the
 // same prompt as their plain-function equivalents (equal input_tokens), and what cannot be
-// served is refused with the spec's messages. The tiny model's output is random, so the
+// served is refused as docs/SERVER.md §5.4 says. The tiny model's output is random, so the
 // output side (names and namespaces restored) is covered by tests/server unit tests.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

@@ -46,7 +46,8 @@ std::string Convert(const TempDir& dir, const std::string& hf_dir, Ds4WeightSche
 }
 
 // The fixture's checkpoint name for each per-layer GGUF tensor (this test's own copy of the
-// spec §8.3 table, so the converter's map is checked against an independent statement).
+// docs/DS4_MODEL.md §8.3 table, so the converter's map is checked against an independent
+// statement).
 const std::map<std::string, std::string> kLayerNames = {
     {"hc_attn_fn.weight", "hc_attn_fn"},
     {"hc_attn_scale.weight", "hc_attn_scale"},

@@ -79,7 +79,7 @@ class SafetensorsBuilder {
 };
 
 inline std::string HfTinyDir() {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/hf-tiny-a";
+  return std::string(FLASHKV_FIXTURES_DIR) + "/hf-tiny-a";
 }
 
 // A fresh empty directory under the system temp dir, removed by the destructor.

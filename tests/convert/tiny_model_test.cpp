@@ -94,8 +94,7 @@ TEST(TinyModelTest, HasDs4LayoutTypesAndKeys) {
   EXPECT_EQ(g->GetStringArray("tokenizer.ggml.tokens")->size(), 1024u);
 
   // Every key of the ds4-tiny fixture, with the same type.
-  auto fixture =
-      GgufFile::Open(std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf");
+  auto fixture = GgufFile::Open(std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf");
   ASSERT_TRUE(fixture.ok());
   EXPECT_EQ(g->keys(), fixture->keys());
   for (const std::string& k : fixture->keys()) EXPECT_EQ(*g->TypeOf(k), *fixture->TypeOf(k)) << k;

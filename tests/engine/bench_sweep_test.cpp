@@ -18,7 +18,7 @@ namespace flashkv {
 namespace {
 
 std::string Ds4TinyPath() {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+  return std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 }
 
 BenchOptions Sweep(int start, int max, int incr, double mul = 0, int gen = 4) {
@@ -92,8 +92,8 @@ TEST(LiveKvBytes, FlashkvTinyByHand) {
   // = 6912. 36864 + 2·15360 + 2·6912 = 81408 floats.
   EXPECT_EQ(LiveKvBytes(s, 64), 81408u * 4);
   // Past the window only compressed rows grow: per token 2·(192+128)/4 + 2·192/16 = 184
-  // floats = 736 bytes (the spec's 3440 floats/token at Flash, at this shape), exact over
-  // whole 16-token periods.
+  // floats = 736 bytes (docs/DS4_MODEL.md §7: 3440 floats/token at Flash, at this shape), exact
+  // over whole 16-token periods.
   EXPECT_EQ(LiveKvBytes(s, 512) - LiveKvBytes(s, 64), 736u * (512 - 64));
   EXPECT_EQ(LiveKvBytes(s, 4096 + 16) - LiveKvBytes(s, 4096), 736u * 16);
   // Inside a period rows appear in steps: 4 tokens close one ratio-4 row per CSA layer.

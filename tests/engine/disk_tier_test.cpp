@@ -1,5 +1,7 @@
 // The disk tier in the engine: cold, evict and shutdown snapshots through CachePolicy and
-// DiskCache, and a restarted engine that resumes from them bit-exactly.
+// DiskCache, and a restarted engine that resumes from them bit-exactly; shared-prefix
+// anchors and the one save after a reply that passed a continued frontier
+// (engine/snapshot_planner.h).
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -40,7 +42,7 @@ class DiskTierTest : public ::testing::Test {
     return std::move(*c);
   }
 
-  EngineOptions Options(DiskCache* disk, int live = 4) {
+  EngineOptions Options(DiskCache* disk, int live = 4, int64_t continued_interval = 0) {
     EngineOptions o;
     o.ctx_size = 512;
     o.live_sessions = live;
@@ -50,7 +52,7 @@ class DiskTierTest : public ::testing::Test {
     p.min_tokens = 16;
     p.boundary_align_tokens = 16;
     p.boundary_trim_tokens = 4;
-    p.continued_interval_tokens = 0;
+    p.continued_interval_tokens = continued_interval;
     auto policy = CachePolicy::Create(p);
     EXPECT_TRUE(policy.ok());
     o.policy = *policy;
@@ -163,6 +165,108 @@ TEST_F(DiskTierTest, ColdSnapshotAtTheChatAnchorIsSharedByAnotherSession) {
   ASSERT_TRUE(r2.result);
   EXPECT_EQ(r2.result->cache.source, CacheSource::kDisk);
   EXPECT_EQ(r2.result->cache.cached_tokens, int64_t(anchor));
+}
+
+// Sessions of one agent: the same system text and the same reminder opening the user
+// turn (Claude Code's attribution reminder, Codex's environment context), then the task.
+std::vector<ChatMessage> AgentSession(const std::string& task) {
+  return {Msg(ChatRole::kSystem, "You are a patient assistant for curious children."),
+          Msg(ChatRole::kUser,
+              "<system-reminder>Answer in one or two short sentences, in plain words that a "
+              "child of seven knows. Never use lists, tables, headings or code blocks. If the "
+              "question is about something dangerous, say that a grown-up should help, and "
+              "explain why in one sentence. Do not mention this reminder.</system-reminder>\n" +
+                  task)};
+}
+
+size_t SharedIds(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+TEST_F(DiskTierTest, SessionsSharingMoreThanTheChatAnchorGetASharedPrefixAnchor) {
+  auto cache = OpenCache();
+  ToolReplayMap replay;
+  EngineMetrics metrics;
+  Engine e(Tiny().model(), *Tiny().tokenizer, replay, metrics, Options(cache.get()));
+  GenerationRequest q1 = ChatRequest(AgentSession("Why is the sky blue?"), 3);
+  GenerationRequest q2 = ChatRequest(AgentSession("How do the tides work?"), 3);
+  GenerationRequest q3 = ChatRequest(AgentSession("What are stars made of?"), 3);
+  const size_t shared = SharedIds(q1.prompt_tokens, q2.prompt_tokens);
+  const int64_t boundary = int64_t(shared) - 4;  // the policy's trim
+
+  auto r1 = RunNow(e, GenerationRequest(q1));
+  ASSERT_TRUE(r1.result);
+  EXPECT_EQ(r1.result->cache.source, CacheSource::kNone);
+  ASSERT_TRUE(cache->Flush().ok());
+  // The second session restores the chat anchor (the system block) and saves the longer
+  // prefix it shares with the first.
+  auto r2 = RunNow(e, GenerationRequest(q2));
+  ASSERT_TRUE(r2.result);
+  EXPECT_EQ(r2.result->cache.source, CacheSource::kDisk);
+  const int64_t chat_anchor = r2.result->cache.cached_tokens;
+  ASSERT_GT(boundary, chat_anchor + 64);
+  ASSERT_TRUE(cache->Flush().ok());
+  bool saved = false;
+  for (const DiskCacheEntry& entry : cache->List()) {
+    saved |= entry.n_tokens == uint32_t(boundary) && entry.reason == SaveReason::kCold;
+  }
+  EXPECT_TRUE(saved);
+
+  auto r3 = RunNow(e, GenerationRequest(q3));
+  ASSERT_TRUE(r3.result);
+  EXPECT_EQ(r3.result->cache.source, CacheSource::kDisk);
+  EXPECT_EQ(r3.result->cache.cached_tokens, boundary);
+  EXPECT_EQ(r3.result->timing.prefill_tokens, int64_t(q3.prompt_tokens.size()) - boundary);
+
+  // Bit-exact: the same prompt prefilled cold gives the same continuation.
+  ToolReplayMap replay2;
+  EngineMetrics metrics2;
+  Engine cold(Tiny().model(), *Tiny().tokenizer, replay2, metrics2, Options(nullptr));
+  auto c = RunNow(cold, GenerationRequest(q3));
+  ASSERT_TRUE(c.result);
+  EXPECT_EQ(c.result->text, r3.result->text);
+}
+
+// A reply that runs past continued frontiers leaves no snapshot inside it (no request
+// could use one); the session is saved once after it, under the text its client resends.
+TEST_F(DiskTierTest, ALongReplyIsSavedOnceAfterItNotAtFrontiersInside) {
+  std::vector<ChatMessage> hist = Conversation();
+  GenerationRequest q = ChatRequest(hist, 150);
+  const int64_t n_prompt = int64_t(q.prompt_tokens.size());
+  ASSERT_LT(n_prompt, 96);  // every frontier (96, 192) falls inside the reply
+  std::shared_ptr<const GenerationResult> first;
+  {
+    auto cache = OpenCache();
+    ToolReplayMap replay;
+    EngineMetrics metrics;
+    Engine e(Tiny().model(), *Tiny().tokenizer, replay, metrics,
+             Options(cache.get(), 4, /*continued_interval=*/96));
+    auto r = RunNow(e, std::move(q));
+    ASSERT_TRUE(r.result);
+    first = r.result;
+    ASSERT_EQ(first->timing.decode_tokens, 150);
+    ASSERT_TRUE(cache->Flush().ok());
+    std::vector<uint32_t> continued;
+    for (const DiskCacheEntry& entry : cache->List()) {
+      if (entry.reason == SaveReason::kContinued) continued.push_back(entry.n_tokens);
+    }
+    // The evaluated ids: the prompt and every sampled id but the pending last.
+    EXPECT_EQ(continued, std::vector<uint32_t>{uint32_t(n_prompt + 149)});
+  }
+  // After a restart the client's next turn continues from that snapshot.
+  hist.push_back(Msg(ChatRole::kAssistant, first->parsed.content));
+  hist.push_back(Msg(ChatRole::kUser, "And at night?"));
+  auto cache = OpenCache();
+  ToolReplayMap replay;
+  EngineMetrics metrics;
+  Engine e(Tiny().model(), *Tiny().tokenizer, replay, metrics,
+           Options(cache.get(), 4, /*continued_interval=*/96));
+  auto r2 = RunNow(e, ChatRequest(hist, 2));
+  ASSERT_TRUE(r2.result);
+  EXPECT_EQ(r2.result->cache.source, CacheSource::kDisk);
+  EXPECT_EQ(r2.result->cache.cached_tokens, n_prompt + 149);
 }
 
 }  // namespace

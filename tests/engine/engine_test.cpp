@@ -70,6 +70,7 @@ TEST(EngineTest, ColdRequestReportsNoReuseAndGeneratesMaxTokens) {
   // A random model practically never samples EOS within 7 tokens.
   EXPECT_EQ(out.result->finish, FinishReason::kLength);
   EXPECT_EQ(out.result->completion_tokens, 7);
+  EXPECT_EQ(out.result->reasoning_tokens, 0);  // a non-thinking prompt
   // Progress comes once per 16-token chunk.
   int prefill_events = 0;
   for (const auto& ev : out.events) prefill_events += ev.kind == GenerationEvent::Kind::kPrefill;
@@ -141,6 +142,7 @@ TEST(EngineTest, ThinkingTurnContinuesThroughItsVisibleKey) {
   ASSERT_TRUE(r1.result);
   // No </think> from a random model: everything is reasoning.
   EXPECT_FALSE(r1.result->parsed.reasoning.empty());
+  EXPECT_EQ(r1.result->reasoning_tokens, 5);
   ChatMessage reply = Msg(ChatRole::kAssistant, r1.result->parsed.content);
   hist.push_back(reply);  // the client drops the reasoning; the template would too
   hist.push_back(Msg(ChatRole::kUser, "Go on."));

@@ -77,7 +77,7 @@ TEST(RandomModelConfig, FlashAndTinyShapes) {
             (std::vector<int>{0, 0, 4, 128, 4}));
   EXPECT_TRUE(CheckOfficialNumericsSupported(flash).ok());
 
-  // Flash's spec figure (ds4-model.md §7): 3440 floats = 13,760 B of KV per token over
+  // Flash's figure (docs/DS4_MODEL.md §7): 3440 floats = 13,760 B of KV per token over
   // whole 128-token periods past the 128-row window.
   EXPECT_EQ(LiveKvBytes(ShapeOf(flash), 2048 + 128) - LiveKvBytes(ShapeOf(flash), 2048),
             128u * 13760u);

@@ -20,7 +20,7 @@
 namespace flashkv::testing {
 
 inline std::string TinyModelPath() {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+  return std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 }
 
 // One process-wide model (loading is the slow part); each test makes its own Engine.

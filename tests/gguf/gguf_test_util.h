@@ -10,7 +10,7 @@
 namespace flashkv::testing {
 
 inline std::string Ds4TinyPath() {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+  return std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 }
 
 // Appends raw GGUF primitives; no validation, so tests can build broken files.

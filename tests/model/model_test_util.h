@@ -16,7 +16,7 @@
 namespace flashkv::testing {
 
 inline std::string FixturePath(const std::string& rel) {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/" + rel;
+  return std::string(FLASHKV_FIXTURES_DIR) + "/" + rel;
 }
 inline std::string Ds4TinyPath() {
   return FixturePath("ds4-tiny/ds4-tiny.gguf");

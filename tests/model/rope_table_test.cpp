@@ -25,7 +25,7 @@ TEST(RopeTableTest, YarnMatchesHandValuesForHfTinyA) {
   EXPECT_FLOAT_EQ(f[3], float(1.0 / 8000.0 * (1.0 / 3.0 + 2.0 / 48.0)));
 }
 
-// Flash (n_rot 64): the ramp runs from pair 15 to pair 25 (spec §4.2).
+// Flash (n_rot 64): the ramp runs from pair 15 to pair 25 (docs/DS4_MODEL.md §4.2).
 TEST(RopeTableTest, YarnRampBoundsForFlash) {
   const RopeParams p = YarnRope(64, 160000.0f, 16.0f, 65536, 32.0f, 1.0f);
   EXPECT_EQ(p.corr_lo, 15.0f);

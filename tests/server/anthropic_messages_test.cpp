@@ -69,9 +69,13 @@ TEST(AnthropicTest, DropsClaudeCodesPerRequestHeaderAndInlinesToolResults) {
 TEST(AnthropicTest, BadRequestsAndThinkingControls) {
   EXPECT_FALSE(ParseAnthropicRequest(Json::parse(R"({"messages": []})")).ok());
   auto role =
-      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"system","content":"x"}]})"));
+      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"tool","content":"x"}]})"));
   ASSERT_FALSE(role.ok());
   EXPECT_NE(role.status().message().find("messages[0].role"), std::string::npos);
+  auto only_system =
+      ParseAnthropicRequest(Json::parse(R"({"messages": [{"role":"system","content":"x"}]})"));
+  ASSERT_FALSE(only_system.ok());
+  EXPECT_EQ(only_system.status().message(), "'messages' has no user or assistant message");
   auto block = ParseAnthropicRequest(
       Json::parse(R"({"messages": [{"role":"user","content":[{"text":"x"}]}]})"));
   ASSERT_FALSE(block.ok());
@@ -150,7 +154,8 @@ TEST(AnthropicTest, StreamOpensOneBlockPerKindWithToolInputDeltas) {
   EXPECT_EQ(body["usage"]["input_tokens"], 0);
 }
 
-TEST(AnthropicTest, OnlyThinkingStillGetsATextBlockAndStopSequencesAreReported) {
+// A reply that stopped inside its thinking has no (empty) text block: clients replay it.
+TEST(AnthropicTest, OnlyThinkingGetsNoTextBlockAndStopSequencesAreReported) {
   GenerationRequest req;
   req.thinking = true;
   req.stop = {"zz"};
@@ -166,10 +171,10 @@ TEST(AnthropicTest, OnlyThinkingStillGetsATextBlockAndStopSequencesAreReported) 
       EXPECT_EQ(ev.json["delta"]["stop_sequence"], "zz");
     }
   }
-  EXPECT_EQ(starts, (std::vector<std::string>{"thinking", "text"}));
+  EXPECT_EQ(starts, (std::vector<std::string>{"thinking"}));
   Json body = AnthropicResponse(ctx, g.result);
+  ASSERT_EQ(body["content"].size(), 1u);
   EXPECT_EQ(body["content"][0]["thinking"], "pondering aa ");
-  EXPECT_EQ(body["content"][1], Json::parse(R"({"type":"text","text":""})"));
 }
 
 TEST(AnthropicTest, ToolResultsNeedTheirToolUseAndOnlyMessagesSamplingKeysCount) {

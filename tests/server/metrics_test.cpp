@@ -8,10 +8,13 @@ namespace {
 EngineStats SomeStats() {
   EngineStats s;
   s.prompt_tokens_live = 1;
+  s.prompt_tokens_ram = 31;
   s.prompt_tokens_disk = 2;
   s.prompt_tokens_prefill = 3;
   s.live_hits = 4;
   s.live_misses = 5;
+  s.ram_hits = 32;
+  s.ram_misses = 33;
   s.disk_hits = 6;
   s.disk_misses = 7;
   s.live_evictions = 8;
@@ -23,6 +26,8 @@ EngineStats SomeStats() {
   s.last_prefill_tps = 12.5;
   s.last_decode_tps = 13;
   s.restore_seconds = 0.125;
+  s.restore_bytes_ram = 34;
+  s.restore_bytes_disk = 35;
   s.requests_ok = 14;
   s.requests_cancelled = 15;
   s.requests_failed = 16;
@@ -35,15 +40,18 @@ EngineStats SomeStats() {
 // label and line, so a change to any of them must show up here.
 constexpr const char* kEngineText =
     "# HELP flashkv_prompt_tokens_total Prompt tokens by where they came from: reused from a "
-    "live session, restored from disk, or prefilled.\n"
+    "live session, restored from RAM or disk, or prefilled.\n"
     "# TYPE flashkv_prompt_tokens_total counter\n"
     "flashkv_prompt_tokens_total{source=\"live\"} 1\n"
+    "flashkv_prompt_tokens_total{source=\"ram\"} 31\n"
     "flashkv_prompt_tokens_total{source=\"disk\"} 2\n"
     "flashkv_prompt_tokens_total{source=\"prefill\"} 3\n"
     "# HELP flashkv_cache_lookups_total Resume lookups per cache tier and result.\n"
     "# TYPE flashkv_cache_lookups_total counter\n"
     "flashkv_cache_lookups_total{tier=\"live\",result=\"hit\"} 4\n"
     "flashkv_cache_lookups_total{tier=\"live\",result=\"miss\"} 5\n"
+    "flashkv_cache_lookups_total{tier=\"ram\",result=\"hit\"} 32\n"
+    "flashkv_cache_lookups_total{tier=\"ram\",result=\"miss\"} 33\n"
     "flashkv_cache_lookups_total{tier=\"disk\",result=\"hit\"} 6\n"
     "flashkv_cache_lookups_total{tier=\"disk\",result=\"miss\"} 7\n"
     "# HELP flashkv_live_evictions_total Live sessions pushed out of memory to make room for "
@@ -73,9 +81,14 @@ constexpr const char* kEngineText =
     "generated.\n"
     "# TYPE flashkv_decode_tokens_per_second gauge\n"
     "flashkv_decode_tokens_per_second 13\n"
-    "# HELP flashkv_restore_seconds_total Time spent restoring disk snapshots.\n"
+    "# HELP flashkv_restore_seconds_total Time spent restoring RAM and disk snapshots.\n"
     "# TYPE flashkv_restore_seconds_total counter\n"
     "flashkv_restore_seconds_total 0.125\n"
+    "# HELP flashkv_restore_bytes_total Bytes restored into live sessions, by the tier they "
+    "came from.\n"
+    "# TYPE flashkv_restore_bytes_total counter\n"
+    "flashkv_restore_bytes_total{tier=\"ram\"} 34\n"
+    "flashkv_restore_bytes_total{tier=\"disk\"} 35\n"
     "# HELP flashkv_requests_total Generation requests by outcome.\n"
     "# TYPE flashkv_requests_total counter\n"
     "flashkv_requests_total{outcome=\"ok\"} 14\n"
@@ -117,6 +130,30 @@ constexpr const char* kDiskText =
     "# TYPE flashkv_disk_pending_writes gauge\n"
     "flashkv_disk_pending_writes 27\n";
 
+constexpr const char* kRamText =
+    "# HELP flashkv_ram_bytes Bytes held by the RAM KV tier.\n"
+    "# TYPE flashkv_ram_bytes gauge\n"
+    "flashkv_ram_bytes 8192\n"
+    "# HELP flashkv_ram_budget_bytes The RAM KV tier's budget (--kv-ram-space-mb).\n"
+    "# TYPE flashkv_ram_budget_bytes gauge\n"
+    "flashkv_ram_budget_bytes 2097152\n"
+    "# HELP flashkv_ram_entries Snapshots in the RAM KV tier.\n"
+    "# TYPE flashkv_ram_entries gauge\n"
+    "flashkv_ram_entries 2\n"
+    "# HELP flashkv_ram_puts_total Snapshots offered to the RAM tier by result.\n"
+    "# TYPE flashkv_ram_puts_total counter\n"
+    "flashkv_ram_puts_total{result=\"ok\"} 41\n"
+    "flashkv_ram_puts_total{result=\"skipped\"} 42\n"
+    "# HELP flashkv_ram_evictions_total Snapshots dropped from the RAM tier to stay within its "
+    "budget.\n"
+    "# TYPE flashkv_ram_evictions_total counter\n"
+    "flashkv_ram_evictions_total 43\n"
+    "# HELP flashkv_ram_transfer_bytes_total Bytes copied between live states and the RAM "
+    "tier, by direction.\n"
+    "# TYPE flashkv_ram_transfer_bytes_total counter\n"
+    "flashkv_ram_transfer_bytes_total{direction=\"in\"} 44\n"
+    "flashkv_ram_transfer_bytes_total{direction=\"out\"} 45\n";
+
 constexpr const char* kHttpHeader =
     "# HELP flashkv_http_requests_total HTTP requests by endpoint and status code.\n"
     "# TYPE flashkv_http_requests_total counter\n";
@@ -141,6 +178,21 @@ TEST(MetricsTest, DiskFamiliesOnlyWhenTheDiskTierIsOn) {
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
   s.disk_enabled = true;
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kDiskText + kHttpHeader);
+}
+
+TEST(MetricsTest, RamFamiliesOnlyWhenTheRamTierIsOn) {
+  EngineStats s = SomeStats();
+  s.ram.used_bytes = 8192;
+  s.ram.budget_bytes = 2 << 20;
+  s.ram.entries = 2;
+  s.ram.puts = 41;
+  s.ram.put_skipped = 42;
+  s.ram.evictions = 43;
+  s.ram.bytes_in = 44;
+  s.ram.bytes_out = 45;
+  EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
+  s.ram_enabled = true;
+  EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kRamText + kHttpHeader);
 }
 
 TEST(MetricsTest, HttpCountsOneSamplePerEndpointAndCode) {

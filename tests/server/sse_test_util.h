@@ -107,7 +107,8 @@ inline GenerationRequest ToolRequest(bool thinking, const char* id_prefix) {
   return r;
 }
 
-// A reply with a tool call in DS4's DSML (spec §4.5), as the model would sample it.
+// A reply with a tool call in DS4's DSML (docs/TOKENIZER.md "DSML tool calls"), as the model would
+// sample it.
 inline const std::string kToolCallText =
     "Let me look.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"read_file\">\n"
     "<｜DSML｜parameter name=\"path\" string=\"true\">/etc/hosts</｜DSML｜parameter>\n"

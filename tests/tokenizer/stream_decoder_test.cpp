@@ -46,7 +46,7 @@ TEST(StreamDecoderTest, InvalidBytesPassThroughAndFlushReturnsTail) {
 }
 
 TEST(StreamDecoderTest, StreamsEveryFixtureTextExactly) {
-  std::ifstream in(std::string(FLASHKV_SHARED_DIR) + "/fixtures/tokenizer_cases.json");
+  std::ifstream in(std::string(FLASHKV_FIXTURES_DIR) + "/tokenizer_cases.json");
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json fixture = nlohmann::json::parse(ss.str());

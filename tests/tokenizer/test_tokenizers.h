@@ -13,8 +13,7 @@ namespace flashkv::testing_tokenizers {
 
 inline const std::string kTokenizerJson =
     std::string(FLASHKV_SOURCE_DIR) + "/models/tokenizer/tokenizer.json";
-inline const std::string kTinyGguf =
-    std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+inline const std::string kTinyGguf = std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 
 template <typename T>
 T Must(Expected<T> e) {

@@ -22,8 +22,7 @@ nlohmann::json ReadJson(const std::string& path) {
 }
 
 TEST(TokenizerTest, MatchesHuggingFaceOnEveryFixtureCase) {
-  nlohmann::json fixture =
-      ReadJson(std::string(FLASHKV_SHARED_DIR) + "/fixtures/tokenizer_cases.json");
+  nlohmann::json fixture = ReadJson(std::string(FLASHKV_FIXTURES_DIR) + "/tokenizer_cases.json");
   const auto& cases = fixture["cases"];
   ASSERT_GT(cases.size(), 100u);
   size_t mismatches = 0;
@@ -104,7 +103,7 @@ TEST(TokenizerTest, SpecialsOnlyWhenAllowed) {
 }
 
 TEST(TokenizerTest, DsmlClosingTagIsSlashThenMarker) {
-  // Spec §4.1: "</｜DSML｜" tokenizes as "</" + ｜DSML｜ (+ the rest).
+  // docs/TOKENIZER.md "DSML tool calls": "</｜DSML｜" tokenizes as "</" + ｜DSML｜ (+ the rest).
   const Tokenizer& t = Tiny();
   std::vector<int32_t> ids = t.Encode("</｜DSML｜invoke>", true);
   auto dsml = std::find(ids.begin(), ids.end(), t.FindToken("｜DSML｜"));

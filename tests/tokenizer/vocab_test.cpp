@@ -68,7 +68,7 @@ TEST(VocabTest, MissingFileIsAnError) {
 
 TEST(VocabTest, LoadsDs4TinyGguf) {
   Expected<GgufFile> gguf =
-      GgufFile::Open(std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf");
+      GgufFile::Open(std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf");
   ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
   Expected<Vocab> v = LoadVocabFromGguf(*gguf);
   ASSERT_TRUE(v.ok()) << v.status().ToString();

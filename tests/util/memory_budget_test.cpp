@@ -1,5 +1,7 @@
 #include "util/memory_budget.h"
 
+#include "util/host_memory.h"
+
 #include <cstdint>
 
 #include <gtest/gtest.h>
@@ -29,7 +31,7 @@ TEST(MemoryBudgetTest, RefusesAboveTheLimitWithTheNumbers) {
   ByteCount huge;
   huge.Add(UINT64_MAX, 2);
   EXPECT_EQ(CheckFitsInMemory("y", huge).message(), "y needs more than 2^64 bytes");
-  EXPECT_GT(PhysicalMemoryBytes(), uint64_t(1) << 20);
+  EXPECT_GT(PhysicalHostMemory(), uint64_t(1) << 20);
   EXPECT_TRUE(CheckFitsInMemory("z", ByteCount().Add(1, 1)).ok());
 }
 

@@ -35,6 +35,15 @@ Status CpuBackend::Write(DevPtr<void> dst, const void* src, size_t bytes) {
   return Status::Ok();
 }
 
+Expected<uint64_t> CpuBackend::ReadManyAsync(const HostCopy* copies, size_t n) {
+  return copier_.Submit(copies, n);
+}
+
+Status CpuBackend::WaitCopies(uint64_t ticket) {
+  copier_.Wait(ticket);
+  return Status::Ok();
+}
+
 Status CpuBackend::Read(DevPtr<const void> src, void* dst, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src.get(), bytes);
   return Status::Ok();

@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/async_copier.h"
 #include "util/thread_pool.h"
 
 namespace flashkv {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   // `pool` must outlive the backend; null runs everything on the calling thread.
   explicit CpuBackend(ThreadPool* pool) : pool_(pool) {}
@@ -32,6 +33,9 @@ class CpuBackend final : public Backend {
   Status Write(DevPtr<void> dst, const void* src, size_t bytes) override;
   Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
   Status Synchronize() override { return Status::Ok(); }
+  // On a background thread (cpu/async_copier.h).
+  Expected<uint64_t> ReadManyAsync(const HostCopy* copies, size_t n) override;
+  Status WaitCopies(uint64_t ticket) override;
   Expected<Weight> PlaceWeight(const WeightSource& src) override;
   // Host twin of the CUDA generator, bit for bit (cpu_random_weight.cpp).
   Expected<Weight> RandomWeight(const std::string& name, DType type, std::array<uint64_t, 3> ne,
@@ -89,6 +93,7 @@ class CpuBackend final : public Backend {
   static uint8_t* Grow(std::vector<uint8_t>& buf, size_t bytes);
 
   ThreadPool* pool_;
+  AsyncCopier copier_;
   // The bytes of every RandomWeight, freed with the backend.
   std::vector<DeviceBuffer> random_weights_;
   // Scratch, see the header comment. Grouped by the op that owns it.

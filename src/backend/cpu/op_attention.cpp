@@ -1,7 +1,8 @@
-// Attention: sink attention of every (token, head) over its visible rows (spec §4.3), in
-// ds4's order (each q·kv summed sequentially): raw window rows oldest first (earlier positions from
-// the ring, this chunk's from kv_new), then compressed rows by ascending id; max-subtracted exps
-// with the sink in the denominator; weights accumulated into the output, scaled by 1/denominator.
+// Attention: sink attention of every (token, head) over its visible rows (docs/DS4_MODEL.md §4.3),
+// in ds4's order (each q·kv summed sequentially): raw window rows oldest first (earlier positions
+// from the ring, this chunk's from kv_new), then compressed rows by ascending id; max-subtracted
+// exps with the sink in the denominator; weights accumulated into the output, scaled by
+// 1/denominator.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
-// CompressorUpdate: the streaming compressor frontier (spec §4.4) in ds4's state layout.
-// Channels are independent, so the op splits channel ranges across threads and walks the
+// CompressorUpdate: the streaming compressor frontier (docs/DS4_MODEL.md §4.4) in ds4's state
+// layout. Channels are independent, so the op splits channel ranges across threads and walks the
 // chunk's tokens in order inside each range; the result is the same for any chunking.
 //
 // Per token at position p (slot s = p mod m): the kv projection and score + ape[s] go to

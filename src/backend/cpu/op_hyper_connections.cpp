@@ -1,4 +1,4 @@
-// HcPre, HcPost, HcHead: manifold-constrained hyper-connections (spec §3), with ds4's
+// HcPre, HcPost, HcHead: manifold-constrained hyper-connections (docs/DS4_MODEL.md §3), with ds4's
 // float order (normalise the flattened streams, then project; Sinkhorn with reciprocal
 // multiplies; stream sums in stream order).
 #include <cmath>

@@ -1,4 +1,4 @@
-// IndexerTopK: the lightning indexer's choice of compressed rows (spec §4.5).
+// IndexerTopK: the lightning indexer's choice of compressed rows (docs/DS4_MODEL.md §4.5).
 // score(t, w) = Σ_h (weights[t, h] · scale) · max(0, rows[w] · q[t, h]); the top_k rows by score
 // are selected, an equal score going to the lower row id (ds4: repeated argmax with strict >). A
 // token that sees n_vis = (pos + 1) / ratio <= top_k rows selects all of them without scoring.

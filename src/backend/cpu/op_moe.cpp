@@ -1,4 +1,4 @@
-// MoeExperts: the routed experts of a token batch (spec §5 steps 4-5), ds4's order:
+// MoeExperts: the routed experts of a token batch (docs/DS4_MODEL.md §5 steps 4-5), ds4's order:
 // for each chosen expert slot, mid = silu(min(gate·x, λ)) · clamp(up·x, ±λ) · w_slot
 // (the route weight goes in before the down projection), then out[row] = Σ_slot
 // down_e[row] · mid_slot, summed in slot order from 0. With kQ8 the input is quantized once

@@ -1,5 +1,5 @@
-// Rope: interleaved rotation of the trailing n_rot channels of each head (spec §4.2), in
-// ds4's float arithmetic (rope_params.h): per row the angles are built by repeated float
+// Rope: interleaved rotation of the trailing n_rot channels of each head (docs/DS4_MODEL.md §4.2),
+// in ds4's float arithmetic (rope_params.h): per row the angles are built by repeated float
 // multiplication from the position, mixed by the YaRN ramp, and cosf/sinf are scaled by
 // mscale. Pairs share an angle across heads, so it is computed once per (row, pair).
 #include <cmath>

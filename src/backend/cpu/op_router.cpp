@@ -1,4 +1,4 @@
-// RouterSelect: expert choice and weights (spec §5 steps 1-3), ds4's order.
+// RouterSelect: expert choice and weights (docs/DS4_MODEL.md §5 steps 1-3), ds4's order.
 // s_e = sqrt(softplus(logit_e)). Hash layers take tid2eid[token]; top-k layers take the k
 // best s_e + bias_e by insertion (strictly greater moves up, so an earlier expert wins a
 // tie), listed best first. Weights are s_e / max(Σ s, 2⁻¹⁴) · scale over the chosen ones.

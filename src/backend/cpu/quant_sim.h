@@ -1,4 +1,4 @@
-// Scalar simulations of the official model's low-precision steps (spec §9 #1, #2, #5):
+// Scalar simulations of the official model's low-precision steps (docs/DS4_MODEL.md §9 #1, #2, #5):
 // FP8 E4M3 and FP4 E2M1 round trips with power-of-two block scales, and the Walsh–Hadamard
 // rotation the indexer applies before FP4. Used by the CPU ops and unit-tested on their own.
 // Must not: know which rows of the model they are applied to (the model decides).

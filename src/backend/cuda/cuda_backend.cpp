@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_launchers.h"
 #include "backend/cuda/cuda_state.h"
+#include "backend/cuda/matvec_launch.h"
 #include "tensor/iq2_tables.h"
 
 namespace flashkv {
@@ -72,10 +73,19 @@ void* CudaBackend::State::Scratch(CudaScratch slot, size_t bytes) {
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : s_(std::move(state)) {}
 
+CudaBackend::State::AsyncCopy::~AsyncCopy() {
+  if (done != nullptr) cudaEventDestroy(done);
+}
+
 CudaBackend::~CudaBackend() {
   if (!s_) return;
   s_->Flush();
   cudaStreamSynchronize(s_->stream);
+  if (s_->copy_stream != nullptr) {
+    cudaStreamSynchronize(s_->copy_stream);
+    s_->async_copies.clear();
+    cudaStreamDestroy(s_->copy_stream);
+  }
   s_->queue.reset();
   for (void* p : s_->weight_allocs) cudaFree(p);
   for (void* p : s_->scratch) {
@@ -87,6 +97,18 @@ CudaBackend::~CudaBackend() {
     if (s_->staging_done[i] != nullptr) cudaEventDestroy(s_->staging_done[i]);
   }
   cudaStreamDestroy(s_->stream);
+}
+
+int CudaBackend::DeviceCount(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why != nullptr) *why = cudaGetErrorString(e);
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "the driver reports no device";
+  return count;
 }
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
@@ -109,7 +131,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     return Unsupported("CUDA device {} is compute capability {}.{}; flashkv needs 7.0 or newer",
                        s->prop.name, s->prop.major, s->prop.minor);
   }
-  if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+  if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     return CudaStatus("cudaStreamCreate", e);
   }
   for (int i = 0; i < State::kStagingBuffers; ++i) {
@@ -129,6 +152,16 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     graphs = std::strcmp(env, "0") != 0;
   }
   s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs);
+  int imma = options.imma;
+  if (imma < 0) {
+    const char* env = std::getenv("FLASHKV_CUDA_IMMA");
+    imma = env != nullptr && *env != '\0' ? std::atoi(env) : 1;
+  }
+  if (imma < 0 || imma > cuda::kImmaVariants) {
+    return InvalidArgument("FLASHKV_CUDA_IMMA / imma must be 0..{}, not {}", cuda::kImmaVariants,
+                           imma);
+  }
+  s->imma = imma;
   {
     void* grid = nullptr;
     if ((e = cudaMalloc(&grid, sizeof(kIq2xxsGrid))) != cudaSuccess ||
@@ -139,7 +172,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     s->iq2_grid = static_cast<const uint64_t*>(grid);
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
-  spdlog::info("cuda backend: {} (graphs {})", be->DeviceDescription(), graphs ? "on" : "off");
+  spdlog::info("cuda backend: {} (graphs {}, int8 tensor-core prefill {})", be->DeviceDescription(),
+               graphs ? "on" : "off",
+               imma == 0 ? std::string("off") : fmt::format("tiles {}", imma));
   return be;
 }
 
@@ -162,6 +197,24 @@ void CudaBackend::SetProfiling(bool on) {
 std::string CudaBackend::ProfileReport(bool reset) {
   s_->Flush();
   return s_->queue->ProfileReport(reset);
+}
+std::vector<CudaKernelTime> CudaBackend::ProfileTimes(bool reset) {
+  s_->Flush();
+  std::vector<CudaKernelTime> out;
+  for (const cuda::KernelTiming& t : s_->queue->Timings(reset)) {
+    out.push_back(CudaKernelTime{t.name, t.launches, t.ms});
+  }
+  return out;
+}
+bool CudaBackend::SetImma(int variant, int min_tokens) {
+  if (variant < 0 || variant > cuda::kImmaVariants) return false;
+  s_->Flush();
+  s_->imma = variant;
+  s_->imma_min_tokens = std::max(1, min_tokens);
+  return true;
+}
+int CudaBackend::imma() const {
+  return s_->imma;
 }
 
 Expected<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
@@ -194,6 +247,91 @@ Status CudaBackend::Synchronize() {
   std::lock_guard<std::mutex> lock(s_->error_mu);
   if (!s_->error.empty()) return Internal("cuda backend: {}", s_->error);
   return Status::Ok();
+}
+
+Expected<uint64_t> CudaBackend::ReadManyAsync(const HostCopy* copies, size_t n) {
+  State& s = *s_;
+  bool all_pinned = true;
+  for (size_t i = 0; i < n && all_pinned; ++i) {
+    all_pinned = copies[i].bytes == 0 || IsPinned(copies[i].host);
+  }
+  auto ticket = [&s](std::shared_ptr<State::AsyncCopy> copy) {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    const uint64_t t = ++s.next_ticket;
+    if (copy) s.async_copies.emplace(t, std::move(copy));
+    return t;
+  };
+  // The copy engine cannot read into pageable memory without the host's help.
+  if (!all_pinned) {
+    FLASHKV_RETURN_IF_ERROR(ReadMany(copies, n));
+    return ticket(nullptr);
+  }
+  s.Flush();
+  cudaEvent_t ready = nullptr;
+  auto copy = std::make_shared<State::AsyncCopy>();
+  cudaError_t e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ready, s.stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(s.copy_stream, ready, 0);
+  if (ready != nullptr) cudaEventDestroy(ready);  // the wait holds what it needs
+  for (size_t i = 0; i < n && e == cudaSuccess; ++i) {
+    if (copies[i].bytes == 0) continue;
+    e = cudaMemcpyAsync(copies[i].host, copies[i].device.get(), copies[i].bytes,
+                        cudaMemcpyDeviceToHost, s.copy_stream);
+  }
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copy->done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(copy->done, s.copy_stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamSynchronize(s.copy_stream);  // nothing may still write into the host ranges
+    return CudaStatus("asynchronous device to host copy", e);
+  }
+  return ticket(std::move(copy));
+}
+
+Status CudaBackend::WaitCopies(uint64_t t) {
+  State& s = *s_;
+  std::shared_ptr<State::AsyncCopy> copy;
+  {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    auto it = s.async_copies.find(t);
+    if (it == s.async_copies.end()) return Status::Ok();  // done, or waited for already
+    copy = it->second;
+  }
+  const cudaError_t e = cudaEventSynchronize(copy->done);
+  {
+    std::lock_guard<std::mutex> lock(s.async_mu);
+    s.async_copies.erase(t);
+  }
+  if (e != cudaSuccess) return CudaStatus("asynchronous device to host copy", e);
+  return Status::Ok();
+}
+
+Status CudaBackend::PinHost(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return Status::Ok();
+  const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(fmt::format("page-locking {} bytes of host memory", bytes).c_str(), e);
+  }
+  return Status::Ok();
+}
+
+void CudaBackend::UnpinHost(void* p) {
+  if (p == nullptr) return;
+  // Copies out of or into the range may still be queued.
+  s_->Flush();
+  cudaStreamSynchronize(s_->stream);
+  cudaStreamSynchronize(s_->copy_stream);
+  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
+std::optional<Backend::MemoryInfo> CudaBackend::DeviceMemory() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  return MemoryInfo{uint64_t(free_bytes), uint64_t(total_bytes)};
 }
 
 Status CudaBackend::Write(DevPtr<void> dst, const void* src, size_t bytes) {

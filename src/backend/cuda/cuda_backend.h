@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -33,12 +34,29 @@ struct CudaBackendOptions {
   int device = 0;
   // -1: FLASHKV_CUDA_GRAPHS from the environment (default on); 0 off; 1 on.
   int graphs = -1;
+  // Prefill q8 products on the int8 tensor cores (Q8_0 MatMul, IQ2_XXS / Q2_K experts; same
+  // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
+  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
+  int imma = -1;
+};
+
+// Plain MatMul batches of at least this many tokens take the tensor-core kernel.
+inline constexpr int kCudaImmaMinTokens = 32;
+
+// One kernel's summed time while profiling (CudaBackend::ProfileTimes).
+struct CudaKernelTime {
+  std::string name;
+  uint64_t launches = 0;
+  double ms = 0;
 };
 
 class CudaBackend final : public Backend {
  public:
   // Opens the device and creates the stream; an error when no usable GPU is present.
   static Expected<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  // Devices the driver reports (0 without a driver or GPU; `why` then says what the runtime
+  // answered). Cheap: no context is created, so `--backend auto` can ask before choosing.
+  static int DeviceCount(std::string* why = nullptr);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -50,6 +68,13 @@ class CudaBackend final : public Backend {
   Status Write(DevPtr<void> dst, const void* src, size_t bytes) override;
   Status Read(DevPtr<const void> src, void* dst, size_t bytes) override;
   Status Synchronize() override;
+  // Asynchronous into pinned host memory (a copy stream; see backend.h), else synchronous.
+  Expected<uint64_t> ReadManyAsync(const HostCopy* copies, size_t n) override;
+  Status WaitCopies(uint64_t ticket) override;
+  // cudaHostRegister / cudaHostUnregister; DeviceMemory is cudaMemGetInfo.
+  Status PinHost(void* p, size_t bytes) override;
+  void UnpinHost(void* p) override;
+  std::optional<MemoryInfo> DeviceMemory() const override;
   Expected<Weight> PlaceWeight(const WeightSource& src) override;
 
   // One pipelined pass through the pinned staging buffers for all the copies (host ranges
@@ -67,6 +92,13 @@ class CudaBackend final : public Backend {
   // by total time.
   void SetProfiling(bool on);
   std::string ProfileReport(bool reset);
+  // The same figures as a list, most time first.
+  std::vector<CudaKernelTime> ProfileTimes(bool reset);
+  // The tensor-core switch (CudaBackendOptions::imma, 0 = off) and the batch size from
+  // which it is used, for later launches, so tests and benchmarks compare the kernels in
+  // one process; false for an unknown variant.
+  bool SetImma(int variant, int min_tokens = kCudaImmaMinTokens);
+  int imma() const;
 
   void Fill(DevPtr<float> dst, float value, size_t n) override;
   void Copy(DevPtr<const float> src, DevPtr<float> dst, size_t n) override;

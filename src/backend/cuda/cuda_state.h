@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,8 +52,24 @@ struct CudaBackend::State {
   std::array<void*, size_t(CudaScratch::kCount)> scratch{};
   std::array<size_t, size_t(CudaScratch::kCount)> scratch_bytes{};
 
+  // ReadManyAsync: device → pinned host copies on their own stream, ordered after the
+  // main stream's work at submission by an event; each ticket's completion event is shared
+  // by whoever waits for it (any thread), and destroyed with the last holder.
+  struct AsyncCopy {
+    cudaEvent_t done = nullptr;
+    ~AsyncCopy();
+  };
+  cudaStream_t copy_stream = nullptr;
+  std::mutex async_mu;
+  std::map<uint64_t, std::shared_ptr<AsyncCopy>> async_copies;
+  uint64_t next_ticket = 1;
+
   std::vector<void*> weight_allocs;    // freed with the backend
   const uint64_t* iq2_grid = nullptr;  // device copy of kIq2xxsGrid [256]
+  // Prefill q8 products on the int8 tensor cores: 0 off (dp4a kernels), else the tile
+  // variant (CudaBackendOptions::imma).
+  int imma = 1;
+  int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
 
   std::mutex error_mu;
   std::string error;  // first failure, reported by the next Read/Write/Synchronize

@@ -109,22 +109,30 @@ void LaunchQueue::SetProfiling(bool on) {
   times_.clear();
 }
 
-std::string LaunchQueue::ProfileReport(bool reset) {
-  std::vector<std::pair<const void*, KernelTime>> v(times_.begin(), times_.end());
-  std::sort(v.begin(), v.end(),
-            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  double total = 0;
-  for (const auto& [f, t] : v) total += t.ms;
-  std::string out = "kernel time " + std::to_string(total) + " ms\n";
-  for (const auto& [f, t] : v) {
+std::vector<KernelTiming> LaunchQueue::Timings(bool reset) {
+  std::vector<KernelTiming> v;
+  for (const auto& [f, t] : times_) {
     const char* name = nullptr;
     if (cudaFuncGetName(&name, f) != cudaSuccess || name == nullptr) name = "?";
+    v.push_back(KernelTiming{name, t.launches, t.ms});
+  }
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
+  if (reset) times_.clear();
+  return v;
+}
+
+std::string LaunchQueue::ProfileReport(bool reset) {
+  const std::vector<KernelTiming> v = Timings(reset);
+  double total = 0;
+  for (const KernelTiming& t : v) total += t.ms;
+  std::string out = "kernel time " + std::to_string(total) + " ms\n";
+  for (const KernelTiming& t : v) {
     char line[320];
     std::snprintf(line, sizeof(line), "  %9.3f ms %5.1f%% %7llu x  %.200s\n", t.ms,
-                  total > 0 ? 100.0 * t.ms / total : 0.0, (unsigned long long)t.launches, name);
+                  total > 0 ? 100.0 * t.ms / total : 0.0, (unsigned long long)t.launches,
+                  t.name.c_str());
     out += line;
   }
-  if (reset) times_.clear();
   return out;
 }
 

@@ -32,6 +32,13 @@ struct LaunchRecord {
   alignas(16) std::array<uint8_t, kMaxKernelArgBytes> args;
 };
 
+// One kernel's summed profile.
+struct KernelTiming {
+  std::string name;
+  uint64_t launches = 0;
+  double ms = 0;
+};
+
 class LaunchQueue {
  public:
   LaunchQueue(cudaStream_t stream, bool graphs) : stream_(stream), graphs_(graphs) {}
@@ -64,6 +71,7 @@ class LaunchQueue {
   // time is summed per kernel. Report: one line per kernel, most time first.
   void SetProfiling(bool on);
   std::string ProfileReport(bool reset);
+  std::vector<KernelTiming> Timings(bool reset);  // most time first
 
  private:
   struct Graph {

@@ -57,4 +57,16 @@ void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n
 bool LaunchMatVec(CudaBackend::State& s, DType type, bool q8, const MatVecArgs& a);
 bool LaunchGateUp(CudaBackend::State& s, DType type, bool q8, const GateUpArgs& a);
 
+// The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
+// (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
+// (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256
+// values, 16-byte aligned rows, grouped slices of whole tiles) does not fit.
+inline constexpr int kImmaVariants = 3;
+bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
+// Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
+// GateUpTPKernel's bits; false for shapes it does not take.
+bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);
+// Expert down (Q2_K, tiles of kTpTokens pairs) on the tensor cores, MatVecTPKernel's bits.
+bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a);
+
 }  // namespace flashkv::cuda

@@ -1,12 +1,12 @@
-// Attention: sink attention of every (token, head) over its visible rows (spec §4.3) — the
-// raw window oldest first, then the compressed rows (selected ids ascending, or all
-// visible) — split into fixed chunks of kChunkRows rows of that sequence. A block scores
-// one chunk for kHeadGroup heads (the query heads share the single KV head, so the rows
-// are loaded once), keeping the chunk max, exp-sum and weighted row sum; a second kernel
-// merges a token's chunks in order with the sink. The chunking is a function of the
-// token's own row sequence, so the float order never depends on the batch; decoding gets
-// one block per (chunk, head group) instead of one per head. The merge rescales by
-// exp(m_c − m), so values differ from the CPU's single pass by rounding only.
+// Attention: sink attention of every (token, head) over its visible rows (docs/DS4_MODEL.md §4.3) —
+// the raw window oldest first, then the compressed rows (selected ids ascending, or all visible) —
+// split into fixed chunks of kChunkRows rows of that sequence. A block scores one chunk for
+// kHeadGroup heads (the query heads share the single KV head, so the rows are loaded once), keeping
+// the chunk max, exp-sum and weighted row sum; a second kernel merges a token's chunks in order
+// with the sink. The chunking is a function of the token's own row sequence, so the float order
+// never depends on the batch; decoding gets one block per (chunk, head group) instead of one per
+// head. The merge rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding
+// only.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"

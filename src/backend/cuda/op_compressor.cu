@@ -1,4 +1,4 @@
-// CompressorUpdate: the streaming compressor frontier (spec §4.4), the same walk as
+// CompressorUpdate: the streaming compressor frontier (docs/DS4_MODEL.md §4.4), the same walk as
 // src/backend/cpu/op_compressor.cpp. Channels are independent: one thread owns channel j
 // (and its second-half partner d + j when windows overlap) and walks the chunk's tokens in
 // order, so the state after a chunk is the same for any chunking.

@@ -1,4 +1,4 @@
-// HcPre, HcPost, HcHead (spec §3), following src/backend/cpu/op_hyper_connections.cpp:
+// HcPre, HcPost, HcHead (docs/DS4_MODEL.md §3), following src/backend/cpu/op_hyper_connections.cpp:
 // normalise the flattened streams (sum of squares in double), project them with the HC
 // weight through the shared matvec kernel, then per token the Sinkhorn split (one thread,
 // ds4's reciprocal-multiply order) and the stream sums in stream order.

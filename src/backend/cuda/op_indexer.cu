@@ -1,4 +1,4 @@
-// IndexerTopK (spec §4.5), as src/backend/cpu/op_indexer.cpp decides it:
+// IndexerTopK (docs/DS4_MODEL.md §4.5), as src/backend/cpu/op_indexer.cpp decides it:
 //   score(t, w) = Σ_h (weights[t, h] · scale) · max(0, rows[w] · q[t, h])
 // then the top_k rows by score, an equal score going to the lower row id, written in
 // ascending id order; a token that sees n_vis <= top_k rows selects all of them.

@@ -349,6 +349,25 @@ constexpr int kTpMinTokens = 1 << 30;  // plain batches: see LaunchTyped
 
 template <DType T, bool kQ8, typename A>
 bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int nt) {
+  if constexpr (kQ8 && T == DType::kQ8_0 && std::is_same_v<A, MatVecArgs>) {
+    // Prefill batches on the tensor cores (same bits; the dp4a kernels when it is off or
+    // the shape does not fit).
+    if (s.imma > 0 && a.tiles == nullptr && a.n_tokens >= s.imma_min_tokens &&
+        LaunchMatMulImmaQ8_0(s, s.imma, a)) {
+      return true;
+    }
+  }
+  if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens && LaunchDownImmaQ2K(s, a)) {
+      return true;
+    }
+  }
+  if constexpr (kQ8 && T == DType::kIQ2_XXS && std::is_same_v<A, GateUpArgs>) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens &&
+        LaunchGateUpImmaIq2(s, args)) {
+      return true;
+    }
+  }
   if constexpr (kQ8 && (T == DType::kQ8_0 || T == DType::kQ2_K || T == DType::kIQ2_XXS)) {
     // Token-parallel for expert tiles of 32; for plain batches the 8-token warp kernel reads
     // its activations coalesced and measured faster (docs/CUDA.md).

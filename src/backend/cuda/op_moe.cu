@@ -1,8 +1,9 @@
-// RouterSelect and MoeExperts (spec §5), following src/backend/cpu/op_router.cpp and
+// RouterSelect and MoeExperts (docs/DS4_MODEL.md §5), following src/backend/cpu/op_router.cpp and
 // op_moe.cpp. Routing runs one block per token (probabilities in parallel, then the
 // top k by repeated warp argmax, which orders ties as ds4's insertion sort does). The experts run
 // grouped: a one-block kernel sorts the (token, slot) pairs by expert and cuts each expert's list
-// into tiles of up to 8 pairs, then the shared matvec kernels read each expert row once per tile —
+// into tiles of up to 8 pairs (32 for the token-parallel and tensor-core kernels), then the
+// shared matvec kernels read each expert row once per tile —
 // gate and up fused with the clamped SwiGLU and the route weight, the mids requantized, the down
 // projection per pair — and a last kernel sums each token's slots in slot order. Every pair's
 // values come from the same per-row arithmetic whatever tile it lands in, so batching and the order
@@ -322,6 +323,14 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;
   dn.tile_nt = tile_nt;
+  if (s.imma > 0 && gu_nt == cuda::kTpTokens && down.type == DType::kQ2_K &&
+      q_mid != ActQuant::kNone) {
+    // The tensor-core down kernel takes the gate/up tiles of 32 (same bits).
+    dn.tiles = gu_tiles;
+    dn.pairs = gu_pairs;
+    dn.n_tiles = gu_max_tiles;
+    dn.tile_nt = gu_nt;
+  }
   if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
     return s.Fail("moe: no CUDA kernel for " + down.name);
   }

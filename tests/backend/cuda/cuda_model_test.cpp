@@ -20,7 +20,7 @@ namespace flashkv::testing {
 namespace {
 
 std::string Fixture(const std::string& rel) {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/" + rel;
+  return std::string(FLASHKV_FIXTURES_DIR) + "/" + rel;
 }
 
 std::vector<float> ReadF32(const std::string& path) {

@@ -15,6 +15,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "tensor/half.h"
+#include "tensor/quant.h"
 
 namespace flashkv::testing {
 
@@ -114,6 +116,29 @@ inline std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * sizeof(float));
   std::memcpy(b.data(), v.data(), b.size());
   return b;
+}
+
+// Valid random blocks of type t: rows quantized from uniform values in ±scale (IQ2_XXS: random
+// bits with small finite scales).
+inline std::vector<uint8_t> RandomWeightBytes(DType t, uint64_t n, uint64_t rows, uint32_t seed,
+                                              float scale = 1.0f) {
+  const uint64_t row_bytes = *RowBytes(t, n);
+  std::vector<uint8_t> out(row_bytes * rows);
+  std::mt19937 rng(seed);
+  if (t == DType::kIQ2_XXS) {  // any bits are a valid block once the scale is finite
+    for (auto& b : out) b = uint8_t(rng());
+    std::uniform_real_distribution<float> d(0.002f, 0.02f);
+    for (uint64_t b = 0; b < out.size() / 66; ++b) {
+      const uint16_t h = F32ToF16(d(rng) * scale);
+      std::memcpy(&out[b * 66], &h, 2);
+    }
+    return out;
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    const std::vector<float> v = RandomFloats(n, seed * 7919u + uint32_t(r), -scale, scale);
+    EXPECT_TRUE(QuantizeRow(t, v.data(), out.data() + r * row_bytes, int64_t(n)).ok());
+  }
+  return out;
 }
 
 struct Diff {

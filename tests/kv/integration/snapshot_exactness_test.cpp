@@ -26,7 +26,7 @@
 namespace flashkv {
 namespace {
 
-const std::string kModel = std::string(FLASHKV_SHARED_DIR) + "/fixtures/ds4-tiny/ds4-tiny.gguf";
+const std::string kModel = std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
 constexpr int kPromptLen = 300;
 constexpr int kDecode = 6;  // tokens decoded after each restore
 const std::vector<int> kPositions = {1,   3,   4,   5,   64,  127, 128, 129,

@@ -1,14 +1,17 @@
 // ds4-tiny against ds4.c's own CPU logits (fixtures/README.md, ds4-tiny): official numerics
 // with fp32 activations against noactq_logits.f32 (median row max |Δ| ≤ 1e-2, argmax
 // ≥ 98 %), and with q8 activations against prefill_logits.f32 / decode_logits.f32 /
-// hc_states.f32 (bit-identical; the issue asks argmax ≥ 90 %).
+// the digests of hc_states.f32 (bit-identical; the issue asks argmax ≥ 90 %).
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "integration/fidelity_util.h"
+#include "util/sha1.h"
 
 namespace flashkv::testing {
 namespace {
@@ -17,6 +20,20 @@ constexpr int kVocab = 1024;
 
 std::vector<int> Ints(const nlohmann::json& j) {
   return j.get<std::vector<int>>();
+}
+
+// hc_states.sha1: "<40 hex>  <entry>" per line, entry 0 the embedding, entry l+1 the
+// residual after layer l (the fixture README says why the repository keeps digests only).
+std::vector<std::string> HcStateDigests() {
+  std::ifstream in(Fixture("ds4-tiny/hc_states.sha1"));
+  std::vector<std::string> digests;
+  std::string hex;
+  int entry;
+  while (in >> hex >> entry) {
+    EXPECT_EQ(entry, int(digests.size()));
+    digests.push_back(hex);
+  }
+  return digests;
 }
 
 TEST(Ds4TinyFidelityTest, OfficialNumericsWithoutActQuantMatchNoactqLogits) {
@@ -72,14 +89,14 @@ TEST(Ds4TinyFidelityTest, OfficialNumericsWithQ8MatchDs4BitForBit) {
 
   // hc_states.f32 is [6, 400, 4·256] with entry 0 the embedding; --hc-out starts at layer 0.
   const auto hc = ReadF32File(hc_out);
-  const auto hc_ref = ReadF32File(Fixture("ds4-tiny/hc_states.f32"));
+  const std::vector<std::string> hc_ref = HcStateDigests();
   const size_t layer_floats = 400u * 1024;
   ASSERT_EQ(hc.size(), 5 * layer_floats);
-  ASSERT_EQ(hc_ref.size(), 6 * layer_floats);
+  ASSERT_EQ(hc_ref.size(), 6u);
   for (int l = 0; l < 5; ++l) {
-    EXPECT_EQ(std::memcmp(hc.data() + l * layer_floats, hc_ref.data() + (l + 1) * layer_floats,
-                          layer_floats * sizeof(float)),
-              0)
+    const std::string_view layer(reinterpret_cast<const char*>(hc.data() + l * layer_floats),
+                                 layer_floats * sizeof(float));
+    EXPECT_EQ(Sha1Hex(Sha1Of(layer)), hc_ref[l + 1])
         << "residual after layer " << l << " differs from ds4";
   }
 }

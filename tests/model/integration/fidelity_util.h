@@ -18,7 +18,7 @@
 namespace flashkv::testing {
 
 inline std::string Fixture(const std::string& rel) {
-  return std::string(FLASHKV_SHARED_DIR) + "/fixtures/" + rel;
+  return std::string(FLASHKV_FIXTURES_DIR) + "/" + rel;
 }
 
 // A fresh scratch directory under the build tree for one test.

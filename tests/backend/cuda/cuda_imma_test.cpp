@@ -1,0 +1,258 @@
+// The int8 tensor-core kernels (src/backend/cuda/matmul_imma.cu for Q8_0 MatMul,
+// moe_imma.cu for the IQ2_XXS expert gate/up and the Q2_K expert down) against their CPU twins and
+// against the dp4a kernels they replace for prefill batches: bit for bit, for every tile variant,
+// at token counts around the kernel threshold, odd row/token tails, grouped projections and Flash's
+// real projection shapes. Each check also asserts, from
+// the kernel profile, which kernel ran, so a silent fallback to the dp4a kernel (or the
+// tensor-core kernel where it must not run) fails. Label `gpu`.
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "cuda_test_util.h"
+
+namespace flashkv::testing {
+namespace {
+
+constexpr int kVariants = 3;  // CudaBackendOptions::imma: 1..3 are tile shapes
+// Rows per CTA tile of each variant (matmul_imma.cu): a grouped projection takes the
+// tensor cores only when its groups are whole tiles.
+constexpr int kTileRows[kVariants + 1] = {0, 128, 128, 64};
+
+class CudaImmaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FLASHKV_REQUIRE_GPU();
+    gpu_ = SharedCuda();
+    gpu_->SetProfiling(true);  // every check looks at which kernel ran
+  }
+  void TearDown() override {
+    if (gpu_ != nullptr) {
+      gpu_->SetProfiling(false);
+      gpu_->SetImma(1);
+    }
+  }
+
+  // The names of the kernels that ran since the last call, one per line (and forgets the
+  // profile).
+  std::string KernelsRan() {
+    std::string names;
+    for (const CudaKernelTime& k : gpu_->ProfileTimes(true)) names += k.name + "\n";
+    return names;
+  }
+  bool RanImma() { return KernelsRan().find("MatMulImmaQ8_0Kernel") != std::string::npos; }
+
+  // y = W x (q8) on the GPU with tensor-core variant v (0: the dp4a kernels).
+  std::vector<float> GpuMatMul(const Weight& w, const Buf<float>& x, int T, int groups, int v,
+                               bool* ran_imma) {
+    EXPECT_TRUE(gpu_->SetImma(v));
+    const int rows = int(w.ne[1]);
+    auto y = Put<float>(*gpu_, std::vector<float>(size_t(T) * rows, -7.0f));
+    if (groups == 1) {
+      gpu_->MatMul(w, x.ptr(), T, y.ptr(), ActQuantMode::kQ8);
+    } else {
+      gpu_->MatMulGrouped(w, x.ptr(), T, groups, y.ptr(), ActQuantMode::kQ8);
+    }
+    std::vector<float> out = Get(*gpu_, y);
+    *ran_imma = RanImma();
+    return out;
+  }
+
+  static bool WantImma(int v, int T, int n, int rows, int groups) {
+    if (v == 0) return false;  // the dp4a kernels (no tile size to divide by)
+    const bool tiles_fit = groups == 1 || (rows / groups) % kTileRows[v] == 0;
+    return T >= kCudaImmaMinTokens && n % 256 == 0 && tiles_fit;
+  }
+
+  // Activations with exact zeros mixed in: a zero token and a zero block give d = 0 and
+  // Σ = 0 terms, whose signed zeros must match too.
+  static std::vector<float> Activations(int T, int n, uint32_t seed) {
+    std::vector<float> x = RandomFloats(size_t(T) * n, seed, -3, 3);
+    if (T > 2) std::fill(x.begin() + n, x.begin() + 2 * n, 0.0f);
+    if (n >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+    return x;
+  }
+
+  // ds4's CPU dot products vs the dp4a kernels and every tensor-core variant. n: values per
+  // row (per group); rows: all groups' rows.
+  void CheckAgainstCpu(int n, int rows, int groups, const std::vector<int>& token_counts) {
+    auto w = PlaceBoth(cpu_, *gpu_, DType::kQ8_0, {uint64_t(n), uint64_t(rows), 1},
+                       RandomWeightBytes(DType::kQ8_0, n, rows, 1000 + n + rows));
+    for (int T : token_counts) {
+      auto x = PutBoth(cpu_, *gpu_, Activations(T, n * groups, 7 + T));
+      auto yc = Put(cpu_, std::vector<float>(size_t(T) * rows));
+      if (groups == 1) {
+        cpu_.MatMul(w->cpu, x.cpu.ptr(), T, yc.ptr(), ActQuantMode::kQ8);
+      } else {
+        cpu_.MatMulGrouped(w->cpu, x.cpu.ptr(), T, groups, yc.ptr(), ActQuantMode::kQ8);
+      }
+      const std::vector<float> want = Get(cpu_, yc);
+      for (int v = 0; v <= kVariants; ++v) {
+        bool ran = false;
+        const Diff d = Compare(want, GpuMatMul(w->gpu, x.gpu, T, groups, v, &ran));
+        EXPECT_EQ(d.mismatches, 0u)
+            << "n " << n << " rows " << rows << " groups " << groups << " T " << T << " variant "
+            << v << ": max|d| " << d.max_abs << " at " << d.worst;
+        EXPECT_EQ(ran, WantImma(v, T, n, rows, groups))
+            << "n " << n << " rows " << rows << " groups " << groups << " T " << T << " variant "
+            << v;
+      }
+    }
+  }
+
+  CpuBackend cpu_{nullptr};
+  CudaBackend* gpu_ = nullptr;
+};
+
+// Small enough for compute-sanitizer (scripts/cuda-check.sh device imma runs it there).
+TEST_F(CudaImmaTest, SmallShapesAreBitIdenticalToCpu) {
+  const int thr = kCudaImmaMinTokens;
+  // Rows: an odd tail (37), one below and two above a 64/128-row tile (127, 130, 200).
+  const std::pair<int, int> shapes[] = {{256, 37}, {512, 130}, {768, 127}, {1024, 200}};
+  for (const auto& [n, rows] : shapes) {
+    CheckAgainstCpu(n, rows, 1, {1, 2, thr - 1, thr, thr + 1, 70});
+  }
+}
+
+TEST_F(CudaImmaTest, SmallGroupedIsBitIdenticalToCpu) {
+  // 128 rows per group: whole tiles for every variant; 96: none fits, the dp4a kernel
+  // runs (still the same bits).
+  CheckAgainstCpu(512, 4 * 128, 4, {kCudaImmaMinTokens, 70});
+  CheckAgainstCpu(256, 2 * 96, 2, {70});
+}
+
+TEST_F(CudaImmaTest, FlashWidthsAreBitIdenticalToCpu) {
+  // 4096- and 7168-wide rows (Flash's D; 28 pipeline stages), up to a 2,048-token chunk.
+  CheckAgainstCpu(4096, 200, 1, {33, 301, 2048});
+  CheckAgainstCpu(7168, 64, 1, {127, 500});
+}
+
+// Flash's Q8_0 projections (random:flash shapes) at a full prefill chunk and an odd tail:
+// every variant equals the dp4a kernels bit for bit.
+TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
+  struct Shape {
+    const char* name;
+    int n, rows, groups;
+  };
+  const Shape shapes[] = {{"attn_q_a", 4096, 1024, 1},      {"attn_q_b", 1024, 32768, 1},
+                          {"attn_kv", 4096, 512, 1},        {"attn_output_a", 4096, 8 * 1024, 8},
+                          {"attn_output_b", 8192, 4096, 1}, {"ffn_up_shexp", 4096, 2048, 1},
+                          {"ffn_down_shexp", 2048, 4096, 1}};
+  uint64_t seed = 77;
+  for (const Shape& s : shapes) {
+    auto w = gpu_->RandomWeight(s.name, DType::kQ8_0, {uint64_t(s.n), uint64_t(s.rows), 1}, seed++,
+                                1.0f / 64);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int T : {2048, 1001}) {
+      auto x = Put<float>(*gpu_, Activations(T, s.n * s.groups, uint32_t(seed + T)));
+      bool ran = false;
+      const std::vector<float> old_bits = GpuMatMul(*w, x, T, s.groups, 0, &ran);
+      EXPECT_FALSE(ran);
+      for (int v = 1; v <= kVariants; ++v) {
+        const Diff d = Compare(old_bits, GpuMatMul(*w, x, T, s.groups, v, &ran));
+        EXPECT_TRUE(ran) << s.name << " variant " << v;
+        EXPECT_EQ(d.mismatches, 0u) << s.name << " T " << T << " variant " << v << ": max|d| "
+                                    << d.max_abs << " at " << d.worst;
+      }
+    }
+  }
+}
+
+// Routed experts in ds4's q2 mix: the tensor-core gate/up (IQ2_XXS) and down (Q2_K) against
+// the dp4a kernels, whole MoeExperts output bit for bit, and (small shapes) the CPU within the
+// tolerance of cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized
+// mid). D 256 is one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's width
+// (weights generated on the GPU, no CPU twin: its CPU run would take minutes).
+TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
+  struct Shape {
+    int D, F, E, k, T;
+    bool cpu;
+  };
+  for (const Shape& sh : {Shape{256, 256, 8, 2, 70, true}, Shape{768, 512, 8, 6, 41, true},
+                          Shape{4096, 2048, 16, 6, 300, false}}) {
+    const uint64_t D = sh.D, F = sh.F, E = sh.E;
+    const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
+    std::vector<int32_t> sel_h(size_t(sh.T) * sh.k);
+    for (int t = 0; t < sh.T; ++t) {  // k distinct experts per token
+      for (int j = 0; j < sh.k; ++j) sel_h[size_t(t) * sh.k + j] = (t * 5 + j) % sh.E;
+    }
+    const auto wts_h = RandomFloats(sel_h.size(), 163, 0.2f, 1.0f);
+    std::unique_ptr<WeightPair> gate, up, down;
+    Weight g_gpu, u_gpu, d_gpu;
+    if (sh.cpu) {
+      gate = PlaceBoth(cpu_, *gpu_, DType::kIQ2_XXS, {D, F, E},
+                       RandomWeightBytes(DType::kIQ2_XXS, D, F * E, 164, 0.1f));
+      up = PlaceBoth(cpu_, *gpu_, DType::kIQ2_XXS, {D, F, E},
+                     RandomWeightBytes(DType::kIQ2_XXS, D, F * E, 165, 0.1f));
+      down = PlaceBoth(cpu_, *gpu_, DType::kQ2_K, {F, D, E},
+                       RandomWeightBytes(DType::kQ2_K, F, D * E, 166, 0.1f));
+      g_gpu = gate->gpu;
+      u_gpu = up->gpu;
+      d_gpu = down->gpu;
+    } else {
+      auto g = gpu_->RandomWeight("gate", DType::kIQ2_XXS, {D, F, E}, 164, 1.0f / 64);
+      auto u = gpu_->RandomWeight("up", DType::kIQ2_XXS, {D, F, E}, 165, 1.0f / 64);
+      auto d = gpu_->RandomWeight("down", DType::kQ2_K, {F, D, E}, 166, 1.0f / 45);
+      ASSERT_TRUE(g.ok() && u.ok() && d.ok());
+      g_gpu = *g;
+      u_gpu = *u;
+      d_gpu = *d;
+    }
+    auto x = PutBoth(cpu_, *gpu_, xs);
+    auto sel = PutBoth(cpu_, *gpu_, sel_h);
+    auto wts = PutBoth(cpu_, *gpu_, wts_h);
+    auto args = [&](bool on_gpu, DevPtr<float> out) {
+      MoeArgs a{};
+      a.x = on_gpu ? x.gpu.ptr() : x.cpu.ptr();
+      a.selected = on_gpu ? sel.gpu.ptr() : sel.cpu.ptr();
+      a.weights = on_gpu ? wts.gpu.ptr() : wts.cpu.ptr();
+      a.gate = on_gpu ? &g_gpu : &gate->cpu;
+      a.up = on_gpu ? &u_gpu : &up->cpu;
+      a.down = on_gpu ? &d_gpu : &down->cpu;
+      a.out = out;
+      a.n_tokens = sh.T;
+      a.n_used = sh.k;
+      a.clamp = 10.0f;
+      a.act_quant = ActQuantMode::kQ8;
+      return a;
+    };
+    std::vector<float> want;
+    if (sh.cpu) {
+      auto out = Put(cpu_, std::vector<float>(size_t(sh.T) * sh.D));
+      cpu_.MoeExperts(args(false, out.ptr()));
+      want = Get(cpu_, out);
+    }
+    std::vector<float> dp4a;
+    for (int v : {0, 1}) {
+      ASSERT_TRUE(gpu_->SetImma(v));
+      auto out = Put<float>(*gpu_, std::vector<float>(size_t(sh.T) * sh.D));
+      gpu_->MoeExperts(args(true, out.ptr()));
+      const std::vector<float> got = Get(*gpu_, out);
+      const std::string ran = KernelsRan();
+      EXPECT_EQ(ran.find("GateUpImmaIq2Kernel") != std::string::npos, v == 1) << "D " << sh.D;
+      EXPECT_EQ(ran.find("DownImmaQ2KKernel") != std::string::npos, v == 1) << "D " << sh.D;
+      if (sh.cpu) {
+        EXPECT_LE(Compare(want, got).max_abs, 2e-3 * std::max(1.0, MaxAbs(want)))
+            << "D " << sh.D << " imma " << v;
+      }
+      if (v == 0) {
+        dp4a = got;
+      } else {
+        const Diff d = Compare(dp4a, got);
+        EXPECT_EQ(d.mismatches, 0u)
+            << "D " << sh.D << ": max|d| " << d.max_abs << " at " << d.worst;
+      }
+    }
+  }
+}
+
+TEST_F(CudaImmaTest, UnknownVariantIsAnError) {
+  EXPECT_FALSE(gpu_->SetImma(kVariants + 1));
+  EXPECT_FALSE(gpu_->SetImma(-1));
+  CudaBackendOptions o;
+  o.imma = kVariants + 1;
+  EXPECT_FALSE(CudaBackend::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace flashkv::testing
