@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -65,6 +66,21 @@ class RawClient {
         closed_ = true;
         break;
       }
+      out.append(buf, size_t(n));
+    }
+    return out;
+  }
+  // What arrived until `needle` did (or the peer closed, or `limit` passed).
+  std::string ReadUntil(std::string_view needle, milliseconds limit = milliseconds(60000)) {
+    std::string out;
+    const Clock::time_point end = Clock::now() + limit;
+    while (out.find(needle) == std::string::npos && Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
+      if (poll(&p, 1, int(std::max<int64_t>(left, 0))) <= 0) break;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
       out.append(buf, size_t(n));
     }
     return out;
@@ -333,25 +349,37 @@ TEST_F(HttpHardeningTest, A503OnlyWhenEveryConnectionIsBeingAnswered) {
   HttpServerOptions o;
   o.threads = 3;
   Start(o);
-  // Idle keep-alive connections make room.
+  // An idle keep-alive connection (its request answered) makes room for newcomers.
   RawClient idle = Raw();
-  ASSERT_TRUE(idle.connected());
+  ASSERT_TRUE(idle.Send("GET /health HTTP/1.1\r\nHost: " + Host() + "\r\n\r\n"));
+  ASSERT_NE(idle.ReadUntil("{\"status\":\"ok\"}").find("200 OK"), std::string::npos);
+  // Requests the server is answering, started one after the other so each is being
+  // answered before the next arrives: each newcomer may only push out an idle connection.
   std::vector<std::thread> blocked;
-  for (int i = 0; i < 3; ++i) {
+  // However the test ends, the handlers are released and their clients joined.
+  struct Cleanup {
+    std::function<void()> fn;
+    ~Cleanup() { fn(); }
+  } cleanup{[&] {
+    Release();
+    for (std::thread& th : blocked) th.join();
+    blocked.clear();
+  }};
+  for (int i = 1; i <= 3; ++i) {
     blocked.emplace_back([this] {
       httplib::Client c("127.0.0.1", server_->port());
       c.set_read_timeout(120, 0);
       c.Get("/block");
     });
+    ASSERT_TRUE(WaitBlocked(i)) << i;
   }
-  ASSERT_TRUE(WaitBlocked(3));
   EXPECT_TRUE(idle.ClosedWithin(milliseconds(60000)));
   RawClient refused = Raw();
   const std::string response = refused.ReadAll();
   EXPECT_EQ(StatusOf(response), 503) << response;
   EXPECT_NE(response.find("too many open connections"), std::string::npos);
-  Release();
-  for (std::thread& t : blocked) t.join();
+  cleanup.fn();
+  cleanup.fn = [] {};
   auto h = client_->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
