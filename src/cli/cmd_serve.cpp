@@ -281,7 +281,8 @@ void RegisterServe(CLI::App& app) {
                   "require this key as 'Authorization: Bearer KEY' or 'x-api-key: KEY' "
                   "(default: off; also read from FLASHKV_API_KEY)")
       ->envname("FLASHKV_API_KEY");
-  cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body accepted, MiB")
+  cmd->add_option("--max-body-mb", f->max_body_mb,
+                  "largest request body accepted, MiB (after gzip/deflate/br decoding)")
       ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads,
                   "connections open at once, one thread each; at the cap the one waiting longest "
