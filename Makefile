@@ -2,12 +2,13 @@
 # Debian 12 machine (scripts/deps.sh installs what is missing, idempotently).
 BUILD        ?= build
 BUILD_ASAN   ?= build-asan
+BUILD_FUZZ   ?= build-fuzz
 JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
 TINY_MODEL   := models/flashkv-tiny.gguf
 FLASHKV      := $(BUILD)/flashkv
 
-.PHONY: all deps build tiny run test test-asan bench format clean
+.PHONY: all deps build tiny run test test-asan fuzz fuzz-deps bench format clean
 
 all: build
 
@@ -50,6 +51,27 @@ test-asan: deps $(BUILD_ASAN)/build.ninja
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
 
+# libFuzzer (clang): every parser in tests/fuzz/fuzz_targets.h, coverage-guided under ASan
+# + UBSan, from the seeds flashkv_fuzz writes, FUZZ_SECONDS each (corpora are kept in
+# $(BUILD_FUZZ)/corpus between runs). FUZZ_TARGETS=gguf picks some.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= gguf kv request dsml safetensors
+$(BUILD_FUZZ)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFLASHKV_FUZZ=ON -DFLASHKV_CUDA=OFF -DFLASHKV_NATIVE=OFF $(CMAKE_FLAGS)
+
+fuzz-deps:
+	@FLASHKV_DEPS_FUZZ=1 bash scripts/deps.sh
+
+fuzz: fuzz-deps $(BUILD_FUZZ)/build.ninja
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target flashkv_fuzz $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD_FUZZ)/corpus/$$t && \
+	  $(BUILD_FUZZ)/tests/fuzz/flashkv_fuzz $$t --write-seeds $(BUILD_FUZZ)/corpus/$$t && \
+	  $(BUILD_FUZZ)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    -rss_limit_mb=4096 -print_final_stats=1 $(BUILD_FUZZ)/corpus/$$t || exit 1; \
+	done
+
 bench: build
 	$(BUILD)/bench/flashkv_bench_tensor
 
@@ -57,4 +79,4 @@ format:
 	find src tests bench -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -6,9 +6,13 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libpcre2-dev libssl-dev libcpp-httplib-dev
+  libpcre2-dev libssl-dev libcpp-httplib-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# `make fuzz`: clang and its libFuzzer runtime.
+if [[ ${FLASHKV_DEPS_FUZZ:-0} == 1 ]]; then
+  PKGS+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,5 +1,6 @@
 #include "chat/dsml.h"
 
+#include "util/json_depth.h"
 #include "util/xml_escape.h"
 
 namespace flashkv {
@@ -51,8 +52,12 @@ std::string RenderDsmlToolCalls(const std::vector<ToolCall>& calls) {
     out += "<｜DSML｜invoke name=\"";
     out += EscapeDsmlAttribute(call.name);
     out += "\">\n";
-    nlohmann::ordered_json args =
-        nlohmann::ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    // Too deep to dump back safely: rendered as the raw text it is. The server refuses such
+    // arguments with a 400 first; this keeps the renderer safe for every caller.
+    nlohmann::ordered_json args;
+    if (JsonDepthWithin(call.arguments)) {
+      args = nlohmann::ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    }
     if (args.is_object()) {
       for (const auto& [key, value] : args.items()) AppendParameter(key, value, &out);
     } else {
@@ -100,6 +105,8 @@ std::string DecodeXmlEntities(std::string_view text) {
 
 nlohmann::ordered_json DsmlParameterValue(std::string_view body, bool is_string) {
   if (is_string) return DecodeXmlEntities(body);
+  // Generated text nested beyond the bound stays text, like any body that is not JSON.
+  if (!JsonDepthWithin(body)) return std::string(body);
   nlohmann::ordered_json v = nlohmann::ordered_json::parse(body, nullptr, false);
   if (v.is_discarded()) return std::string(body);
   return v;

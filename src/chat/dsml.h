@@ -21,7 +21,8 @@ inline constexpr std::string_view kDsmlPrefixes[] = {"｜DSML｜", "DSML｜", ""
 // "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"…\">\n<｜DSML｜parameter …>…\n…
 // </｜DSML｜tool_calls>" for the calls, or "" when there are none. Arguments in the
 // client's key order; string="true" iff the JSON value is a string; non-object arguments
-// become one string parameter named "arguments" holding the raw text.
+// (and arguments nested deeper than kMaxJsonDepth) become one string parameter named
+// "arguments" holding the raw text.
 std::string RenderDsmlToolCalls(const std::vector<ToolCall>& calls);
 
 // Tool output inside <tool_result>…</tool_result>: only a literal "</tool_result>" is
@@ -36,8 +37,9 @@ std::string DecodeXmlEntities(std::string_view text);
 
 // A parameter body as a JSON value: strings (string="true", or no attribute) are
 // entity-decoded JSON strings; string="false" bodies are parsed as JSON and re-emitted
-// minified. A string="false" body that is not valid JSON becomes a JSON string of the raw
-// text (so the arguments object stays valid; see docs/TOKENIZER.md).
+// minified. A string="false" body that is not valid JSON, or nests deeper than
+// kMaxJsonDepth, becomes a JSON string of the raw text (so the arguments object stays valid
+// and dumping it never recurses without a bound; see docs/TOKENIZER.md).
 nlohmann::ordered_json DsmlParameterValue(std::string_view body, bool is_string);
 
 }  // namespace flashkv

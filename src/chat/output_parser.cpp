@@ -7,6 +7,7 @@
 
 #include "chat/dsml.h"
 #include "chat/dsml_lex.h"
+#include "util/json_depth.h"
 
 namespace flashkv {
 namespace {
@@ -52,9 +53,14 @@ bool OpensElement(std::string_view tag, std::string_view name) {
 // carry the scan state between calls. npos when the closing tag has not arrived.
 size_t FindBodyEnd(std::string_view raw, std::string_view open, std::string_view close, bool nested,
                    size_t* from, int* depth) {
+  // The next open and close at or after *from, each searched again only once passed, so
+  // deep nesting costs one scan, not one per level.
+  constexpr size_t kUnknown = std::string_view::npos - 1;
+  size_t c = kUnknown;
+  size_t o = nested ? kUnknown : std::string_view::npos;
   while (true) {
-    size_t c = raw.find(close, *from);
-    size_t o = nested ? raw.find(open, *from) : std::string_view::npos;
+    if (c == kUnknown || (c != std::string_view::npos && c < *from)) c = raw.find(close, *from);
+    if (o == kUnknown || (o != std::string_view::npos && o < *from)) o = raw.find(open, *from);
     if (o != std::string_view::npos && (c == std::string_view::npos || o < c)) {
       ++*depth;
       *from = o + open.size();
@@ -73,18 +79,20 @@ size_t FindBodyEnd(std::string_view raw, std::string_view open, std::string_view
 }
 
 std::optional<nlohmann::ordered_json> ParseParameterRun(std::string_view body,
-                                                        std::string_view prefix);
+                                                        std::string_view prefix, int nesting);
 
-// One parameter's value. `string_attr` is the attribute if present.
+// One parameter's value. `string_attr` is the attribute if present; `nesting` counts the
+// loose-XML objects around it.
 nlohmann::ordered_json ParameterValue(std::string_view body,
                                       const std::optional<std::string>& string_attr,
-                                      std::string_view prefix) {
+                                      std::string_view prefix, int nesting = 0) {
   if (!string_attr) {
-    // "Loose XML" recovery: a body made of parameter elements is a nested object.
+    // "Loose XML" recovery: a body made of parameter elements is a nested object — down to
+    // kMaxJsonDepth levels (parsing and dumping recurse per level); deeper stays text.
     size_t first = 0;
     while (first < body.size() && IsSpace(body[first])) ++first;
-    if (OpensElement(body.substr(first), Cat({prefix, "parameter"}))) {
-      if (auto nested = ParseParameterRun(body, prefix)) return *nested;
+    if (nesting < kMaxJsonDepth && OpensElement(body.substr(first), Cat({prefix, "parameter"}))) {
+      if (auto nested = ParseParameterRun(body, prefix, nesting + 1)) return *nested;
     }
     return DsmlParameterValue(body, /*is_string=*/true);
   }
@@ -93,7 +101,7 @@ nlohmann::ordered_json ParameterValue(std::string_view body,
 
 // A whole run of `<P parameter …>…</P parameter>` elements separated by whitespace.
 std::optional<nlohmann::ordered_json> ParseParameterRun(std::string_view body,
-                                                        std::string_view prefix) {
+                                                        std::string_view prefix, int nesting) {
   const std::string open = Cat({"<", prefix, "parameter"});
   const std::string close = Cat({"</", prefix, "parameter>"});
   nlohmann::ordered_json object = nlohmann::ordered_json::object();
@@ -112,7 +120,8 @@ std::optional<nlohmann::ordered_json> ParseParameterRun(std::string_view body,
     int depth = 0;
     size_t body_end = FindBodyEnd(body, open, close, !string_attr, &from, &depth);
     if (body_end == std::string_view::npos) return std::nullopt;
-    object[*name] = ParameterValue(body.substr(end + 1, body_end - end - 1), string_attr, prefix);
+    object[*name] =
+        ParameterValue(body.substr(end + 1, body_end - end - 1), string_attr, prefix, nesting);
     pos = body_end + close.size();
   }
 }

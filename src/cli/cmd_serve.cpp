@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -30,6 +31,7 @@
 #include "kv/ram_cache.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
+#include "server/request_screen.h"
 #include "tokenizer/tokenizer.h"
 #include "util/host_memory.h"
 
@@ -46,6 +48,9 @@ struct ServeFlags {
   std::string api_key;
   int max_body_mb = 64;
   int http_threads = 64;
+  int http_client_connections = 0;
+  int header_timeout_s = 10;
+  std::vector<std::string> allowed_hosts;
   std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
   std::string ram_space_mb = "auto";   // auto | N MiB (0: no RAM tier)
   int prefill_chunk = 2048;
@@ -117,6 +122,18 @@ Status RunServe(const ServeFlags& f) {
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
+  if (f.http_threads < 1) return InvalidArgument("--http-threads must be positive");
+  if (f.http_client_connections < 0)
+    return InvalidArgument("--http-client-connections must be 0 (off) or positive");
+  if (f.header_timeout_s < 1 || f.header_timeout_s > 3600)
+    return InvalidArgument("--http-header-timeout must be 1..3600 seconds");
+  // Before the model loads, so the warning is the first thing an operator sees.
+  if (f.api_key.empty() && !IsLoopbackHost(HostName(f.host))) {
+    spdlog::warn(
+        "--host {} without --api-key: anyone who can reach this address can use the model and "
+        "read what its cache holds; pass --api-key KEY (or FLASHKV_API_KEY)",
+        f.host);
+  }
 
   // Blocked before any thread starts so every thread inherits the mask and only the
   // watcher receives them; a write to a closed socket must not kill the server.
@@ -219,6 +236,9 @@ Status RunServe(const ServeFlags& f) {
   ho.api_key = f.api_key;
   ho.max_body_bytes = size_t(f.max_body_mb) << 20;
   ho.threads = f.http_threads;
+  ho.max_client_connections = f.http_client_connections;
+  ho.header_timeout_ms = f.header_timeout_s * 1000;
+  ho.allowed_hosts = f.allowed_hosts;
   ho.error_body = &ApiServer::TransportErrorBody;
   HttpServer http(ho);
   api.Register(http);
@@ -261,9 +281,23 @@ void RegisterServe(CLI::App& app) {
                   "require this key as 'Authorization: Bearer KEY' or 'x-api-key: KEY' "
                   "(default: off; also read from FLASHKV_API_KEY)")
       ->envname("FLASHKV_API_KEY");
-  cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body accepted, MiB")
+  cmd->add_option("--max-body-mb", f->max_body_mb,
+                  "largest request body accepted, MiB (after gzip/deflate/br decoding)")
       ->capture_default_str();
-  cmd->add_option("--http-threads", f->http_threads, "connection threads")->capture_default_str();
+  cmd->add_option("--http-threads", f->http_threads,
+                  "connections open at once, one thread each; at the cap the one waiting longest "
+                  "on its client is dropped for a newcomer")
+      ->capture_default_str();
+  cmd->add_option("--http-client-connections", f->http_client_connections,
+                  "connections open at once per client address (0: --http-threads)")
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout", f->header_timeout_s,
+                  "seconds a request's line and headers may take from their first byte")
+      ->capture_default_str();
+  cmd->add_option("--allowed-hosts", f->allowed_hosts,
+                  "without --api-key, Host names served besides loopback names and the addresses "
+                  "listened on (comma-separated; * for any)")
+      ->delimiter(',');
   cmd->add_option("--kv-live-sessions", f->live_sessions,
                   "sessions kept live on the backend for instant reuse (LRU); auto: as many as "
                   "the GPU memory left after the weights holds at --ctx (4 on the CPU)")

@@ -1,5 +1,6 @@
 #include "kv/disk_cache.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kv/cache_directory.h"
 #include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "util/crc32c.h"
@@ -25,7 +27,6 @@ namespace {
 constexpr std::string_view kSuffix = ".kv";
 constexpr std::string_view kTempMarker = ".kv.tmp.";
 constexpr const char* kQuarantineDir = "quarantine";
-constexpr const char* kLockName = ".lock";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -130,7 +131,8 @@ class DiskCache::Impl {
     Backend* backend = nullptr;                // the state's: page-locks a kept buffer
   };
 
-  explicit Impl(DiskCacheOptions o) : opt_(std::move(o)) {}
+  explicit Impl(DiskCacheOptions o)
+      : opt_(std::move(o)), dir_(opt_.dir, JoinPath(opt_.dir, kQuarantineDir)) {}
 
   ~Impl() {
     {
@@ -142,13 +144,9 @@ class DiskCache::Impl {
   }
 
   Status Open() {
-    FLASHKV_RETURN_IF_ERROR(CreateDirectories(opt_.dir, 0700));
-    FLASHKV_ASSIGN_OR_RETURN(lock_, File::LockExclusive(JoinPath(opt_.dir, kLockName)));
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(lock_.fd(), 0) != 0) return IoError("truncating {}", lock_.path());
-    FLASHKV_RETURN_IF_ERROR(lock_.WriteAt(0, pid.data(), pid.size()));
+    FLASHKV_RETURN_IF_ERROR(dir_.Open());
     FLASHKV_RETURN_IF_ERROR(Scan());
-    {
+    if (!dir_.read_only()) {
       std::lock_guard<std::mutex> lock(mu_);
       std::vector<Victim> victims;
       Status st = PlanLocked(0, 0, opt_.budget_bytes, &victims);
@@ -167,6 +165,24 @@ class DiskCache::Impl {
     return Status::Ok();
   }
 
+  // A save checks the directory first: deleted or replaced, the index of the old one is
+  // dropped and the new one scanned (CacheDirectory relocks it or gives it up).
+  Status CheckDirectory() {
+    FLASHKV_ASSIGN_OR_RETURN(CacheDirectory::State state, dir_.Check());
+    if (state == CacheDirectory::State::kSame) return Status::Ok();
+    size_t lost = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost = records_.size();
+      while (!records_.empty()) DropLocked(records_.begin()->first);
+      quarantine_.clear();
+      quarantine_bytes_ = 0;
+      other_bytes_ = 0;
+    }
+    if (lost > 0) spdlog::warn("kv cache: {} entries went with the old directory", lost);
+    return Scan();
+  }
+
   // ---- scan ------------------------------------------------------------------------
   Status Scan() {
     FLASHKV_ASSIGN_OR_RETURN(std::vector<DirEntry> files, ListDirectory(opt_.dir));
@@ -178,16 +194,22 @@ class DiskCache::Impl {
       if (f.is_dir && f.name == kQuarantineDir) {
         auto q = ListDirectory(path);
         if (!q.ok()) return q.status();
+        std::lock_guard<std::mutex> lock(mu_);
         for (const DirEntry& qf : *q) {
+          if (!qf.is_regular) continue;  // set aside (not a file): never evicted
           quarantine_.push_back({JoinPath(path, qf.name), qf.size, order_++});
           quarantine_bytes_ += qf.size;
         }
       } else if (f.is_regular && f.name.find(kTempMarker) != std::string::npos) {
+        if (dir_.read_only()) continue;
         spdlog::info("kv cache: removing stale temp file {}", path);
         FLASHKV_RETURN_IF_ERROR(RemoveFile(path));
       } else if (f.is_regular && ParseSnapshotFileName(f.name, &key)) {
         ScanEntry(path, key, f.size);
+      } else if (ParseSnapshotFileName(f.name, &key)) {
+        dir_.SetAside(path);
       } else if (f.is_regular) {
+        std::lock_guard<std::mutex> lock(mu_);
         other_bytes_ += f.size;
       }
     }
@@ -199,6 +221,7 @@ class DiskCache::Impl {
     if (!scan.ok()) {
       if (scan.status().code() == StatusCode::kUnsupported) {
         spdlog::warn("kv cache: ignoring {}: {}", path, scan.status().message());
+        std::lock_guard<std::mutex> lock(mu_);
         other_bytes_ += size;
         return;
       }
@@ -249,6 +272,10 @@ class DiskCache::Impl {
   }
 
   void QuarantineLocked(const std::string& path, uint64_t size, const Status& why) {
+    if (dir_.read_only()) {
+      spdlog::warn("kv cache: ignoring damaged {}: {}", path, why.message());
+      return;
+    }
     ++stats_.quarantined;
     if (!opt_.quarantine) {
       spdlog::warn("kv cache: deleting damaged {}: {}", path, why.message());
@@ -412,6 +439,7 @@ class DiskCache::Impl {
 
   Expected<DiskHit> Load(const DiskLookup& lookup_in, KvState& state) {
     if (!opt_.identity) return FailedPrecondition("kv cache opened without a model identity");
+    if (dir_.disabled()) return NotFound("{}", dir_.disabled_why().message());
     DiskLookup lookup = lookup_in;
     lookup.max_tokens = std::min<int64_t>(lookup.max_tokens, state.ctx_size());
     std::vector<std::pair<DiskCacheEntry, bool>> cands;
@@ -501,6 +529,8 @@ class DiskCache::Impl {
   // ---- save ------------------------------------------------------------------------
   Expected<std::string> Save(const KvState& state, const SnapshotContent& content) {
     if (!opt_.identity) return FailedPrecondition("kv cache opened without a model identity");
+    if (dir_.read_only()) return FailedPrecondition("kv cache {} is read-only", opt_.dir);
+    FLASHKV_RETURN_IF_ERROR(CheckDirectory());
     const Sha1Digest digest = TokensKey(content.tokens);
     const std::string key = Sha1Hex(digest);
     const uint64_t bytes =
@@ -667,6 +697,8 @@ class DiskCache::Impl {
     const std::string tmp =
         JoinPath(opt_.dir, fmt::format("{}{}{}.{}", job.key, kTempMarker, ::getpid(), ++temp_seq_));
     Status st = [&]() -> Status {
+      // Saves queue: the directory may have gone since this one was admitted.
+      FLASHKV_RETURN_IF_ERROR(CheckDirectory());
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
       CaptureProgress& c = *job.capture;
       FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
@@ -675,6 +707,11 @@ class DiskCache::Impl {
       // written, so this mostly waits for the last ones.
       FLASHKV_RETURN_IF_ERROR(f.SyncData());
       FLASHKV_RETURN_IF_ERROR(f.Close());
+      // rename replaces a link or FIFO there, but fails on a directory that appeared since.
+      struct stat there;
+      if (::lstat(final_path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
+        dir_.SetAside(final_path);
+      }
       return RenameDurably(tmp, final_path);
     }();
     if (!st.ok()) {
@@ -737,6 +774,7 @@ class DiskCache::Impl {
       path = it->second.entry.path;
       hits = it->second.entry.hit_count;
     }
+    if (dir_.read_only()) return Status::Ok();  // counted in memory only
     FLASHKV_ASSIGN_OR_RETURN(File f, File::OpenReadWrite(path));
     return WriteSnapshotStats(f, now, hits);
   }
@@ -773,6 +811,7 @@ class DiskCache::Impl {
   }
 
   Expected<int> Collect(std::optional<uint64_t> budget) {
+    if (dir_.read_only()) return FailedPrecondition("kv cache {} is read-only", opt_.dir);
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Victim> victims;
     FLASHKV_RETURN_IF_ERROR(PlanLocked(0, 0, budget.value_or(opt_.budget_bytes), &victims));
@@ -809,7 +848,7 @@ class DiskCache::Impl {
 
  private:
   const DiskCacheOptions opt_;
-  File lock_;
+  CacheDirectory dir_;
   mutable std::mutex mu_;
   std::map<std::string, Record> records_;
   TokenPrefixIndex tokens_;

@@ -7,7 +7,11 @@
 // Start-up: takes an exclusive lock on `<dir>/.lock` (one flashkv per directory),
 // removes stale temp files, reads every entry's header, tokens and text (never whole
 // payloads) into the index, moves damaged entries to `<dir>/quarantine/` (or deletes them
-// with quarantine off), and evicts down to the budget.
+// with quarantine off) and anything that is not a file under an entry's name (directory,
+// link, FIFO) there too, and evicts down to the budget. A directory this process cannot
+// write opens read-only: loads only. A directory deleted or replaced while in use is
+// recreated and locked again at the next save, or the disk tier is disabled when another
+// process holds it (kv/cache_directory.h).
 //
 // Budget: every regular file in the directory counts — entries, in-flight temp files
 // (reserved at admission), other models' entries, `quarantine/` and unrelated files.

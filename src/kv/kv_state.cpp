@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "util/memory_budget.h"
+
 namespace flashkv {
 namespace {
 
@@ -38,21 +40,35 @@ LayerBuffers LayerBuffersFor(const KvShape& shape, const KvLayerShape& ls) {
   return b;
 }
 
+// What Create allocates, summed with overflow checks first: a shape from a hostile model
+// file or a huge context is refused with its numbers before any buffer exists.
+ByteCount StateBytes(const KvShape& shape) {
+  ByteCount total;
+  for (const KvLayerShape& ls : shape.layers) {
+    const LayerBuffers b = LayerBuffersFor(shape, ls);
+    total.Add(b.ring + b.comp_rows + b.index_rows, sizeof(float));
+    total.Add(2, b.comp_state + b.index_state, sizeof(float));
+  }
+  return total;
+}
+
 }  // namespace
 
 uint64_t KvState::AllocatedBytes(const KvShape& shape) {
-  uint64_t floats = 0;
-  for (const KvLayerShape& ls : shape.layers) {
-    const LayerBuffers b = LayerBuffersFor(shape, ls);
-    floats += b.ring + b.comp_rows + 2 * b.comp_state + b.index_rows + 2 * b.index_state;
-  }
-  return floats * sizeof(float);
+  return StateBytes(shape).bytes();
 }
 
 Expected<KvState> KvState::Create(Backend& backend, const KvShape& shape) {
   if (shape.head_dim <= 0 || shape.n_swa <= 0 || shape.ctx_size <= 0) {
     return InvalidArgument("kv state shape has a non-positive size");
   }
+  for (const KvLayerShape& ls : shape.layers) {
+    if (ls.compress_ratio < 0) return InvalidArgument("kv state shape has a negative ratio");
+  }
+  FLASHKV_RETURN_IF_ERROR(CheckFitsInMemory(
+      fmt::format("a KV state of {} tokens ({} layers, window {} × {} floats)", shape.ctx_size,
+                  shape.layers.size(), shape.n_swa, shape.head_dim),
+      StateBytes(shape)));
   KvState s;
   s.backend_ = &backend;
   s.shape_ = shape;

@@ -66,6 +66,7 @@ class KvState {
   };
 
   // Allocates every buffer on `backend` and clears it. The backend must outlive this.
+  // ResourceExhausted, before allocating, when the buffers would exceed physical memory.
   static Expected<KvState> Create(Backend& backend, const KvShape& shape);
   // Bytes Create allocates for `shape` (before the backend's rounding): what one live
   // session of that context costs in device memory.

@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace flashkv {
@@ -16,11 +17,11 @@ class MetaReader {
 
   std::string Key(const char* key) const { return std::string(kArch) + "." + key; }
 
-  Status Int(const char* key, int* out, int64_t min_value) const {
+  Status Int(const char* key, int* out, int64_t lo, int64_t hi) const {
     auto v = f_.GetI64(Key(key));
     if (!v.ok()) return v.status().WithContext("metadata " + Key(key));
-    if (*v < min_value || *v > std::numeric_limits<int>::max()) {
-      return InvalidArgument("metadata {} = {} is out of range (min {})", Key(key), *v, min_value);
+    if (*v < lo || *v > hi) {
+      return InvalidArgument("metadata {} = {} is out of range ({}..{})", Key(key), *v, lo, hi);
     }
     *out = static_cast<int>(*v);
     return Status::Ok();
@@ -43,6 +44,54 @@ class MetaReader {
  private:
   const GgufFile& f_;
 };
+
+// Every integer hyperparameter and what the model and the formats allow, read and checked
+// from this one table (FromGguf) and checked again for configs built by hand (Validate).
+// Bounds are generous multiples of DeepSeek-V4-Flash's values, capped where the snapshot
+// format caps them (layers 4096, vocabulary 2^24, head and indexer dims 2^16); each also
+// bounds the memory and time the value costs: a window's rows are allocated per layer and
+// read per token, Sinkhorn runs its iterations for every token of every layer.
+struct IntField {
+  const char* key;
+  int ModelConfig::*field;
+  int64_t lo;
+  int64_t hi;
+};
+constexpr IntField kIntFields[] = {
+    {"block_count", &ModelConfig::n_layer, 1, 4096},
+    {"embedding_length", &ModelConfig::n_embd, 1, 65536},
+    {"vocab_size", &ModelConfig::n_vocab, 1, 1 << 24},
+    {"attention.head_count", &ModelConfig::n_head, 1, 1024},
+    {"attention.head_count_kv", &ModelConfig::n_head_kv, 1, 1024},
+    {"attention.key_length", &ModelConfig::head_dim, 1, 65536},
+    {"rope.dimension_count", &ModelConfig::n_rot, 2, 65536},
+    {"attention.q_lora_rank", &ModelConfig::q_lora_rank, 1, 65536},
+    {"attention.output_lora_rank", &ModelConfig::o_lora_rank, 1, 65536},
+    {"attention.output_group_count", &ModelConfig::n_out_group, 1, 1024},
+    {"expert_count", &ModelConfig::n_expert, 1, 1024},
+    {"expert_used_count", &ModelConfig::n_expert_used, 1, 1024},
+    {"expert_feed_forward_length", &ModelConfig::n_ff_exp, 1, 1 << 20},
+    {"expert_shared_count", &ModelConfig::n_expert_shared, 0, 1024},
+    {"hash_layer_count", &ModelConfig::n_hash_layer, 0, 4096},
+    {"attention.sliding_window", &ModelConfig::n_swa, 1, 65536},
+    {"attention.indexer.head_count", &ModelConfig::indexer_heads, 1, 1024},
+    {"attention.indexer.key_length", &ModelConfig::indexer_head_dim, 1, 65536},
+    {"attention.indexer.top_k", &ModelConfig::indexer_top_k, 1, 65536},
+    {"hyper_connection.count", &ModelConfig::n_hc, 1, 16},
+    {"hyper_connection.sinkhorn_iterations", &ModelConfig::hc_sinkhorn_iters, 1, 1000},
+};
+
+// A product of hyperparameters must fit an int; computed in 64 bits so the check itself
+// cannot overflow.
+Status CheckProduct(const char* what, std::initializer_list<int64_t> factors) {
+  int64_t p = 1;
+  for (int64_t f : factors) {
+    if (__builtin_mul_overflow(p, f, &p) || p > std::numeric_limits<int>::max()) {
+      return InvalidArgument("model shape: {} exceeds {}", what, std::numeric_limits<int>::max());
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -70,34 +119,16 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   }
 
   MetaReader m(file);
-  FLASHKV_RETURN_IF_ERROR(m.Int("block_count", &c.n_layer, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("embedding_length", &c.n_embd, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("vocab_size", &c.n_vocab, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.head_count", &c.n_head, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.head_count_kv", &c.n_head_kv, 1));
+  for (const IntField& f : kIntFields) {
+    FLASHKV_RETURN_IF_ERROR(m.Int(f.key, &(c.*f.field), f.lo, f.hi));
+  }
   int value_length = 0;
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.key_length", &c.head_dim, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.value_length", &value_length, 1));
+  FLASHKV_RETURN_IF_ERROR(m.Int("attention.value_length", &value_length, 1, 65536));
   if (value_length != c.head_dim) {
     return InvalidArgument("metadata {} = {} differs from {} = {} (DeepSeek V4 shares K and V)",
                            m.Key("attention.value_length"), value_length,
                            m.Key("attention.key_length"), c.head_dim);
   }
-  FLASHKV_RETURN_IF_ERROR(m.Int("rope.dimension_count", &c.n_rot, 2));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.q_lora_rank", &c.q_lora_rank, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.output_lora_rank", &c.o_lora_rank, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.output_group_count", &c.n_out_group, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("expert_count", &c.n_expert, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("expert_used_count", &c.n_expert_used, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("expert_feed_forward_length", &c.n_ff_exp, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("expert_shared_count", &c.n_expert_shared, 0));
-  FLASHKV_RETURN_IF_ERROR(m.Int("hash_layer_count", &c.n_hash_layer, 0));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.sliding_window", &c.n_swa, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.head_count", &c.indexer_heads, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.key_length", &c.indexer_head_dim, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.indexer.top_k", &c.indexer_top_k, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("hyper_connection.count", &c.n_hc, 1));
-  FLASHKV_RETURN_IF_ERROR(m.Int("hyper_connection.sinkhorn_iterations", &c.hc_sinkhorn_iters, 1));
   if (m.Has("context_length")) FLASHKV_RETURN_IF_ERROR(m.U64("context_length", &c.context_length));
 
   FLASHKV_RETURN_IF_ERROR(m.Float("rope.freq_base", &c.rope_freq_base));
@@ -118,7 +149,7 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   }
   if (m.Has("expert_group_count")) {
     int groups = 0;
-    FLASHKV_RETURN_IF_ERROR(m.Int("expert_group_count", &groups, 0));
+    FLASHKV_RETURN_IF_ERROR(m.Int("expert_group_count", &groups, 0, 1024));
     if (groups > 1) {
       return Unsupported("metadata {} = {}: grouped expert routing is not DeepSeek V4",
                          m.Key("expert_group_count"), groups);
@@ -157,8 +188,19 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
 }
 
 Status ModelConfig::Validate() const {
-  if (n_layer <= 0 || n_embd <= 0 || n_vocab <= 0 || n_head <= 0 || head_dim <= 0) {
-    return InvalidArgument("model shape has a non-positive size");
+  for (const IntField& f : kIntFields) {
+    const int v = this->*f.field;
+    if (v < f.lo || v > f.hi) {
+      return InvalidArgument("{} = {} is out of range ({}..{})", f.key, v, f.lo, f.hi);
+    }
+  }
+  // The bounds keep every size ModelConfig's methods hold in an int below 2^27 (q_dim at
+  // most 2^10 · 2^16, hc_dim 2^4 · 2^16, ...); an expert's weight matrix is the one product
+  // of in-range values that could still pass 2^31.
+  FLASHKV_RETURN_IF_ERROR(
+      CheckProduct("expert_feed_forward_length × embedding_length", {n_ff_exp, n_embd}));
+  if (context_length > (uint64_t(1) << 40) || rope_orig_ctx > (uint64_t(1) << 40)) {
+    return InvalidArgument("context lengths beyond 2^40 tokens are not a model's");
   }
   if (static_cast<int>(compress_ratios.size()) != n_layer ||
       static_cast<int>(swiglu_clamp.size()) != n_layer) {
@@ -197,9 +239,25 @@ Status ModelConfig::Validate() const {
     return InvalidArgument("rope.dimension_count = {} exceeds attention.indexer.key_length = {}",
                            n_rot, indexer_head_dim);
   }
-  if (rms_eps <= 0 || hc_eps < 0) return InvalidArgument("epsilons must be positive");
-  if (rope_freq_base <= 1 || compress_rope_freq_base <= 1) {
-    return InvalidArgument("rope frequency bases must be > 1");
+  if (!(rms_eps > 0 && rms_eps < 1) || !(hc_eps >= 0 && hc_eps < 1)) {
+    return InvalidArgument("epsilons must be in (0, 1), hyper_connection.epsilon in [0, 1)");
+  }
+  if (!(rope_freq_base > 1) || !(compress_rope_freq_base > 1) || !std::isfinite(rope_freq_base) ||
+      !std::isfinite(compress_rope_freq_base)) {
+    return InvalidArgument("rope frequency bases must be finite and > 1");
+  }
+  if (!std::isfinite(rope_scaling_factor) || rope_scaling_factor < 0 ||
+      !std::isfinite(yarn_beta_fast) || !std::isfinite(yarn_beta_slow) ||
+      !std::isfinite(expert_weights_scale) || expert_weights_scale <= 0) {
+    return InvalidArgument(
+        "rope scaling factor and YaRN betas must be finite (the factor >= 0), "
+        "expert_weights_scale finite and > 0");
+  }
+  for (int l = 0; l < n_layer; ++l) {
+    if (!std::isfinite(swiglu_clamp[l]) || swiglu_clamp[l] < 0) {
+      return InvalidArgument("swiglu_clamp_exp[{}] = {} must be finite and >= 0", l,
+                             swiglu_clamp[l]);
+    }
   }
   if (rope_scaling_factor > 1 && rope_orig_ctx == 0) {
     return InvalidArgument("rope.scaling.original_context_length must be set when YaRN is on");

@@ -12,6 +12,8 @@
 #include "server/api_errors.h"
 #include "server/openai_chat.h"
 #include "server/openai_responses.h"
+#include "server/request_reader.h"
+#include "server/request_schema.h"
 #include "server/sse.h"
 #include "server/usage.h"
 
@@ -82,20 +84,6 @@ Json ResponseBody(Dialect d, const ResponseContext& ctx, const GenerationResult&
   return Json::object();
 }
 
-Expected<ApiRequest> ParseDialect(Dialect d, const Json& body) {
-  switch (d) {
-    case Dialect::kChatCompletions:
-      return ParseChatCompletionsRequest(body);
-    case Dialect::kCompletions:
-      return ParseCompletionsRequest(body);
-    case Dialect::kResponses:
-      return ParseResponsesRequest(body);
-    case Dialect::kAnthropic:
-      return ParseAnthropicRequest(body);
-  }
-  return Internal("unknown dialect");
-}
-
 }  // namespace
 
 struct ApiServer::Prepared {
@@ -147,12 +135,7 @@ HttpResponse ApiServer::ContextError(Dialect dialect, int64_t n_prompt) const {
 
 bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
                         HttpResponse* error) {
-  Expected<Json> body = ParseJsonObject(http.body);
-  if (!body.ok()) {
-    *error = Error(dialect, body.status());
-    return false;
-  }
-  Expected<ApiRequest> api = ParseDialect(dialect, *body);
+  Expected<ApiRequest> api = ReadApiRequest(dialect, http.body);
   if (!api.ok()) {
     *error = Error(dialect, api.status());
     return false;
@@ -323,6 +306,7 @@ HttpResponse ApiServer::CountTokens(const HttpRequest& http) {
   if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not required for counting
   Expected<ApiRequest> api = ParseAnthropicRequest(b);
   if (!api.ok()) return Error(Dialect::kAnthropic, api.status());
+  if (Status s = ValidateAnthropicSchema(b); !s.ok()) return Error(Dialect::kAnthropic, s);
   if (options_.exact_dsml_replay) replay_.ApplyTo(&api->messages);
   PromptOptions po;
   po.thinking = EffectiveThinkingMode(api->thinking, size_t(options_.ctx_size));

@@ -15,6 +15,9 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "server/http_connection.h"
+#include "server/request_screen.h"
+
 namespace flashkv {
 namespace {
 
@@ -45,6 +48,16 @@ std::string RegexEscape(const std::string& s) {
     out.push_back(c);
   }
   return out;
+}
+
+// The routing rule of PatternFor without a regex: exact, or "prefix{param}" with one
+// non-empty segment after the prefix.
+bool PathMatches(std::string_view route, std::string_view path) {
+  static constexpr std::string_view kParam = "{param}";
+  if (!route.ends_with(kParam)) return route == path;
+  const std::string_view prefix = route.substr(0, route.size() - kParam.size());
+  return path.size() > prefix.size() && path.starts_with(prefix) &&
+         path.substr(prefix.size()).find('/') == std::string_view::npos;
 }
 
 // "numeric host, port" of a socket address, as cpp-httplib reports the peer.
@@ -155,8 +168,33 @@ std::string HttpRequest::Header(std::string_view name) const {
 }
 
 struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o)
+      : options(std::move(o)),
+        server(ConnectionLimits{std::max(1, options.threads), options.max_client_connections},
+               Timeouts(options), Refusal(options)) {}
+
+  static ConnectionTimeouts Timeouts(const HttpServerOptions& o) {
+    ConnectionTimeouts t;
+    t.header = std::chrono::milliseconds(std::max(1, o.header_timeout_ms));
+    t.idle = std::chrono::milliseconds(std::max(1, o.idle_timeout_ms));
+    t.read = std::chrono::milliseconds(std::max(1, o.read_timeout_ms));
+    t.write = std::chrono::milliseconds(std::max(1, o.write_timeout_ms));
+    return t;
+  }
+
+  // The whole response for a connection refused at the cap.
+  static std::string Refusal(const HttpServerOptions& o) {
+    const std::string body =
+        o.error_body ? o.error_body("", 503, "too many open connections; retry later") : "";
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+           "Connection: close\r\nRetry-After: 1\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+
   HttpServerOptions options;
-  httplib::Server server;
+  GuardedHttpServer server;
+  ScreenPolicy screen;
+  std::vector<std::string> post_paths;  // as registered ("{param}" for one segment)
   int port = -1;
 
   void ToHttplib(const HttpResponse& r, const httplib::Request& req, httplib::Response& res,
@@ -185,26 +223,69 @@ struct HttpServer::Impl {
                                      });
   }
 
+  void Serve(const HttpHandler& handler, const httplib::Request& req, std::string body,
+             httplib::Response& res) {
+    if (ConnectionContext* c = ConnectionContext::Current()) c->Answering();
+    HttpRequest hr;
+    hr.method = req.method;
+    hr.path = req.path;
+    hr.body = std::move(body);
+    for (const auto& [k, v] : req.headers) hr.headers.emplace(Lower(k), v);
+    if (!req.matches.empty() && req.matches.size() > 1) hr.path_param = req.matches[1];
+    auto probe = std::make_shared<ConnectionProbe>(req);
+    hr.client_connected = [probe] { return probe->Connected(); };
+    HttpResponse r;
+    try {
+      r = handler(hr);
+    } catch (const std::exception& e) {
+      spdlog::error("handler for {} threw: {}", req.path, e.what());
+      r = HttpResponse{};
+      r.status = 500;
+      r.body = options.error_body ? options.error_body(req.path, 500, "internal error") : "";
+    }
+    ToHttplib(r, req, res, probe);
+  }
+
   httplib::Server::Handler Wrap(HttpHandler handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
-      HttpRequest hr;
-      hr.method = req.method;
-      hr.path = req.path;
-      hr.body = req.body;
-      for (const auto& [k, v] : req.headers) hr.headers.emplace(Lower(k), v);
-      if (!req.matches.empty() && req.matches.size() > 1) hr.path_param = req.matches[1];
-      auto probe = std::make_shared<ConnectionProbe>(req);
-      hr.client_connected = [probe] { return probe->Connected(); };
-      HttpResponse r;
-      try {
-        r = handler(hr);
-      } catch (const std::exception& e) {
-        spdlog::error("handler for {} threw: {}", req.path, e.what());
-        r = HttpResponse{};
-        r.status = 500;
-        r.body = options.error_body ? options.error_body(req.path, 500, "internal error") : "";
+      Serve(handler, req, std::string(), res);
+    };
+  }
+
+  // POST bodies are read here, decoded (gzip, deflate, br) as they stream in, and refused
+  // as soon as the decoded bytes pass the limit — so a small compressed body cannot expand
+  // into memory, and a chunked one is bounded like one with a Content-Length.
+  httplib::Server::HandlerWithContentReader WrapPost(HttpHandler handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res,
+                           const httplib::ContentReader& reader) {
+      const size_t limit = options.max_body_bytes;
+      std::string body;
+      bool too_big = false;
+      const bool read = reader([&](const char* data, size_t n) {
+        if (n > limit - body.size()) {
+          too_big = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (!read) {
+        // The rest of the body is still on the socket: the connection cannot carry on.
+        if (ConnectionContext* c = ConnectionContext::Current()) c->CloseAfterResponse();
+        res.set_header("Connection", "close");
+        res.status = too_big ? 413 : 400;
+        const bool encoded = !req.get_header_value("Content-Encoding").empty();
+        const std::string message =
+            too_big
+                ? "request body exceeds the limit of " + std::to_string(limit) + " bytes" +
+                      (encoded ? " once decompressed" : "")
+                : "request body could not be read" + std::string(encoded ? " or decompressed" : "");
+        if (options.error_body) {
+          res.set_content(options.error_body(req.path, res.status, message), "application/json");
+        }
+        return;
       }
-      ToHttplib(r, req, res, probe);
+      Serve(handler, req, std::move(body), res);
     };
   }
 
@@ -230,18 +311,56 @@ struct HttpServer::Impl {
     const std::string x = req.get_header_value("x-api-key");
     return !x.empty() && ConstantTimeEquals(x, options.api_key);
   }
+
+  RequestHead HeadOf(const httplib::Request& req) const {
+    auto value = [&](const char* name) -> std::optional<std::string> {
+      if (!req.has_header(name)) return std::nullopt;
+      return req.get_header_value(name);
+    };
+    RequestHead head;
+    head.method = req.method;
+    head.content_length_headers = int(req.get_header_value_count("Content-Length"));
+    head.content_length = value("Content-Length");
+    head.transfer_encoding = value("Transfer-Encoding");
+    head.content_encoding = value("Content-Encoding");
+    head.content_type = value("Content-Type");
+    head.host = value("Host");
+    return head;
+  }
+
+  // Before any body byte is read: framing, method, key, browser rules, route.
+  bool Refuse(const httplib::Request& req, httplib::Response& res) {
+    const RequestHead head = HeadOf(req);
+    bool post_route = false;
+    for (const std::string& p : post_paths) post_route |= PathMatches(p, req.path);
+    ScreenVerdict v = ScreenFraming(screen, head);
+    if (!v.refused() && !Authorized(req)) v = {401, "missing or invalid API key"};
+    if (!v.refused()) v = ScreenBrowser(screen, head);
+    // The error handler writes the 404 body (it names the endpoint).
+    if (!v.refused() && head.method == "POST" && !post_route) v = {404, ""};
+    if (!v.refused()) return false;
+    // Whatever body follows stays unread, so the connection ends with this answer.
+    if (ConnectionContext* c = ConnectionContext::Current()) c->CloseAfterResponse();
+    res.set_header("Connection", "close");
+    res.status = v.status;
+    if (!v.message.empty() && options.error_body) {
+      res.set_content(options.error_body(req.path, v.status, v.message), "application/json");
+    }
+    return true;
+  }
 };
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
   Impl* impl = impl_.get();
   httplib::Server& s = impl->server;
-  const int threads = std::max(4, impl->options.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  impl->screen.max_body_bytes = impl->options.max_body_bytes;
+  impl->screen.browser_rules = impl->options.api_key.empty();
+  impl->screen.allowed_hosts = impl->options.allowed_hosts;
   s.set_payload_max_length(impl->options.max_body_bytes);
-  s.set_read_timeout(30, 0);
-  s.set_write_timeout(10, 0);
-  s.set_keep_alive_timeout(5);
+  // Only the Keep-Alive response header reads these; the connection loop enforces them.
+  s.set_keep_alive_timeout(std::max(1, impl->options.idle_timeout_ms / 1000));
+  s.set_keep_alive_max_count(100);
   if (impl->options.cors) {
     s.set_default_headers({{"Access-Control-Allow-Origin", "*"},
                            {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
@@ -249,14 +368,8 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
   }
   s.Options(".*", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
   s.set_pre_routing_handler([impl](const httplib::Request& req, httplib::Response& res) {
-    if (impl->Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 401;
-    const std::string body =
-        impl->options.error_body
-            ? impl->options.error_body(req.path, 401, "missing or invalid API key")
-            : std::string();
-    res.set_content(body, "application/json");
-    return httplib::Server::HandlerResponse::Handled;
+    return impl->Refuse(req, res) ? httplib::Server::HandlerResponse::Handled
+                                  : httplib::Server::HandlerResponse::Unhandled;
   });
   // Called for every status >= 400; fills in a body only where none was written (404 for
   // unknown paths, 413 for oversized bodies, 400 for unreadable requests).
@@ -302,7 +415,9 @@ void HttpServer::Get(const std::string& path, HttpHandler handler) {
 }
 
 void HttpServer::Post(const std::string& path, HttpHandler handler) {
-  impl_->server.Post(impl_->PatternFor(path), impl_->Wrap(std::move(handler)));
+  const std::string pattern = impl_->PatternFor(path);
+  impl_->post_paths.push_back(path);
+  impl_->server.Post(pattern, impl_->WrapPost(std::move(handler)));
 }
 
 Status HttpServer::Bind() {
@@ -319,6 +434,8 @@ Status HttpServer::Bind() {
     }
     impl_->port = impl_->options.port;
   }
+  impl_->server.WidenBacklog();
+  impl_->screen.listened_hosts = ListenedHosts(host);
   return Status::Ok();
 }
 
@@ -335,6 +452,8 @@ Status HttpServer::Serve() {
 
 void HttpServer::Stop() {
   if (impl_->server.is_running()) impl_->server.stop();
+  // In-flight answers finish; connections waiting on their clients end now.
+  impl_->server.ShutdownWaiting();
 }
 
 }  // namespace flashkv

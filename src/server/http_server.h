@@ -1,10 +1,15 @@
 // HttpServer: the HTTP transport behind a pimpl, so no other file sees cpp-httplib.
 // Routes map a request to an HttpResponse — a whole body, or a stream function that
 // writes chunks (SSE) until it is done or the client is gone. Also owns the transport
-// rules every endpoint shares: the request-body limit, the optional API key, CORS, and
-// telling a handler whether its client is still connected. Must not: know the APIs'
-// JSON (the error bodies it writes come from a function the API layer supplies) or
-// reach the filesystem (no static file serving; paths are matched, never opened).
+// rules every endpoint shares: the request-body limit (on the decoded body, checked while
+// it streams in), the connection cap and read deadlines (http_connection.h), the optional
+// API key, the browser rules without one (JSON bodies only, Host a loopback name or an
+// address the server listens on), CORS, and telling a handler whether its client is still
+// connected. A request is refused before its body is read whenever its headers already
+// decide it (an oversized Content-Length, an unknown path, a wrong method or key).
+// Must not: know the APIs' JSON (the error bodies it writes come from a function the API
+// layer supplies) or reach the filesystem (no static file serving; paths are matched,
+// never opened).
 //
 // Threading: handlers run on the server's connection threads, many at once; they must be
 // thread-safe and must not throw (a throw becomes a 500).
@@ -59,11 +64,22 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (see HttpServer::port)
-  size_t max_body_bytes = size_t(64) << 20;
-  int threads = 64;  // connection threads; a streaming client holds one for its request
+  int port = 8000;                           // 0: any free port (see HttpServer::port)
+  size_t max_body_bytes = size_t(64) << 20;  // after Content-Encoding is undone
+  // Connections open at once, each on its own thread (streams, queued requests, idle
+  // keep-alive ones); at the cap the one waiting longest on its client is dropped for a
+  // newcomer, and when all are being answered the newcomer gets a 503.
+  int threads = 64;
+  int max_client_connections = 0;  // per client address; 0: `threads`
+  int header_timeout_ms = 10000;   // from a request's first byte to the end of its headers
+  int idle_timeout_ms = 5000;      // keep-alive wait for the next request
+  int read_timeout_ms = 30000;     // longest wait for more body bytes
+  int write_timeout_ms = 10000;    // longest wait for the client to take bytes
   bool cors = false;
   std::string api_key;  // non-empty: required as "Authorization: Bearer" or "x-api-key"
+  // Without an API key, Host names accepted besides loopback names and the addresses the
+  // server listens on (a DNS-rebinding page sends its own name); "*" accepts any.
+  std::vector<std::string> allowed_hosts;
   // Paths that never need the API key (health checks).
   std::vector<std::string> public_paths = {"/health"};
   // The JSON body for an error the transport produces itself (401, 404, 413, ...).

@@ -3,35 +3,6 @@
 #include <cmath>
 
 namespace flashkv {
-namespace {
-
-// Depth of the deepest array/object, by a scan that skips strings (so it is cheap and
-// runs before the parser, which would otherwise recurse into hostile nesting).
-bool DepthWithin(std::string_view s, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 const char* JsonTypeName(const Json& v) {
   switch (v.type()) {
@@ -55,17 +26,18 @@ const char* JsonTypeName(const Json& v) {
 }
 
 Expected<Json> ParseJsonObject(std::string_view body) {
-  if (!DepthWithin(body, kMaxJsonDepth)) {
+  if (!JsonDepthWithin(body, kMaxJsonDepth)) {
     return InvalidArgument("JSON nesting deeper than {} levels", kMaxJsonDepth);
   }
   Json j;
   try {
     j = Json::parse(body.begin(), body.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error ("[json.exception.parse_error.101] parse error at line 1, column 2: …")
+    // and out_of_range 406 ("… number overflow parsing '1e999999'"): the text after the tag.
     std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." → the tail.
-    const size_t colon = what.find("parse error");
-    if (colon != std::string::npos) what = what.substr(colon);
+    const size_t tag_end = what.find("] ");
+    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
     return InvalidArgument("invalid JSON body: {}", what);
   }
   if (!j.is_object())

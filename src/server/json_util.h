@@ -10,18 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
 #include "util/status.h"
 
 namespace flashkv {
 
 using Json = nlohmann::ordered_json;
 
-// Deepest nesting of arrays/objects a request may have (ds4 uses the same bound).
-inline constexpr int kMaxJsonDepth = 256;
-
-// The body as a JSON object. InvalidArgument: "invalid JSON at byte N: …", "request body
-// must be a JSON object", "JSON nesting deeper than 256 levels". Strings must be valid
-// UTF-8 (the parser rejects anything else).
+// The body as a JSON object. InvalidArgument: "invalid JSON body: parse error …" (numbers
+// beyond double's range too), "request body must be a JSON object", "JSON nesting deeper
+// than 256 levels" (kMaxJsonDepth). Strings must be valid UTF-8 (the parser rejects
+// anything else).
 Expected<Json> ParseJsonObject(std::string_view body);
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (generated text may split characters).

@@ -1,11 +1,20 @@
 #include "util/host_memory.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 namespace flashkv {
+
+uint64_t PhysicalHostMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return uint64_t(pages) * uint64_t(page);
+}
 
 Expected<uint64_t> ParseMemAvailable(std::string_view meminfo) {
   constexpr std::string_view kKey = "MemAvailable:";

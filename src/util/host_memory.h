@@ -1,6 +1,8 @@
-// How much host memory the machine can still give: MemAvailable of /proc/meminfo (what the
-// kernel estimates can be allocated without swapping), for defaults that size a cache tier
-// from the machine rather than a fixed number. Must not: allocate or pin anything.
+// How much host memory the machine has and can still give: its physical memory (the bound
+// a computed allocation size is checked against, util/memory_budget.h) and MemAvailable
+// of /proc/meminfo (what the kernel estimates can be allocated without swapping), for
+// defaults that size a cache tier from the machine rather than a fixed number. Must not:
+// allocate or pin anything.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,9 @@
 #include "util/status.h"
 
 namespace flashkv {
+
+// Physical memory in bytes (sysconf), 0 when unknown.
+uint64_t PhysicalHostMemory();
 
 // MemAvailable in bytes; kUnsupported where /proc/meminfo lacks it (non-Linux).
 Expected<uint64_t> AvailableHostMemory();

@@ -10,6 +10,7 @@
 #include "server/api_request.h"
 #include "server/openai_chat.h"
 #include "server/openai_responses.h"
+#include "server/request_reader.h"
 
 namespace flashkv {
 namespace {
@@ -200,6 +201,30 @@ TEST(AgentRequestsTest, ChatClientsReplayReasoningContentOrNot) {
   // A first chat turn: chat clients get reasoning_content and mostly send it back.
   pi->messages.resize(2);
   EXPECT_TRUE(ReplaysReasoning(*pi));
+}
+
+// What each agent sends passes the whole read path an endpoint uses (JSON limits, the
+// dialect parser and the request schema), not only the parser.
+TEST(AgentRequestsTest, TheirShapesPassTheRequestSchema) {
+  EXPECT_TRUE(ReadApiRequest(Dialect::kAnthropic, kClaudeFirst).ok())
+      << ReadApiRequest(Dialect::kAnthropic, kClaudeFirst).status().ToString();
+  EXPECT_TRUE(ReadApiRequest(Dialect::kResponses, kCodexResume).ok())
+      << ReadApiRequest(Dialect::kResponses, kCodexResume).status().ToString();
+  for (const char* body : {
+           R"({"model": "deepseek-v4-flash", "max_tokens": 48, "tool_choice": "auto",
+               "stream": true, "stream_options": {"include_usage": true},
+               "messages": [{"role": "system", "content": "You are opencode."},
+                            {"role": "user", "content": "Say hi."},
+                            {"role": "assistant", "content": "", "reasoning_content": "r"},
+                            {"role": "user", "content": "Say more."}]})",
+           R"({"model": "deepseek-v4-flash", "max_tokens": 48, "thinking": {"type": "disabled"},
+               "stream": true, "stream_options": {"include_usage": true},
+               "messages": [{"role": "developer", "content": "pi"},
+                            {"role": "user", "content": [{"type": "text", "text": "Say hi."}]},
+                            {"role": "assistant", "content": "Hello", "reasoning_content": ""}]})"}) {
+    Expected<ApiRequest> r = ReadApiRequest(Dialect::kChatCompletions, body);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  }
 }
 
 }  // namespace

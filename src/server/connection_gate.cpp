@@ -1,0 +1,80 @@
+#include "server/connection_gate.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+namespace flashkv {
+
+ConnectionGate::ConnectionGate(ConnectionLimits limits) : limits_(limits) {}
+
+int ConnectionGate::Counted(const std::string* peer) const {
+  int n = 0;
+  for (const auto& [id, c] : connections_) {
+    if (!c.dropped && (peer == nullptr || c.peer == *peer)) ++n;
+  }
+  return n;
+}
+
+bool ConnectionGate::MakeRoom(const std::string* peer, int limit) {
+  for (int open = Counted(peer); open >= limit; --open) {
+    Connection* victim = nullptr;
+    for (auto& [id, c] : connections_) {
+      if (c.dropped || c.phase == Phase::kAnswering) continue;
+      if (peer != nullptr && c.peer != *peer) continue;
+      if (victim == nullptr || c.since < victim->since) victim = &c;
+    }
+    if (victim == nullptr) return false;
+    // Its thread wakes from poll/recv, sees the connection closed and releases it.
+    shutdown(victim->fd, SHUT_RDWR);
+    victim->dropped = true;
+    ++dropped_;
+  }
+  return true;
+}
+
+bool ConnectionGate::Admit(int fd, const std::string& peer, uint64_t* id) {
+  const int max_total = std::max(1, limits_.max_connections);
+  const int max_client =
+      limits_.max_client_connections > 0 ? limits_.max_client_connections : max_total;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!MakeRoom(&peer, max_client) || !MakeRoom(nullptr, max_total)) return false;
+  *id = next_id_++;
+  connections_[*id] = Connection{fd, peer, Phase::kIdle, Clock::now()};
+  return true;
+}
+
+void ConnectionGate::SetPhase(uint64_t id, Phase phase) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  it->second.phase = phase;
+  it->second.since = Clock::now();
+}
+
+void ConnectionGate::Release(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connections_.erase(id);
+}
+
+void ConnectionGate::ShutdownWaiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, c] : connections_) {
+    if (c.phase != Phase::kAnswering && !c.dropped) {
+      shutdown(c.fd, SHUT_RDWR);
+      c.dropped = true;
+    }
+  }
+}
+
+int ConnectionGate::open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Counted(nullptr);
+}
+
+uint64_t ConnectionGate::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,70 @@
+// ConnectionGate: which connections the HTTP transport keeps open. Caps how many are open
+// at once (and per client address), and makes room for a newcomer by dropping the
+// connection that has waited longest on its own client — idle between requests, or still
+// sending its request line, headers or body — so clients that trickle bytes (slowloris)
+// can never keep /health or a real request out. Connections whose request is being
+// answered are never dropped; when only those fill the cap, the newcomer is refused.
+// Must not: read or write sockets (it only shuts down the ones it drops) or know HTTP.
+//
+// Threading: thread-safe. A registered descriptor stays valid until Release (its owner
+// closes it only after), so shutting one down under the gate's lock cannot hit a reused
+// descriptor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace flashkv {
+
+struct ConnectionLimits {
+  int max_connections = 64;        // open at once
+  int max_client_connections = 0;  // per peer address; 0: max_connections
+};
+
+class ConnectionGate {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What a connection is doing; all but kAnswering wait on the client.
+  enum class Phase { kIdle, kReadingRequest, kAnswering };
+
+  explicit ConnectionGate(ConnectionLimits limits);
+
+  // Registers connection `fd` from `peer` in phase kIdle. When a cap is reached, the
+  // longest-waiting connection (of the same peer, for the per-client cap) is shut down to
+  // make room; false (not registered) when every connection in the way is kAnswering.
+  bool Admit(int fd, const std::string& peer, uint64_t* id);
+  // The connection's phase changed (the wait starts now).
+  void SetPhase(uint64_t id, Phase phase);
+  // Unregisters; the caller closes the descriptor afterwards.
+  void Release(uint64_t id);
+  // Shuts down every connection that waits on its client (server stopping).
+  void ShutdownWaiting();
+
+  int open() const;
+  uint64_t dropped() const;  // connections shut down to make room
+
+ private:
+  struct Connection {
+    int fd = -1;
+    std::string peer;
+    Phase phase = Phase::kIdle;
+    Clock::time_point since;
+    bool dropped = false;  // shut down; counts for no cap until its thread releases it
+  };
+  // Shuts down connections waiting on their client, longest first (only those of `peer`
+  // when given), until fewer than `limit` count; false when not enough can go.
+  bool MakeRoom(const std::string* peer, int limit);
+  int Counted(const std::string* peer) const;
+
+  const ConnectionLimits limits_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Connection> connections_;
+  uint64_t next_id_ = 1;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,268 @@
+#include "server/http_connection.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace flashkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+thread_local ConnectionContext* t_current = nullptr;
+
+// How long a connection whose request body was refused unread keeps discarding it.
+constexpr milliseconds kLinger{2000};
+
+// poll() for `events`, retried on EINTR until `wait` has passed; > 0 when ready.
+int PollFor(int fd, short events, milliseconds wait) {
+  const Clock::time_point end = Clock::now() + wait;
+  while (true) {
+    const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, events, 0};
+    const int r = poll(&p, 1, int(std::clamp<int64_t>(left, 0, INT32_MAX)));
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+bool AddressOf(const sockaddr_storage& addr, socklen_t len, std::string* ip, int* port) {
+  char h[NI_MAXHOST];
+  char p[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, h, sizeof(h), p, sizeof(p),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return false;
+  }
+  *ip = h;
+  *port = std::atoi(p);
+  return true;
+}
+
+// A connection's socket as cpp-httplib reads and writes it, with the deadlines: while the
+// request line and headers are read, no read waits past the header deadline.
+class GuardedStream : public httplib::Stream {
+ public:
+  GuardedStream(int fd, const ConnectionTimeouts& timeouts) : fd_(fd), timeouts_(timeouts) {}
+
+  void BeginRequest() {
+    header_deadline_ = Clock::now() + timeouts_.header;
+    reading_headers_ = true;
+  }
+  void HeadersDone() { reading_headers_ = false; }
+  bool reading_headers() const { return reading_headers_; }
+  bool Buffered() const { return off_ < size_; }
+
+  bool is_readable() const override { return Buffered() || PollFor(fd_, POLLIN, ReadWait()) > 0; }
+  bool is_writable() const override {
+    return PollFor(fd_, POLLOUT, timeouts_.write) > 0 && PeerOpen();
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    // A client that keeps sending never makes a read wait, so the deadline is checked here
+    // too, not only in the wait.
+    if (reading_headers_ && Clock::now() >= header_deadline_) return -1;
+    if (!Buffered()) {
+      if (!is_readable()) return -1;
+      // The line reader asks for one byte at a time; read ahead into the buffer.
+      const ssize_t n = Recv(buf_, sizeof(buf_));
+      if (n <= 0) return n;
+      off_ = 0;
+      size_ = size_t(n);
+    }
+    const size_t n = std::min(size, size_ - off_);
+    std::memcpy(ptr, buf_ + off_, n);
+    off_ += n;
+    return ssize_t(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (PollFor(fd_, POLLOUT, timeouts_.write) <= 0) return -1;
+    while (true) {
+      const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL);
+      if (n >= 0 || errno != EINTR) return n;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        !AddressOf(addr, len, &ip, &port)) {
+      ip.clear();
+      port = -1;
+    }
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        !AddressOf(addr, len, &ip, &port)) {
+      ip.clear();
+      port = -1;
+    }
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  milliseconds ReadWait() const {
+    if (!reading_headers_) return timeouts_.read;
+    const auto left = std::chrono::duration_cast<milliseconds>(header_deadline_ - Clock::now());
+    return std::clamp(left, milliseconds(0), timeouts_.read);
+  }
+  ssize_t Recv(char* into, size_t size) const {
+    while (true) {
+      const ssize_t n = recv(fd_, into, size, 0);
+      if (n >= 0 || errno != EINTR) return n;
+    }
+  }
+  // False once the peer closed: a readable socket whose peek reads nothing. (Bytes waiting
+  // are a pipelined request: still open.)
+  bool PeerOpen() const {
+    if (PollFor(fd_, POLLIN, milliseconds(0)) <= 0) return true;
+    char c;
+    return recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
+
+  const int fd_;
+  const ConnectionTimeouts timeouts_;
+  Clock::time_point header_deadline_{};
+  bool reading_headers_ = false;
+  char buf_[4096];
+  size_t off_ = 0;
+  size_t size_ = 0;
+};
+
+std::string PeerOf(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  std::string ip;
+  int port = 0;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      !AddressOf(addr, len, &ip, &port)) {
+    return std::string();
+  }
+  return ip;
+}
+
+}  // namespace
+
+ConnectionContext* ConnectionContext::Current() {
+  return t_current;
+}
+
+void ConnectionContext::Answering() {
+  if (gate_ != nullptr) gate_->SetPhase(id_, ConnectionGate::Phase::kAnswering);
+}
+
+ConnectionThreads::ConnectionThreads(size_t max_threads)
+    : max_threads_(std::max<size_t>(1, max_threads)) {}
+
+ConnectionThreads::~ConnectionThreads() {
+  shutdown();
+}
+
+void ConnectionThreads::enqueue(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back(std::move(fn));
+  if (idle_ >= jobs_.size() || threads_.size() >= max_threads_) {
+    cv_.notify_one();
+    return;
+  }
+  threads_.emplace_back([this] { Worker(); });
+}
+
+void ConnectionThreads::Worker() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    ++idle_;
+    cv_.wait(lock, [&] { return !jobs_.empty() || stopping_; });
+    --idle_;
+    if (jobs_.empty()) return;  // stopping, nothing left
+    std::function<void()> fn = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+void ConnectionThreads::shutdown() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads) t.join();
+}
+
+GuardedHttpServer::GuardedHttpServer(ConnectionLimits limits, ConnectionTimeouts timeouts,
+                                     std::string refusal)
+    : gate_(limits), timeouts_(timeouts), refusal_(std::move(refusal)) {
+  // Room beyond the cap for the threads that admit newcomers while the cap is full.
+  const size_t threads = size_t(std::max(1, limits.max_connections)) + 16;
+  new_task_queue = [threads] { return new ConnectionThreads(threads); };
+}
+
+void GuardedHttpServer::WidenBacklog() {
+  // listen() on a listening socket only changes its backlog.
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+}
+
+bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
+  uint64_t id = 0;
+  if (!gate_.Admit(sock, PeerOf(sock), &id)) {
+    // Every open connection is being answered: say so without waiting on this client.
+    (void)send(sock, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(sock, SHUT_RDWR);
+    close(sock);
+    return false;
+  }
+  ConnectionContext ctx;
+  ctx.gate_ = &gate_;
+  ctx.id_ = id;
+  t_current = &ctx;
+  GuardedStream strm(sock, timeouts_);
+  bool ret = false;
+  for (int left = std::max(1, timeouts_.max_requests); left > 0 && svr_sock_ != INVALID_SOCKET;
+       --left) {
+    gate_.SetPhase(id, ConnectionGate::Phase::kIdle);
+    if (!strm.Buffered() && PollFor(sock, POLLIN, timeouts_.idle) <= 0) break;
+    gate_.SetPhase(id, ConnectionGate::Phase::kReadingRequest);
+    strm.BeginRequest();
+    ctx.close_after_ = false;
+    bool closed = false;
+    ret = process_request(strm, left == 1, closed,
+                          [&strm](httplib::Request&) { strm.HeadersDone(); });
+    // A head that never parsed (malformed, too long, past its deadline) got its 400; what
+    // follows on this connection cannot be trusted to start a request.
+    if (!ret || closed || ctx.close_after_ || strm.reading_headers()) break;
+  }
+  t_current = nullptr;
+  if (ctx.close_after_) {
+    // The client may still be sending the body this answer refused. Closing with unread
+    // bytes would reset the connection and could destroy the answer before the client
+    // reads it, so: end our side, then discard what arrives for a short while.
+    gate_.SetPhase(id, ConnectionGate::Phase::kIdle);
+    ::shutdown(sock, SHUT_WR);
+    const Clock::time_point end = Clock::now() + kLinger;
+    char sink[16384];
+    while (Clock::now() < end &&
+           PollFor(sock, POLLIN, std::chrono::duration_cast<milliseconds>(end - Clock::now())) >
+               0 &&
+           recv(sock, sink, sizeof(sink), 0) > 0) {
+    }
+  }
+  gate_.Release(id);
+  ::shutdown(sock, SHUT_RDWR);
+  close(sock);
+  return ret;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,18 @@
+// ReadApiRequest: a request body's text to a checked ApiRequest of one dialect — JSON
+// parsing with the nesting limit, the dialect's parser, then the dialect's schema
+// (request_schema.h). The one entry point every generation endpoint reads bodies through,
+// so nothing a client sends reaches rendering unchecked. Must not: render, tokenize or
+// know HTTP.
+#pragma once
+
+#include <string_view>
+
+#include "server/api_request.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+// InvalidArgument / Unsupported (→ 400) naming the field at fault.
+Expected<ApiRequest> ReadApiRequest(Dialect dialect, std::string_view body);
+
+}  // namespace flashkv
