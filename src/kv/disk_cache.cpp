@@ -410,30 +410,20 @@ class DiskCache::Impl {
   };
 
   std::vector<Candidate> CandidatesLocked(const DiskLookup& lookup) const {
-    std::map<std::string, Candidate> found;
-    for (const auto& [key, len] : tokens_.PrefixesOf(lookup.tokens)) {
-      found.emplace(key, Candidate{&records_.at(key), false});
-    }
-    if (!lookup.text.empty()) {
-      auto text_of = [&](const std::string& key) -> std::string_view {
-        return records_.at(key).entry.text;
-      };
-      for (const auto& [key, len] : texts_.PrefixesOf(lookup.text, text_of)) {
-        found.emplace(key, Candidate{&records_.at(key), true});
-      }
-    }
+    auto text_of = [&](const std::string& key) -> std::string_view {
+      return records_.at(key).entry.text;
+    };
+    auto usable = [&](const std::string& key) -> std::optional<int64_t> {
+      const DiskCacheEntry& e = records_.at(key).entry;
+      const int64_t n = e.n_tokens;
+      if (!e.loadable || n < lookup.min_tokens || n > lookup.max_tokens) return std::nullopt;
+      return n;
+    };
     std::vector<Candidate> out;
-    for (const auto& [key, c] : found) {
-      const int64_t n = c.record->entry.n_tokens;
-      if (!c.record->entry.loadable || n < lookup.min_tokens || n > lookup.max_tokens) continue;
-      out.push_back(c);
+    for (const PrefixMatch& m :
+         MatchPrefixes(tokens_, texts_, lookup.tokens, lookup.text, text_of, usable)) {
+      out.push_back(Candidate{&records_.at(m.key), m.by_text});
     }
-    std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
-      if (a.record->entry.n_tokens != b.record->entry.n_tokens) {
-        return a.record->entry.n_tokens > b.record->entry.n_tokens;
-      }
-      return !a.by_text && b.by_text;
-    });
     return out;
   }
 

@@ -162,4 +162,24 @@ std::vector<std::pair<std::string, int64_t>> TextPrefixIndex::PrefixesOf(
   return out;
 }
 
+std::vector<PrefixMatch> MatchPrefixes(
+    const TokenPrefixIndex& ids, const TextPrefixIndex& texts, std::span<const int32_t> tokens,
+    std::string_view text, const std::function<std::string_view(const std::string&)>& text_of,
+    const std::function<std::optional<int64_t>(const std::string&)>& usable) {
+  std::map<std::string, bool> found;  // key → by_text
+  for (const auto& [key, len] : ids.PrefixesOf(tokens)) found.emplace(key, false);
+  if (!text.empty()) {
+    for (const auto& [key, len] : texts.PrefixesOf(text, text_of)) found.emplace(key, true);
+  }
+  std::vector<PrefixMatch> out;
+  for (const auto& [key, by_text] : found) {
+    if (std::optional<int64_t> n = usable(key)) out.push_back(PrefixMatch{key, *n, by_text});
+  }
+  std::sort(out.begin(), out.end(), [](const PrefixMatch& a, const PrefixMatch& b) {
+    if (a.n_tokens != b.n_tokens) return a.n_tokens > b.n_tokens;
+    return !a.by_text && b.by_text;
+  });
+  return out;
+}
+
 }  // namespace flashkv

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,5 +59,22 @@ class TextPrefixIndex {
   // length → (hash, key)
   std::map<size_t, std::vector<std::pair<uint64_t, std::string>>> by_length_;
 };
+
+// An entry a request can resume from, and whether only its text matched.
+struct PrefixMatch {
+  std::string key;
+  int64_t n_tokens = 0;
+  bool by_text = false;
+};
+
+// The entries of both indexes a request continues: each whose ids are a prefix of `tokens`
+// or whose text is a byte prefix of `text` (once; an id match wins where both match), kept
+// when `usable` gives its token count, ordered longest first and an id match before a text
+// match of the same length — the order every snapshot tier tries them in (kv/resume_point.h).
+// `text_of` returns an entry's text for the text index's confirmation.
+std::vector<PrefixMatch> MatchPrefixes(
+    const TokenPrefixIndex& ids, const TextPrefixIndex& texts, std::span<const int32_t> tokens,
+    std::string_view text, const std::function<std::string_view(const std::string&)>& text_of,
+    const std::function<std::optional<int64_t>(const std::string&)>& usable);
 
 }  // namespace flashkv

@@ -111,32 +111,21 @@ Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent&
 
 Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
   const auto t0 = std::chrono::steady_clock::now();
-  // Every matching entry, the token match kept where both match; longest first, the
-  // token match first among equals (the disk tier's order).
-  std::map<std::string, bool> found;  // key → by_text
-  for (const auto& [key, len] : tokens_.PrefixesOf(lookup.tokens)) found.emplace(key, false);
-  if (!lookup.text.empty()) {
-    auto text_of = [this](const std::string& key) -> std::string_view {
-      return entries_.at(key).text;
-    };
-    for (const auto& [key, len] : texts_.PrefixesOf(lookup.text, text_of)) {
-      found.emplace(key, true);
-    }
-  }
   const int64_t max_tokens = std::min<int64_t>(lookup.max_tokens, state.ctx_size());
-  std::vector<std::pair<std::string, bool>> cands;
-  for (const auto& [key, by_text] : found) {
+  auto text_of = [this](const std::string& key) -> std::string_view {
+    return entries_.at(key).text;
+  };
+  auto usable = [&](const std::string& key) -> std::optional<int64_t> {
     const int64_t n = int64_t(entries_.at(key).image.tokens().size());
-    if (n >= lookup.min_tokens && n <= max_tokens) cands.emplace_back(key, by_text);
-  }
-  std::sort(cands.begin(), cands.end(), [this](const auto& a, const auto& b) {
-    const size_t na = entries_.at(a.first).image.tokens().size();
-    const size_t nb = entries_.at(b.first).image.tokens().size();
-    if (na != nb) return na > nb;
-    return !a.second && b.second;
-  });
+    if (n < lookup.min_tokens || n > max_tokens) return std::nullopt;
+    return n;
+  };
+  const std::vector<PrefixMatch> cands =
+      MatchPrefixes(tokens_, texts_, lookup.tokens, lookup.text, text_of, usable);
   Status last;
-  for (const auto& [key, by_text] : cands) {
+  for (const PrefixMatch& m : cands) {
+    const std::string& key = m.key;
+    const bool by_text = m.by_text;
     Entry& e = entries_.at(key);
     Status landed = e.pending.Wait();
     e.pending = PendingCapture();
