@@ -112,6 +112,8 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;
+  // With the tiled kernels on, whether the indexer scores use theirs (benchmarks; default on).
+  void SetTiledIndexer(bool on);
   // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
   void SetFused(bool on);
   bool fused() const;
@@ -151,6 +153,10 @@ class CudaBackend final : public Backend {
 
   void CompressorUpdate(const CompressorArgs& a) override;
   void IndexerTopK(const IndexerArgs& a) override;
+  // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
+  // kernel IndexerTopK would choose; only tokens seeing more than top_k rows, and only their
+  // visible rows, are written (tests hold the kernels to each other's bits).
+  void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
