@@ -246,9 +246,11 @@ void CudaBackend::SetTiledPrefill(bool on) {
 bool CudaBackend::tiled_prefill() const {
   return s_->tiled_prefill;
 }
-void CudaBackend::SetTiledIndexer(bool on) {
+bool CudaBackend::SetTiledIndexer(int kernel) {
+  if (kernel < 0 || kernel > 2) return false;
   s_->Flush();
-  s_->tiled_indexer = on;
+  s_->tiled_indexer = kernel;
+  return true;
 }
 void CudaBackend::SetFused(bool on) {
   s_->Flush();

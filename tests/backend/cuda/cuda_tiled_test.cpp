@@ -46,6 +46,7 @@ class CudaTiledTest : public ::testing::Test {
     if (gpu_ != nullptr) {
       gpu_->SetProfiling(false);
       gpu_->SetTiledPrefill(true);
+      gpu_->SetTiledIndexer(2);
     }
   }
   void CheckMatMul(const std::vector<MatMulShape>& shapes);
@@ -321,9 +322,10 @@ TEST_F(CudaTiledTest, AttentionTilesAreBitIdenticalToDecodeAtFlashShapes) {
                   {"flash first chunk", 64, 512, 128, 4, 512, 70, 0, false, false}});
 }
 
-// Indexer scores: the tiled kernel's score matrix against the one-token kernel's on the same
-// batch (tiled off) and every token scored alone, bit for bit and entry for entry (the same
-// entries written); the selection with tiled on and off, and against the CPU.
+// Indexer scores: each tiled kernel's score matrix (IndexScoreTiledKernel, and
+// IndexScoreChainsKernel at dim 128) against the one-token kernel's on the same batch (tiled
+// off) and every token scored alone, bit for bit and entry for entry (the same entries
+// written); the selection with the tiled kernels on and off, and against the CPU.
 void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
   for (const IndexerCase& c : cases) {
     const int64_t n_rows = (c.pos0 + c.T) / c.ratio;
@@ -349,28 +351,34 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
     a.weights = w.gpu.ptr();
     a.rows = rows.gpu.ptr();
     const std::vector<float> unset(size_t(c.T) * stride, 12345.0f);
-    auto tiled = Put<float>(*gpu_, unset);
     auto plain = Put<float>(*gpu_, unset);
-    gpu_->SetTiledPrefill(true);
-    gpu_->IndexerScores(a, tiled.ptr());
-    EXPECT_TRUE(Ran("IndexScoreTiledKernel")) << c.name;
     gpu_->SetTiledPrefill(false);
     gpu_->IndexerScores(a, plain.ptr());
-    EXPECT_FALSE(Ran("IndexScoreTiledKernel")) << c.name;
-    const auto tiled_h = Get(*gpu_, tiled);
+    EXPECT_FALSE(Ran("IndexScoreTiledKernel") || Ran("IndexScoreChainsKernel")) << c.name;
     const auto plain_h = Get(*gpu_, plain);
-    size_t written = 0, differing = 0;
-    for (size_t i = 0; i < tiled_h.size(); ++i) {
-      written += tiled_h[i] != 12345.0f;
-      differing += std::memcmp(&tiled_h[i], &plain_h[i], sizeof(float)) != 0;
-    }
-    EXPECT_EQ(differing, 0u) << c.name << ": vs the one-token kernel on the batch";
     int64_t want_written = 0;
     for (int t = 0; t < c.T; ++t) {
       const int64_t n_vis = (c.pos0 + t + 1) / c.ratio;
       if (n_vis > c.top_k) want_written += n_vis;
     }
-    EXPECT_EQ(int64_t(written), want_written) << c.name;
+    gpu_->SetTiledPrefill(true);
+    for (int kernel : {1, 2}) {
+      const std::string name =
+          kernel == 2 && c.dim == 128 ? "IndexScoreChainsKernel" : "IndexScoreTiledKernel";
+      const std::string what = std::string(c.name) + ", " + name;
+      ASSERT_TRUE(gpu_->SetTiledIndexer(kernel));
+      auto tiled = Put<float>(*gpu_, unset);
+      gpu_->IndexerScores(a, tiled.ptr());
+      EXPECT_TRUE(Ran(name)) << what;
+      const auto tiled_h = Get(*gpu_, tiled);
+      size_t written = 0, differing = 0;
+      for (size_t i = 0; i < tiled_h.size(); ++i) {
+        written += tiled_h[i] != 12345.0f;
+        differing += std::memcmp(&tiled_h[i], &plain_h[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differing, 0u) << what << ": vs the one-token kernel on the batch";
+      EXPECT_EQ(int64_t(written), want_written) << what;
+    }
 
     // Every token alone, as a decode step scores it.
     size_t token_mismatches = 0;
@@ -385,22 +393,25 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
       auto out = Put<float>(*gpu_, std::vector<float>(size_t(n_vis), 0.0f));
       gpu_->IndexerScores(one, out.ptr());
       const auto got = Get(*gpu_, out);
-      token_mismatches += std::memcmp(got.data(), tiled_h.data() + size_t(t) * stride,
+      token_mismatches += std::memcmp(got.data(), plain_h.data() + size_t(t) * stride,
                                       sizeof(float) * size_t(n_vis)) != 0;
     }
     EXPECT_EQ(token_mismatches, 0u) << c.name << ": tokens differing from their decode step";
 
-    // The selections.
+    // The selections, with the default tiled kernel and without.
+    ASSERT_TRUE(gpu_->SetTiledIndexer(2));
     const std::vector<int32_t> sel0(size_t(c.T) * c.top_k, 99);
     auto sel_tiled = Put<int32_t>(*gpu_, sel0);
     auto sel_plain = Put<int32_t>(*gpu_, sel0);
-    gpu_->SetTiledPrefill(true);
     a.selected = sel_tiled.ptr();
     gpu_->IndexerTopK(a);
-    EXPECT_TRUE(Ran("IndexScoreTiledKernel") || n_rows <= c.top_k) << c.name;
+    EXPECT_TRUE(Ran(c.dim == 128 ? "IndexScoreChainsKernel" : "IndexScoreTiledKernel") ||
+                n_rows <= c.top_k)
+        << c.name;
     gpu_->SetTiledPrefill(false);
     a.selected = sel_plain.ptr();
     gpu_->IndexerTopK(a);
+    gpu_->SetTiledPrefill(true);
     const auto sel_h = Get(*gpu_, sel_tiled);
     EXPECT_EQ(sel_h, Get(*gpu_, sel_plain)) << c.name;
     if (c.cpu) {
@@ -419,7 +430,9 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
 TEST_F(CudaTiledTest, IndexerScoresAreBitIdenticalToDecodeSmall) {
   CheckIndexer({{"odd heads and dims, token tail", 12, 36, 4, 6, 45, 150, true},
                 {"first chunk crossing top_k", 8, 32, 4, 6, 70, 0, true},
-                {"several row tiles", 5, 20, 4, 8, 40, 1000, true}});
+                {"several row tiles", 5, 20, 4, 8, 40, 1000, true},
+                {"dim 128, two row tiles", 3, 128, 4, 8, 40, 700, true},
+                {"dim 128, one token tile, tail", 2, 128, 4, 3, 17, 60, true}});
 }
 
 TEST_F(CudaTiledTest, IndexerScoresAreBitIdenticalToDecodeAtFlashShapes) {
