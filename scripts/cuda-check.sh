@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -39,15 +39,16 @@
 #                                  indexer: the tiled indexer scores — their tests, the
 #                                  other tiled, int8 and whole-model GPU tests, memcheck and
 #                                  racecheck on the small shapes, then the Flash prefill with
-#                                  the tiled kernels and the indexer's one-token kernel (2),
-#                                  IndexScoreTiled (3) and the default (1) in one process
-#                                  (profiled chunks at INDEXER_PROFILE_AT, default 0,30720;
-#                                  extra args go there).
+#                                  the tiled kernels but the indexer's one-token kernel (2)
+#                                  and with all of them (1) in one process (profiled chunks
+#                                  at INDEXER_PROFILE_AT, default 0,30720; extra args go
+#                                  there).
 #                                  prefill-explore: the Q8_0 microbenchmark (every tile
-#                                  variant), the Flash prefill in chunks of 2,048 / 4,096 /
-#                                  8,192 (profiled first and last chunks), imma variants 1
-#                                  vs 4 on the whole model, and the SASS and (where ncu
-#                                  exists) the stall reasons of the int8 and indexer kernels.
+#                                  variant) and the Flash prefill in chunks of 2,048 / 4,096 /
+#                                  8,192 (profiled first and last chunks).
+#                                  prefill-ncu: the SASS of the int8 and indexer kernels
+#                                  (sass.txt.gz) and, where ncu exists, their issue rates and
+#                                  stall reasons (ncu-*.log).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -210,7 +211,7 @@ PY
         tail -3 "$OUT/sanitizer-$tool.log"
       done
     fi
-    "$BB" --tiled-compare 2,3,1 --profile --frontiers "${TILED_FRONTIERS:-2048,8192,32768}" \
+    "$BB" --tiled-compare 2,1 --profile --frontiers "${TILED_FRONTIERS:-2048,8192,32768}" \
       --decode-steps 16 --warmup-steps 4 --ttft 0 --profile-at "${INDEXER_PROFILE_AT:-0,30720}" \
       --json "$OUT/indexer-compare.json" "$@" 2>&1 | tee "$OUT/indexer-compare.log" | grep -v '^ ' || rc=1
     grep -A16 ', chunk at' "$OUT/indexer-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/' || true
@@ -229,9 +230,10 @@ PY
       grep -E 'prefill 0|decode' "$OUT/chunk$chunk.log" || true
       grep -A8 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
     done
-    timeout 50 "$BB" --imma-compare 1,4 --frontiers 2048,8192 --decode-steps 8 --warmup-steps 2 \
-      --ttft 0 --json "$OUT/imma14.json" > "$OUT/imma14.log" 2>&1 || rc=1
-    grep -E 'prefill 0|decode' "$OUT/imma14.log" || true
+  fi
+  if [[ $what == prefill-ncu ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
     local OD
     OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
     if [[ -n $OD ]]; then
@@ -243,10 +245,15 @@ PY
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1 || true)
     echo "ncu: ${NCU:-not found}"
     if [[ -n $NCU ]]; then
-      timeout 60 "$NCU" --kernel-name regex:'MatMulImmaQ8_0|GateUpImma|DownImma' --launch-count 6 \
-        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-        "$BB" --matmul --skip-model --matmul-reps 1 > "$OUT/ncu.log" 2>&1 || true
-      grep -E 'MatMulImma|GateUp|DownImma|Stall|Issued|Eligible|Throughput|Occupancy|==ERR|==WARN' "$OUT/ncu.log" | head -60 || true
+      local sections=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
+        --section Occupancy --section ComputeWorkloadAnalysis --section InstructionStats)
+      timeout 60 "$NCU" --kernel-name regex:'MatMulImmaQ8_0|GateUpImma|DownImma' --launch-count 3 \
+        "${sections[@]}" "$BB" --matmul --skip-model --matmul-reps 1 > "$OUT/ncu-int8.log" 2>&1 || true
+      timeout 40 "$NCU" --kernel-name regex:'IndexScoreTiled' --launch-count 1 --launch-skip 2 \
+        "${sections[@]}" "$TB" --gtest_filter='CudaTiledTest.IndexerScoresAreBitIdenticalToDecodeAtFlashShapes' \
+        > "$OUT/ncu-indexer.log" 2>&1 || true
+      grep -hE '^  [a-z].*\(|Issued Warp|Eligible Warps|Cycles Per Issued|Compute \(SM\)|Stall|stall' \
+        "$OUT"/ncu-*.log | cut -c1-160 | head -60 || true
     fi
   fi
   if [[ $what == tiled-sanitize ]]; then
@@ -355,7 +362,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -128,7 +128,7 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
                       nlohmann::json& out) {
   struct Setup {
     int imma;
-    int tiled;  // 0 off, 1 on, 2 / 3 on with the indexer's one-token / IndexScoreTiled kernel
+    int tiled;  // 0 off, 1 on, 2 on but the indexer's one-token score kernel
   };
   std::vector<Setup> setups;
   const std::vector<int> immas =
@@ -141,7 +141,7 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
   auto apply = [&](const Setup& su) -> Status {
     if (!be.SetImma(su.imma)) return InvalidArgument("--imma-compare: unknown variant {}", su.imma);
     be.SetTiledPrefill(su.tiled != 0);
-    be.SetTiledIndexer(su.tiled == 2 ? 0 : su.tiled == 3 ? 1 : 2);
+    be.SetTiledIndexer(su.tiled != 2);
     return Status::Ok();
   };
   auto label = [](const Setup& su) { return fmt::format("imma {} tiled {}", su.imma, su.tiled); };
@@ -481,8 +481,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--tiled-compare", o.tiled_compare,
                  "the same comparison over the tiled prefill kernels (attention, compressor, "
-                 "F16 products, indexer scores; 0 = off; 2, 3 = on with the indexer's one-token "
-                 "or IndexScoreTiled kernel), e.g. 2,3,1; with --imma-compare, every pair")
+                 "F16 products, indexer scores; 0 = off, 2 = on but the indexer's one-token "
+                 "score kernel), e.g. 0,2,1; with --imma-compare, every pair")
       ->delimiter(',');
   app.add_flag("--decode-micro", o.decode_micro,
                "instead of the frontier sweep: the decode microbenchmark at each frontier — "

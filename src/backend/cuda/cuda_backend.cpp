@@ -246,11 +246,9 @@ void CudaBackend::SetTiledPrefill(bool on) {
 bool CudaBackend::tiled_prefill() const {
   return s_->tiled_prefill;
 }
-bool CudaBackend::SetTiledIndexer(int kernel) {
-  if (kernel < 0 || kernel > 2) return false;
+void CudaBackend::SetTiledIndexer(bool on) {
   s_->Flush();
-  s_->tiled_indexer = kernel;
-  return true;
+  s_->tiled_indexer = on;
 }
 void CudaBackend::SetFused(bool on) {
   s_->Flush();

@@ -112,10 +112,8 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;
-  // With the tiled kernels on, the indexer's score kernel for chunks (tests and benchmarks):
-  // 0 the one-token kernel, 1 IndexScoreTiledKernel, 2 (default) IndexScoreChainsKernel where
-  // the shape allows it (dim 128), else 1; false for another value.
-  bool SetTiledIndexer(int kernel);
+  // With the tiled kernels on, whether the indexer scores use theirs (benchmarks; default on).
+  void SetTiledIndexer(bool on);
   // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
   void SetFused(bool on);
   bool fused() const;

@@ -172,95 +172,7 @@ __device__ __forceinline__ void ComputeStage(
   }
 }
 
-// The fragments of one block: the weights' quants and scales of the warp's rows, the
-// activations' quants and scales of its tokens.
-template <int MT, int NT>
-struct BlockFrags {
-  uint32_t a[MT][4];
-  float dw[MT][2];
-  uint32_t b[NT][2];
-  float2 dx[NT];
-};
-
-template <int BM, int BN, int WM, int WN, int STAGES, int b>
-__device__ __forceinline__ void LoadFrags(
-    const uint8_t* st, uint32_t xq_lane, const uint8_t* w_lane, int wn0, int tig,
-    BlockFrags<ImmaTile<BM, BN, WM, WN, STAGES>::kMt, ImmaTile<BM, BN, WM, WN, STAGES>::kNt>& f) {
-  using C = ImmaTile<BM, BN, WM, WN, STAGES>;
-  const float* sxd = reinterpret_cast<const float*>(st + C::kWBytes + C::kXqBytes);
-#pragma unroll
-  for (int j = 0; j < C::kNt / 2; ++j) {
-    uint32_t r[4];
-    LdMatrixX4(xq_lane + j * 16 * kXRowBytes + 32 * b, r);
-    f.b[2 * j][0] = r[0];
-    f.b[2 * j][1] = r[1];
-    f.b[2 * j + 1][0] = r[2];
-    f.b[2 * j + 1][1] = r[3];
-  }
-#pragma unroll
-  for (int j = 0; j < C::kNt; ++j) {
-    f.dx[j] = *reinterpret_cast<const float2*>(sxd + b * BN + wn0 + 8 * j + 2 * tig);
-  }
-#pragma unroll
-  for (int i = 0; i < C::kMt; ++i) {
-    const uint8_t* q0 = w_lane + 16 * i * kWRowBytes + 34 * b;
-    const uint8_t* q1 = q0 + 8 * kWRowBytes;
-    f.a[i][0] = LoadQuants<(b & 1) != 0>(q0);
-    f.a[i][1] = LoadQuants<(b & 1) != 0>(q1);
-    f.a[i][2] = LoadQuants<(b & 1) != 0>(q0 + 16);
-    f.a[i][3] = LoadQuants<(b & 1) != 0>(q1 + 16);
-    f.dw[i][0] = LoadHalfDev(q0 - 2 - 4 * tig);
-    f.dw[i][1] = LoadHalfDev(q1 - 2 - 4 * tig);
-  }
-}
-
-// ComputeStage with the next block's fragments loaded into registers while the current
-// block is multiplied (the same MMAs and folds in the same order).
-template <int BM, int BN, int WM, int WN, int STAGES, int b>
-__device__ __forceinline__ void ComputeBlocksFrom(
-    const uint8_t* st, uint32_t xq_lane, const uint8_t* w_lane, int wn0, int tig,
-    const BlockFrags<ImmaTile<BM, BN, WM, WN, STAGES>::kMt, ImmaTile<BM, BN, WM, WN, STAGES>::kNt>&
-        cur,
-    float (&acc)[ImmaTile<BM, BN, WM, WN, STAGES>::kMt][ImmaTile<BM, BN, WM, WN, STAGES>::kNt][4]) {
-  using C = ImmaTile<BM, BN, WM, WN, STAGES>;
-  BlockFrags<C::kMt, C::kNt> nxt;
-  if constexpr (b + 1 < kStageBlocks) {
-    LoadFrags<BM, BN, WM, WN, STAGES, b + 1>(st, xq_lane, w_lane, wn0, tig, nxt);
-  }
-#pragma unroll
-  for (int i = 0; i < C::kMt; ++i) {
-#pragma unroll
-    for (int j = 0; j < C::kNt; ++j) {
-      int d[4];
-      Mma(cur.a[i], cur.b[j][0], cur.b[j][1], d, kBiasBits);
-      acc[i][j][0] = FoldTerm(acc[i][j][0], cur.dw[i][0], cur.dx[j].x, d[0]);
-      acc[i][j][1] = FoldTerm(acc[i][j][1], cur.dw[i][0], cur.dx[j].y, d[1]);
-      acc[i][j][2] = FoldTerm(acc[i][j][2], cur.dw[i][1], cur.dx[j].x, d[2]);
-      acc[i][j][3] = FoldTerm(acc[i][j][3], cur.dw[i][1], cur.dx[j].y, d[3]);
-    }
-  }
-  if constexpr (b + 1 < kStageBlocks) {
-    ComputeBlocksFrom<BM, BN, WM, WN, STAGES, b + 1>(st, xq_lane, w_lane, wn0, tig, nxt, acc);
-  }
-}
-
-template <int BM, int BN, int WM, int WN, int STAGES>
-__device__ __forceinline__ void ComputeStagePrefetched(
-    const uint8_t* st, int wm0, int wn0,
-    float (&acc)[ImmaTile<BM, BN, WM, WN, STAGES>::kMt][ImmaTile<BM, BN, WM, WN, STAGES>::kNt][4]) {
-  using C = ImmaTile<BM, BN, WM, WN, STAGES>;
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  const uint32_t xq_lane = SmemAddr(st + C::kWBytes) +
-                           (wn0 + (lane & 7) + 8 * (lane >> 4)) * kXRowBytes +
-                           16 * ((lane >> 3) & 1);
-  const uint8_t* w_lane = st + (wm0 + g) * kWRowBytes + 2 + 4 * tig;
-  BlockFrags<C::kMt, C::kNt> first;
-  LoadFrags<BM, BN, WM, WN, STAGES, 0>(st, xq_lane, w_lane, wn0, tig, first);
-  ComputeBlocksFrom<BM, BN, WM, WN, STAGES, 0>(st, xq_lane, w_lane, wn0, tig, first, acc);
-}
-
-template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks, bool kPrefetch>
+template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks>
 __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel(MatVecArgs a) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   constexpr int MT = C::kMt, NT = C::kNt;
@@ -295,13 +207,7 @@ __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel
       LoadStage<BM, BN, WM, WN, STAGES>(a, src, imma_smem + (next % STAGES) * C::kStageBytes, next);
     }
     CpAsyncCommit();
-    if constexpr (kPrefetch) {
-      ComputeStagePrefetched<BM, BN, WM, WN, STAGES>(imma_smem + (s % STAGES) * C::kStageBytes, wm0,
-                                                     wn0, acc);
-    } else {
-      ComputeStage<BM, BN, WM, WN, STAGES>(imma_smem + (s % STAGES) * C::kStageBytes, wm0, wn0,
-                                           acc);
-    }
+    ComputeStage<BM, BN, WM, WN, STAGES>(imma_smem + (s % STAGES) * C::kStageBytes, wm0, wn0, acc);
   }
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
@@ -321,11 +227,11 @@ __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel
   }
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks, bool kPrefetch = false>
+template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks>
 bool LaunchTile(CudaBackend::State& s, const MatVecArgs& a) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   if (a.rows_per_group > 0 && a.rows_per_group % BM != 0) return false;
-  auto* kernel = MatMulImmaQ8_0Kernel<BM, BN, WM, WN, STAGES, kMinBlocks, kPrefetch>;
+  auto* kernel = MatMulImmaQ8_0Kernel<BM, BN, WM, WN, STAGES, kMinBlocks>;
   static const cudaError_t raised = AllowSharedMemory(kernel, C::kSmem);
   if (raised != cudaSuccess) return false;
   const dim3 grid(CeilDiv(a.n_tokens, BN), CeilDiv(a.rows, BM));
@@ -352,8 +258,6 @@ bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& 
       return LaunchTile<128, 128, 2, 4, 3, 1>(s, a);
     case 3:  // 64 rows × 128 tokens per CTA (weights re-read less often than activations)
       return LaunchTile<64, 128, 2, 4, 2, 2>(s, a);
-    case 4:  // variant 1 with the next block's fragments loaded while a block is multiplied
-      return LaunchTile<128, 64, 4, 2, 2, 2, true>(s, a);
     default:
       return false;
   }

@@ -221,157 +221,6 @@ __global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexS
   }
 }
 
-// IndexScoreChainsKernel: the same scores as IndexScoreTiledKernel (grid and tile alike,
-// dim 128), with each dot product's four chains in four lanes of a quad instead of one lane.
-// A lane then holds one chain of 8 rows × 8 tokens, so a 16-byte shared-memory read feeds 32
-// fused multiply-adds instead of 16: the queries and rows are staged chain-major (dim 4c + k
-// at chain k, position c; 4-byte cp.async does the transpose), with the 16-byte units of
-// a row XOR-swizzled so that the quad's four chains and two neighbouring rows (or tokens)
-// fall on distinct banks. Warp w, lane 4·qi + k: chain k of rows 16w + 2r' + (qi & 1) and
-// tokens 4t' + (qi >> 1) (r', t' < 8). After each head the quad adds its chains by two
-// shuffle steps — (p0 + p1), (p2 + p3), then their sum, the one-token kernel's tree (an add
-// is commutative, so which lane adds does not change a bit) — leaving each lane 4 rows × 4
-// tokens, whose relu, weight product and head-ordered sum are formed as before.
-constexpr int kChainDim = 128;  // 4 chains × 32 positions; 8 float4 units per chain
-constexpr int kChainThreads = 256;
-
-// Float offset of (row or token `r`, dim d) in a chain-major, swizzled tile.
-__device__ __forceinline__ int ChainOffset(int r, int d) {
-  const int k = d & 3, c = d >> 2;
-  const int unit = 8 * k + ((c >> 2) ^ (k | ((r & 1) << 2)));
-  return r * kChainDim + 4 * unit + (c & 3);
-}
-
-__global__ void __launch_bounds__(kChainThreads, 2) IndexScoreChainsKernel(IndexScoreArgs a) {
-  extern __shared__ __align__(16) float csm[];
-  const int H = a.n_heads;
-  float* rs = csm;                                // [kTiledRows, kChainDim] swizzled
-  float* qs = rs + kTiledRows * kChainDim;        // [2][kTiledTokens, kChainDim] swizzled
-  float* ws = qs + 2 * kTiledTokens * kChainDim;  // [kTiledTokens, H]
-  const int tid = threadIdx.x;
-  const int r0 = blockIdx.x * kTiledRows;
-  const int bt0 = blockIdx.y * kTiledTokens;
-  const int n_tok = min(kTiledTokens, a.n_batch - bt0);
-  const int vis_last = int((a.pos0 + bt0 + n_tok) / a.ratio);
-  if (vis_last <= a.top_k || r0 >= vis_last) return;
-  const int n_here = min(kTiledRows, vis_last - r0);
-  for (int i = tid; i < n_here * kChainDim; i += kChainThreads) {
-    const int r = i / kChainDim, d = i % kChainDim;
-    CpAsync4(SmemAddr(rs + ChainOffset(r, d)), a.rows + size_t(r0 + r) * kChainDim + d);
-  }
-  const float* q0 = a.q + size_t(a.t0 + bt0) * H * kChainDim;
-  auto load_q = [&](int stage, int h) {
-    float* dst = qs + stage * kTiledTokens * kChainDim;
-    for (int i = tid; i < n_tok * kChainDim; i += kChainThreads) {
-      const int t = i / kChainDim, d = i % kChainDim;
-      CpAsync4(SmemAddr(dst + ChainOffset(t, d)), q0 + (size_t(t) * H + h) * kChainDim + d);
-    }
-    CpAsyncCommit();
-  };
-  for (int i = tid; i < n_tok * H; i += kChainThreads) {
-    const int t = i / H, h = i % H;
-    ws[i] = __fmul_rn(a.weights[size_t(a.t0 + bt0 + t) * H + h], a.weight_scale);
-  }
-  load_q(0, 0);
-
-  const int warp = tid >> 5, lane = tid & 31;
-  const int k = lane & 3, qi = lane >> 2;
-  const int b0 = k & 1, b1 = k >> 1;
-  const int row_base = 16 * warp + (qi & 1);  // rows row_base + 2r'
-  const int tok_base = qi >> 1;               // tokens tok_base + 4t'
-  const bool busy = 16 * warp < n_here;
-  // The swizzled unit of chain k at position group cq is 8k + (cq ^ key): rows (and tokens)
-  // r' apart by 2 (by 4) keep the parity, so one key serves all of a lane's rows (tokens).
-  const int row_key = k | ((row_base & 1) << 2);
-  const int tok_key = k | ((tok_base & 1) << 2);
-  float score[4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) score[i][j] = 0.0f;
-  }
-  for (int h = 0; h < H; ++h) {
-    if (h + 1 < H) {
-      load_q((h + 1) & 1, h + 1);
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
-    }
-    __syncthreads();
-    if (busy) {
-      const float* qh = qs + (h & 1) * kTiledTokens * kChainDim;
-      const float* rrow = rs + row_base * kChainDim + 32 * k;
-      const float* qrow = qh + tok_base * kChainDim + 32 * k;
-      float acc[8][8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-      }
-#pragma unroll 1
-      for (int cq = 0; cq < kChainDim / 16; ++cq) {
-        float4 rv[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          rv[i] = *reinterpret_cast<const float4*>(rrow + 2 * i * kChainDim + 4 * (cq ^ row_key));
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float4 y =
-              *reinterpret_cast<const float4*>(qrow + 4 * j * kChainDim + 4 * (cq ^ tok_key));
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            acc[i][j] = __fmaf_rn(rv[i].x, y.x, acc[i][j]);
-            acc[i][j] = __fmaf_rn(rv[i].y, y.y, acc[i][j]);
-            acc[i][j] = __fmaf_rn(rv[i].z, y.z, acc[i][j]);
-            acc[i][j] = __fmaf_rn(rv[i].w, y.w, acc[i][j]);
-          }
-        }
-      }
-      // Lanes k and k ^ 1: (p0 + p1) or (p2 + p3) of token half b0.
-      float half[8][4];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float send = b0 ? acc[i][j] : acc[i][j + 4];
-          const float keep = b0 ? acc[i][j + 4] : acc[i][j];
-          half[i][j] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 1));
-        }
-      }
-      // Lanes k and k ^ 2: (p0 + p1) + (p2 + p3) of row half b1.
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int tt = min(tok_base + 4 * (j + 4 * b0), kTiledTokens - 1);
-        const float wh = ws[tt * H + h];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float send = b1 ? half[i][j] : half[i + 4][j];
-          const float keep = b1 ? half[i + 4][j] : half[i][j];
-          float dot = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 2));
-          if (dot < 0.0f) dot = 0.0f;
-          score[i][j] = __fadd_rn(score[i][j], __fmul_rn(dot, wh));
-        }
-      }
-    }
-    __syncthreads();
-  }
-  if (!busy) return;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int tl = tok_base + 4 * (j + 4 * b0);
-    if (tl >= n_tok) continue;
-    const int bt = bt0 + tl;
-    const int n_vis = int((a.pos0 + bt + 1) / a.ratio);
-    if (n_vis <= a.top_k) continue;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = r0 + row_base + 2 * (i + 4 * b1);
-      if (r < n_vis) a.scores[size_t(bt) * a.score_stride + r] = score[i][j];
-    }
-  }
-}
-
 // Order-preserving map of a float to an unsigned key (larger float, larger key); -0 is
 // taken as +0 and NaN as the smallest key.
 __device__ __forceinline__ uint32_t ScoreKey(float f) {
@@ -485,43 +334,31 @@ __global__ void __launch_bounds__(kSelectThreads) IndexSelectKernel(IndexSelectA
 
 namespace {
 
-// The score kernels: the one-token kernel, and the two tiled ones for chunks.
-enum class ScoreKernel { kOneToken, kTiled, kChains };
-
-size_t TiledScoreSmem(const IndexerArgs& a, ScoreKernel k) {
-  const int pitch = k == ScoreKernel::kChains ? cuda::kChainDim : a.dim + 4;
-  return sizeof(float) * (size_t(cuda::kTiledRows + 2 * cuda::kTiledTokens) * pitch +
+size_t TiledScoreSmem(const IndexerArgs& a) {
+  return sizeof(float) * (size_t(cuda::kTiledRows + 2 * cuda::kTiledTokens) * (a.dim + 4) +
                           size_t(cuda::kTiledTokens) * a.n_heads);
 }
 
-// Two CTAs of ~105 KB per SM need the largest carveout; asked once per kernel and process.
-bool TiledKernelReady(ScoreKernel k) {
-  static const cudaError_t tiled = cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel, 200 * 1024);
-  static const cudaError_t chains =
-      cuda::AllowSharedMemory(cuda::IndexScoreChainsKernel, 200 * 1024);
-  return (k == ScoreKernel::kChains ? chains : tiled) == cudaSuccess;
+// Two CTAs of ~107 KB per SM need the largest carveout; asked once per process.
+bool TiledKernelReady() {
+  static const cudaError_t raised =
+      cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel, 200 * 1024);
+  return raised == cudaSuccess;
 }
 
-// The kernel for this batch: a tiled one for prefill chunks with the tiled kernels on —
-// the chains kernel at dim 128 unless SetTiledIndexer(1) asked for the other — when the
-// queries and rows are 16-byte aligned and a tile fits in shared memory.
-ScoreKernel PickScoreKernel(const CudaBackend::State& s, const IndexerArgs& a) {
+// Whether IndexScoreTiledKernel serves this batch: prefill chunks with the tiled kernels on,
+// rows of whole 16-byte units and a tile that fits in shared memory.
+bool UseTiledScores(const CudaBackend::State& s, const IndexerArgs& a) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (!s.tiled_prefill || s.tiled_indexer == 0 || a.n_tokens < cuda::kTiledMinTokens ||
-      a.dim % 4 != 0 || !aligned(a.q.get()) || !aligned(a.rows.get())) {
-    return ScoreKernel::kOneToken;
-  }
-  for (ScoreKernel k : {ScoreKernel::kChains, ScoreKernel::kTiled}) {
-    if (k == ScoreKernel::kChains && (s.tiled_indexer != 2 || a.dim != cuda::kChainDim)) continue;
-    if (TiledScoreSmem(a, k) <= 200 * 1024 && TiledKernelReady(k)) return k;
-  }
-  return ScoreKernel::kOneToken;
+  return s.tiled_prefill && s.tiled_indexer && a.n_tokens >= cuda::kTiledMinTokens &&
+         a.dim % 4 == 0 && aligned(a.q.get()) && aligned(a.rows.get()) &&
+         TiledScoreSmem(a) <= 200 * 1024 && TiledKernelReady();
 }
 
 // Scores of the batch's tokens [t0, t0 + n) into scores[(t - t0) · stride + row] for every
 // token that sees more than top_k rows (row < its n_vis); other entries are left alone.
 void LaunchScores(CudaBackend::State& s, const IndexerArgs& a, int t0, int n, float* scores,
-                  int64_t stride, ScoreKernel kernel) {
+                  int64_t stride, bool tiled) {
   cuda::IndexScoreArgs sa{a.q.get(),
                           a.weights.get(),
                           a.rows.get(),
@@ -536,12 +373,11 @@ void LaunchScores(CudaBackend::State& s, const IndexerArgs& a, int t0, int n, fl
                           a.top_k,
                           n};
   const int64_t max_vis = (a.pos0 + t0 + n) / a.ratio;
-  if (kernel != ScoreKernel::kOneToken) {
-    s.Launch(
-        kernel == ScoreKernel::kChains ? cuda::IndexScoreChainsKernel : cuda::IndexScoreTiledKernel,
-        dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kTiledRows)),
-             unsigned(cuda::CeilDiv(n, cuda::kTiledTokens))),
-        dim3(cuda::kTiledThreads), unsigned(TiledScoreSmem(a, kernel)), sa);
+  if (tiled) {
+    s.Launch(cuda::IndexScoreTiledKernel,
+             dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kTiledRows)),
+                  unsigned(cuda::CeilDiv(n, cuda::kTiledTokens))),
+             dim3(cuda::kTiledThreads), unsigned(TiledScoreSmem(a)), sa);
     return;
   }
   const int smem =
@@ -575,10 +411,10 @@ void CudaBackend::IndexerTopK(const IndexerArgs& a) {
         s_->Scratch(CudaScratch::kIndexScores, sizeof(float) * size_t(batch) * stride));
     if (scores == nullptr) return;
   }
-  const ScoreKernel kernel = PickScoreKernel(*s_, a);
+  const bool tiled = UseTiledScores(*s_, a);
   for (int t0 = 0; t0 < a.n_tokens; t0 += batch) {
     const int n = std::min(batch, a.n_tokens - t0);
-    if (scoring) LaunchScores(*s_, a, t0, n, scores, stride, kernel);
+    if (scoring) LaunchScores(*s_, a, t0, n, scores, stride, tiled);
     cuda::IndexSelectArgs ka{scores, uint64_t(stride), a.selected.get(), a.pos0 + t0,
                              t0,     a.ratio,          a.top_k};
     s_->Launch(cuda::IndexSelectKernel, dim3(n), dim3(cuda::kSelectThreads), 0, ka);
@@ -588,7 +424,7 @@ void CudaBackend::IndexerTopK(const IndexerArgs& a) {
 void CudaBackend::IndexerScores(const IndexerArgs& a, DevPtr<float> scores) {
   if (a.n_tokens <= 0) return;
   const int64_t stride = std::max<int64_t>((a.pos0 + a.n_tokens) / a.ratio, 1);
-  LaunchScores(*s_, a, 0, a.n_tokens, scores.get(), stride, PickScoreKernel(*s_, a));
+  LaunchScores(*s_, a, 0, a.n_tokens, scores.get(), stride, UseTiledScores(*s_, a));
 }
 
 }  // namespace flashkv

@@ -46,7 +46,7 @@ class CudaTiledTest : public ::testing::Test {
     if (gpu_ != nullptr) {
       gpu_->SetProfiling(false);
       gpu_->SetTiledPrefill(true);
-      gpu_->SetTiledIndexer(2);
+      gpu_->SetTiledIndexer(true);
     }
   }
   void CheckMatMul(const std::vector<MatMulShape>& shapes);
@@ -322,10 +322,9 @@ TEST_F(CudaTiledTest, AttentionTilesAreBitIdenticalToDecodeAtFlashShapes) {
                   {"flash first chunk", 64, 512, 128, 4, 512, 70, 0, false, false}});
 }
 
-// Indexer scores: each tiled kernel's score matrix (IndexScoreTiledKernel, and
-// IndexScoreChainsKernel at dim 128) against the one-token kernel's on the same batch (tiled
-// off) and every token scored alone, bit for bit and entry for entry (the same entries
-// written); the selection with the tiled kernels on and off, and against the CPU.
+// Indexer scores: IndexScoreTiledKernel's score matrix against the one-token kernel's on the
+// same batch (tiled off) and every token scored alone, bit for bit and entry for entry (the
+// same entries written); the selection with the tiled kernels on and off, and against the CPU.
 void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
   for (const IndexerCase& c : cases) {
     const int64_t n_rows = (c.pos0 + c.T) / c.ratio;
@@ -354,7 +353,7 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
     auto plain = Put<float>(*gpu_, unset);
     gpu_->SetTiledPrefill(false);
     gpu_->IndexerScores(a, plain.ptr());
-    EXPECT_FALSE(Ran("IndexScoreTiledKernel") || Ran("IndexScoreChainsKernel")) << c.name;
+    EXPECT_FALSE(Ran("IndexScoreTiledKernel")) << c.name;
     const auto plain_h = Get(*gpu_, plain);
     int64_t want_written = 0;
     for (int t = 0; t < c.T; ++t) {
@@ -362,22 +361,18 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
       if (n_vis > c.top_k) want_written += n_vis;
     }
     gpu_->SetTiledPrefill(true);
-    for (int kernel : {1, 2}) {
-      const std::string name =
-          kernel == 2 && c.dim == 128 ? "IndexScoreChainsKernel" : "IndexScoreTiledKernel";
-      const std::string what = std::string(c.name) + ", " + name;
-      ASSERT_TRUE(gpu_->SetTiledIndexer(kernel));
+    {
       auto tiled = Put<float>(*gpu_, unset);
       gpu_->IndexerScores(a, tiled.ptr());
-      EXPECT_TRUE(Ran(name)) << what;
+      EXPECT_TRUE(Ran("IndexScoreTiledKernel")) << c.name;
       const auto tiled_h = Get(*gpu_, tiled);
       size_t written = 0, differing = 0;
       for (size_t i = 0; i < tiled_h.size(); ++i) {
         written += tiled_h[i] != 12345.0f;
         differing += std::memcmp(&tiled_h[i], &plain_h[i], sizeof(float)) != 0;
       }
-      EXPECT_EQ(differing, 0u) << what << ": vs the one-token kernel on the batch";
-      EXPECT_EQ(int64_t(written), want_written) << what;
+      EXPECT_EQ(differing, 0u) << c.name << ": vs the one-token kernel on the batch";
+      EXPECT_EQ(int64_t(written), want_written) << c.name;
     }
 
     // Every token alone, as a decode step scores it.
@@ -398,16 +393,13 @@ void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
     }
     EXPECT_EQ(token_mismatches, 0u) << c.name << ": tokens differing from their decode step";
 
-    // The selections, with the default tiled kernel and without.
-    ASSERT_TRUE(gpu_->SetTiledIndexer(2));
+    // The selections, with the tiled kernel and without.
     const std::vector<int32_t> sel0(size_t(c.T) * c.top_k, 99);
     auto sel_tiled = Put<int32_t>(*gpu_, sel0);
     auto sel_plain = Put<int32_t>(*gpu_, sel0);
     a.selected = sel_tiled.ptr();
     gpu_->IndexerTopK(a);
-    EXPECT_TRUE(Ran(c.dim == 128 ? "IndexScoreChainsKernel" : "IndexScoreTiledKernel") ||
-                n_rows <= c.top_k)
-        << c.name;
+    EXPECT_TRUE(Ran("IndexScoreTiledKernel") || n_rows <= c.top_k) << c.name;
     gpu_->SetTiledPrefill(false);
     a.selected = sel_plain.ptr();
     gpu_->IndexerTopK(a);
