@@ -38,9 +38,9 @@ struct CudaBackendOptions {
   // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
   // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
   int imma = -1;
-  // Many-token kernels for attention, the compressor and the F16/BF16 weight products in
-  // prefill chunks (same bits as the one-token kernels): -1: FLASHKV_CUDA_TILED from the
-  // environment (default on); 0 off; 1 on.
+  // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
+  // weight products in prefill chunks (same bits as the one-token kernels): -1:
+  // FLASHKV_CUDA_TILED from the environment (default on); 0 off; 1 on.
   int tiled = -1;
   // Fused kernels for the coarse ops (SublayerInput and MoeBlock of a one-token step,
   // NormRope of any chunk; same bits as the fine ops' kernels, docs/CUDA.md): -1:
