@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -36,6 +36,19 @@
 #                                  in one process, bits compared, kernels per token and per
 #                                  layer, per-kernel GB/s next to a device copy; extra args go
 #                                  there). decode-tests / decode-bench: the two halves alone.
+#                                  indexer: the tiled indexer scores — their tests, the
+#                                  other tiled, int8 and whole-model GPU tests, memcheck and
+#                                  racecheck on the small shapes, then the Flash prefill with
+#                                  the tiled kernels but the indexer's one-token kernel (2)
+#                                  and with all of them (1) in one process (profiled chunks
+#                                  at INDEXER_PROFILE_AT, default 0,30720; extra args go
+#                                  there).
+#                                  prefill-explore: the Q8_0 microbenchmark (every tile
+#                                  variant) and the Flash prefill in chunks of 2,048 / 4,096 /
+#                                  8,192 (profiled first and last chunks).
+#                                  prefill-ncu: the SASS of the int8 and indexer kernels
+#                                  (sass.txt.gz) and, where ncu exists, their issue rates and
+#                                  stall reasons (ncu-*.log).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -182,6 +195,67 @@ PY
     # The largest kernels of each setup's first chunk, names shortened.
     grep -A14 ', chunk at' "$OUT/tiled-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/' || true
   fi
+  if [[ $what == indexer ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    "$TB" --gtest_color=no --gtest_filter='CudaTiledTest.*:CudaOpsTest.Indexer*:CudaModelTest.*:CudaImmaTest.*' \
+      --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|max\|d\||mismatch|differ' \
+      "$OUT/gpu-tests.log" | head -80 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaTiledTest.Indexer*Small' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+    "$BB" --tiled-compare 2,1 --profile --frontiers "${TILED_FRONTIERS:-2048,8192,32768}" \
+      --decode-steps 16 --warmup-steps 4 --ttft 0 --profile-at "${INDEXER_PROFILE_AT:-0,30720}" \
+      --json "$OUT/indexer-compare.json" "$@" 2>&1 | tee "$OUT/indexer-compare.log" | grep -v '^ ' || rc=1
+    grep -A16 ', chunk at' "$OUT/indexer-compare.log" | sed -E 's/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/' || true
+  fi
+  if [[ $what == prefill-explore ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/'
+    timeout 60 "$BB" --matmul --skip-model --json "$OUT/matmul.json" > "$OUT/matmul.log" 2>&1 || rc=1
+    grep -E '^(shape|attn|ffn|per )' "$OUT/matmul.log" | cut -c1-200 || true
+    for chunk in 2048 4096 8192; do
+      local last=$((32768 - chunk))
+      timeout 60 "$BB" --tiled-compare 1 --chunk $chunk --profile --frontiers 8192,32768 \
+        --decode-steps 8 --warmup-steps 2 --ttft 0 --profile-at 0,$last \
+        --json "$OUT/chunk$chunk.json" > "$OUT/chunk$chunk.log" 2>&1 || rc=1
+      grep -E 'prefill 0|decode' "$OUT/chunk$chunk.log" || true
+      grep -A8 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
+    done
+  fi
+  if [[ $what == prefill-ncu ]]; then
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local OD
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {keep = ($3 ~ /MatMulImmaQ8_0|GateUpImma|DownImma|IndexScore/)}
+        keep' | gzip > "$OUT/sass.txt.gz" || true
+      ls -la "$OUT/sass.txt.gz"
+    fi
+    local NCU
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1 || true)
+    echo "ncu: ${NCU:-not found}"
+    if [[ -n $NCU ]]; then
+      local sections=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
+        --section Occupancy --section ComputeWorkloadAnalysis --section InstructionStats)
+      timeout 60 "$NCU" --kernel-name regex:'MatMulImmaQ8_0|GateUpImma|DownImma' --launch-count 3 \
+        "${sections[@]}" "$BB" --matmul --skip-model --matmul-reps 1 > "$OUT/ncu-int8.log" 2>&1 || true
+      timeout 40 "$NCU" --kernel-name regex:'IndexScoreTiled' --launch-count 1 --launch-skip 2 \
+        "${sections[@]}" "$TB" --gtest_filter='CudaTiledTest.IndexerScoresAreBitIdenticalToDecodeAtFlashShapes' \
+        > "$OUT/ncu-indexer.log" 2>&1 || true
+      grep -hE '^  [a-z].*\(|Issued Warp|Eligible Warps|Cycles Per Issued|Compute \(SM\)|Stall|stall' \
+        "$OUT"/ncu-*.log | cut -c1-160 | head -60 || true
+    fi
+  fi
   if [[ $what == tiled-sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -288,7 +362,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -128,7 +128,7 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
                       nlohmann::json& out) {
   struct Setup {
     int imma;
-    bool tiled;
+    int tiled;  // 0 off, 1 on, 2 on but the indexer's one-token score kernel
   };
   std::vector<Setup> setups;
   const std::vector<int> immas =
@@ -136,16 +136,15 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
   const std::vector<int> tileds =
       o.tiled_compare.empty() ? std::vector<int>{be.tiled_prefill() ? 1 : 0} : o.tiled_compare;
   for (int v : immas) {
-    for (int t : tileds) setups.push_back({v, t != 0});
+    for (int t : tileds) setups.push_back({v, t});
   }
   auto apply = [&](const Setup& su) -> Status {
     if (!be.SetImma(su.imma)) return InvalidArgument("--imma-compare: unknown variant {}", su.imma);
-    be.SetTiledPrefill(su.tiled);
+    be.SetTiledPrefill(su.tiled != 0);
+    be.SetTiledIndexer(su.tiled != 2);
     return Status::Ok();
   };
-  auto label = [](const Setup& su) {
-    return fmt::format("imma {} tiled {}", su.imma, su.tiled ? 1 : 0);
-  };
+  auto label = [](const Setup& su) { return fmt::format("imma {} tiled {}", su.imma, su.tiled); };
   const ModelConfig& cfg = model.config();
   const auto prompt = RandomTokens(max_ctx, cfg.n_vocab, 7);
   std::vector<std::vector<float>> first_logits;
@@ -482,7 +481,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--tiled-compare", o.tiled_compare,
                  "the same comparison over the tiled prefill kernels (attention, compressor, "
-                 "F16 products; 0 = off), e.g. 0,1; with --imma-compare, every pair")
+                 "F16 products, indexer scores; 0 = off, 2 = on but the indexer's one-token "
+                 "score kernel), e.g. 0,2,1; with --imma-compare, every pair")
       ->delimiter(',');
   app.add_flag("--decode-micro", o.decode_micro,
                "instead of the frontier sweep: the decode microbenchmark at each frontier — "

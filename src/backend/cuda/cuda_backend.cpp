@@ -246,6 +246,10 @@ void CudaBackend::SetTiledPrefill(bool on) {
 bool CudaBackend::tiled_prefill() const {
   return s_->tiled_prefill;
 }
+void CudaBackend::SetTiledIndexer(bool on) {
+  s_->Flush();
+  s_->tiled_indexer = on;
+}
 void CudaBackend::SetFused(bool on) {
   s_->Flush();
   s_->fused = on;

@@ -38,9 +38,9 @@ struct CudaBackendOptions {
   // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
   // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
   int imma = -1;
-  // Many-token kernels for attention, the compressor and the F16/BF16 weight products in
-  // prefill chunks (same bits as the one-token kernels): -1: FLASHKV_CUDA_TILED from the
-  // environment (default on); 0 off; 1 on.
+  // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
+  // weight products in prefill chunks (same bits as the one-token kernels): -1:
+  // FLASHKV_CUDA_TILED from the environment (default on); 0 off; 1 on.
   int tiled = -1;
   // Fused kernels for the coarse ops (SublayerInput and MoeBlock of a one-token step,
   // NormRope of any chunk; same bits as the fine ops' kernels, docs/CUDA.md): -1:
@@ -112,6 +112,8 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;
+  // With the tiled kernels on, whether the indexer scores use theirs (benchmarks; default on).
+  void SetTiledIndexer(bool on);
   // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
   void SetFused(bool on);
   bool fused() const;
@@ -151,6 +153,10 @@ class CudaBackend final : public Backend {
 
   void CompressorUpdate(const CompressorArgs& a) override;
   void IndexerTopK(const IndexerArgs& a) override;
+  // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
+  // kernel IndexerTopK would choose; only tokens seeing more than top_k rows, and only their
+  // visible rows, are written (tests hold the kernels to each other's bits).
+  void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;

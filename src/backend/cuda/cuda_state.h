@@ -77,6 +77,9 @@ struct CudaBackend::State {
   int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
   // Many-token kernels for prefill chunks (CudaBackendOptions::tiled).
   bool tiled_prefill = true;
+  // With tiled_prefill: the indexer's tiled score kernel (off only so that a benchmark can
+  // time the one-token kernel beside the other tiled kernels in one process).
+  bool tiled_indexer = true;
   // Fused kernels for the coarse ops (CudaBackendOptions::fused).
   bool fused = true;  // run on the H200: bit-identical to the unfused kernels, sanitizers clean
   // Arrival counters of the fused kernels' last-block steps (fused_sync.cuh): zeroed at

@@ -2,16 +2,19 @@
 //   score(t, w) = Σ_h (weights[t, h] · scale) · max(0, rows[w] · q[t, h])
 // then the top_k rows by score, an equal score going to the lower row id, written in
 // ascending id order; a token that sees n_vis <= top_k rows selects all of them.
-// Two kernels per token batch: IndexScoreKernel (a block scores 32 rows of one token with
-// the rows and the token's queries in shared memory; each score is one thread's fixed
-// sequence of fused multiply-adds) and IndexSelectKernel (one block per token: a 4-pass
-// radix select finds the k-th largest score exactly, then an ordered compaction keeps
-// every larger score and the lowest ids among the equal ones).
+// Two kernels per token batch: a score kernel and IndexSelectKernel (one block per token: a
+// 4-pass radix select finds the k-th largest score exactly, then an ordered compaction
+// keeps every larger score and the lowest ids among the equal ones). The score kernel is
+// IndexScoreKernel (a block scores 32 rows of one token) for decode and short batches, and
+// IndexScoreTiledKernel (a block scores 128 rows × 32 tokens, reading each row and each
+// token's queries once per tile) for prefill chunks; both form every score as the same
+// sequence of fused multiply-adds and adds, so the selection does not depend on the batch.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_state.h"
+#include "backend/cuda/imma_ptx.cuh"
 
 namespace flashkv {
 namespace cuda {
@@ -20,6 +23,10 @@ namespace {
 constexpr int kScoreRows = 32;
 constexpr int kHeadGroups = 8;
 constexpr int kSelectThreads = 256;  // one thread per radix digit
+constexpr int kTiledRows = 128;
+constexpr int kTiledTokens = 32;
+constexpr int kTiledThreads = 256;
+constexpr int kTiledMinTokens = 16;  // smaller batches keep the one-token kernel
 
 struct IndexScoreArgs {
   const float* q;        // [n_tokens, n_heads, dim]
@@ -34,6 +41,7 @@ struct IndexScoreArgs {
   int dim;
   int ratio;
   int top_k;
+  int n_batch;  // tokens in this batch (the tiled kernel's token tail)
 };
 
 // Block: kScoreRows rows × kHeadGroups head groups (one thread each). A thread forms
@@ -87,6 +95,129 @@ __global__ void __launch_bounds__(kScoreRows* kHeadGroups) IndexScoreKernel(Inde
     float s = 0.0f;
     for (int h = 0; h < H; ++h) s = __fadd_rn(s, part[threadIdx.x * (H + 1) + h]);
     a.scores[blockIdx.y * a.score_stride + r0 + threadIdx.x] = s;
+  }
+}
+
+// The tiled twin of IndexScoreKernel for prefill chunks: grid (row tiles, token tiles),
+// a CTA scores kTiledRows rows × kTiledTokens tokens. The rows stay in shared memory for the
+// whole CTA; the heads are walked in order, each head's queries of the tile's tokens staged
+// with cp.async (double-buffered). Warp w, lane: rows 32·(w & 3) + (lane & 7) + 8i, tokens
+// 16·(w >> 2) + (lane >> 3) + 4j (i, j < 4). Each thread keeps its 16 scores across the
+// heads: per head and (row, token) it forms IndexScoreKernel's dot (four fused-multiply-add
+// chains over dims ≡ 0…3 mod 4, summed (p0 + p1) + (p2 + p3)), the relu and the product
+// with the head weight, and adds it to the running score in head order — the one-token
+// kernel's terms and order, so the bits are the same.
+__global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexScoreArgs a) {
+  extern __shared__ __align__(16) float tsm[];
+  const int dim = a.dim;
+  const int pitch = dim + 4;  // 16-byte rows, conflict-free float4 reads
+  const int H = a.n_heads;
+  float* rs = tsm;                            // [kTiledRows, pitch]
+  float* qs = rs + kTiledRows * pitch;        // [2][kTiledTokens, pitch]
+  float* ws = qs + 2 * kTiledTokens * pitch;  // [kTiledTokens, H]
+  const int tid = threadIdx.x;
+  const int r0 = blockIdx.x * kTiledRows;
+  const int bt0 = blockIdx.y * kTiledTokens;                   // first token of the tile (batch)
+  const int n_tok = min(kTiledTokens, a.n_batch - bt0);        // tokens in the tile
+  const int vis_last = int((a.pos0 + bt0 + n_tok) / a.ratio);  // the tile's largest n_vis
+  if (vis_last <= a.top_k || r0 >= vis_last) return;
+  const int n_here = min(kTiledRows, vis_last - r0);
+  const int v4 = dim / 4;
+  // Rows and tokens past the tile's end are not loaded: their scores are never written.
+  for (int i = tid; i < n_here * v4; i += kTiledThreads) {
+    const int r = i / v4, f = 4 * (i % v4);
+    CpAsync16(SmemAddr(rs + r * pitch + f), a.rows + size_t(r0 + r) * dim + f);
+  }
+  const float* q0 = a.q + size_t(a.t0 + bt0) * H * dim;
+  auto load_q = [&](int stage, int h) {
+    float* dst = qs + stage * kTiledTokens * pitch;
+    for (int i = tid; i < n_tok * v4; i += kTiledThreads) {
+      const int t = i / v4, f = 4 * (i % v4);
+      CpAsync16(SmemAddr(dst + t * pitch + f), q0 + (size_t(t) * H + h) * dim + f);
+    }
+    CpAsyncCommit();
+  };
+  for (int i = tid; i < n_tok * H; i += kTiledThreads) {
+    const int t = i / H, h = i % H;
+    ws[i] = __fmul_rn(a.weights[size_t(a.t0 + bt0 + t) * H + h], a.weight_scale);
+  }
+  load_q(0, 0);  // one group with the rows
+
+  const int warp = tid >> 5, lane = tid & 31;
+  const int rb = 32 * (warp & 3) + (lane & 7);
+  const int tb = 16 * (warp >> 2) + (lane >> 3);
+  // A warp whose rows or tokens all lie past the tile's end skips the products.
+  const bool busy = 32 * (warp & 3) < n_here && 16 * (warp >> 2) < n_tok;
+  float score[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) score[i][j] = 0.0f;
+  }
+  for (int h = 0; h < H; ++h) {
+    if (h + 1 < H) {
+      load_q((h + 1) & 1, h + 1);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    if (busy) {
+      const float* qh = qs + (h & 1) * kTiledTokens * pitch;
+      float acc[4][4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+        }
+      }
+#pragma unroll 1
+      for (int c = 0; c < dim; c += 4) {
+        float4 rv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          rv[i] = *reinterpret_cast<const float4*>(rs + (rb + 8 * i) * pitch + c);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float4 y = *reinterpret_cast<const float4*>(qh + (tb + 4 * j) * pitch + c);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[i][j][0] = __fmaf_rn(rv[i].x, y.x, acc[i][j][0]);
+            acc[i][j][1] = __fmaf_rn(rv[i].y, y.y, acc[i][j][1]);
+            acc[i][j][2] = __fmaf_rn(rv[i].z, y.z, acc[i][j][2]);
+            acc[i][j][3] = __fmaf_rn(rv[i].w, y.w, acc[i][j][3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int tt = min(tb + 4 * j, kTiledTokens - 1);
+        const float wh = ws[tt * H + h];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float dot = __fadd_rn(__fadd_rn(acc[i][j][0], acc[i][j][1]),
+                                __fadd_rn(acc[i][j][2], acc[i][j][3]));
+          if (dot < 0.0f) dot = 0.0f;
+          score[i][j] = __fadd_rn(score[i][j], __fmul_rn(dot, wh));
+        }
+      }
+    }
+    __syncthreads();  // the stage read here is the next prefetch's target
+  }
+  if (!busy) return;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int bt = bt0 + tb + 4 * j;
+    if (tb + 4 * j >= n_tok) continue;
+    const int n_vis = int((a.pos0 + bt + 1) / a.ratio);
+    if (n_vis <= a.top_k) continue;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = r0 + rb + 8 * i;
+      if (r < n_vis) a.scores[size_t(bt) * a.score_stride + r] = score[i][j];
+    }
   }
 }
 
@@ -201,6 +332,71 @@ __global__ void __launch_bounds__(kSelectThreads) IndexSelectKernel(IndexSelectA
 }  // namespace
 }  // namespace cuda
 
+namespace {
+
+size_t TiledScoreSmem(const IndexerArgs& a) {
+  return sizeof(float) * (size_t(cuda::kTiledRows + 2 * cuda::kTiledTokens) * (a.dim + 4) +
+                          size_t(cuda::kTiledTokens) * a.n_heads);
+}
+
+// Two CTAs of ~107 KB per SM need the largest carveout; asked once per process.
+bool TiledKernelReady() {
+  static const cudaError_t raised =
+      cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel, 200 * 1024);
+  return raised == cudaSuccess;
+}
+
+// Whether IndexScoreTiledKernel serves this batch: prefill chunks with the tiled kernels on,
+// rows of whole 16-byte units and a tile that fits in shared memory.
+bool UseTiledScores(const CudaBackend::State& s, const IndexerArgs& a) {
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return s.tiled_prefill && s.tiled_indexer && a.n_tokens >= cuda::kTiledMinTokens &&
+         a.dim % 4 == 0 && aligned(a.q.get()) && aligned(a.rows.get()) &&
+         TiledScoreSmem(a) <= 200 * 1024 && TiledKernelReady();
+}
+
+// Scores of the batch's tokens [t0, t0 + n) into scores[(t - t0) · stride + row] for every
+// token that sees more than top_k rows (row < its n_vis); other entries are left alone.
+void LaunchScores(CudaBackend::State& s, const IndexerArgs& a, int t0, int n, float* scores,
+                  int64_t stride, bool tiled) {
+  cuda::IndexScoreArgs sa{a.q.get(),
+                          a.weights.get(),
+                          a.rows.get(),
+                          scores,
+                          uint64_t(stride),
+                          a.weight_scale,
+                          a.pos0 + t0,
+                          t0,
+                          a.n_heads,
+                          a.dim,
+                          a.ratio,
+                          a.top_k,
+                          n};
+  const int64_t max_vis = (a.pos0 + t0 + n) / a.ratio;
+  if (tiled) {
+    s.Launch(cuda::IndexScoreTiledKernel,
+             dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kTiledRows)),
+                  unsigned(cuda::CeilDiv(n, cuda::kTiledTokens))),
+             dim3(cuda::kTiledThreads), unsigned(TiledScoreSmem(a)), sa);
+    return;
+  }
+  const int smem =
+      int(sizeof(float)) * (a.n_heads * a.dim + ((a.n_heads + 3) & ~3) +
+                            cuda::kScoreRows * (a.dim + 4) + cuda::kScoreRows * (a.n_heads + 1));
+  if (smem > 48 * 1024) {
+    static bool raised = false;
+    if (!raised) {
+      cudaFuncSetAttribute(cuda::IndexScoreKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           200 * 1024);
+      raised = true;
+    }
+  }
+  s.Launch(cuda::IndexScoreKernel, dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kScoreRows)), n),
+           dim3(cuda::kScoreRows * cuda::kHeadGroups), unsigned(smem), sa);
+}
+
+}  // namespace
+
 void CudaBackend::IndexerTopK(const IndexerArgs& a) {
   if (a.n_tokens <= 0) return;
   const int64_t max_vis = (a.pos0 + a.n_tokens) / a.ratio;
@@ -215,30 +411,20 @@ void CudaBackend::IndexerTopK(const IndexerArgs& a) {
         s_->Scratch(CudaScratch::kIndexScores, sizeof(float) * size_t(batch) * stride));
     if (scores == nullptr) return;
   }
-  const int smem =
-      int(sizeof(float)) * (a.n_heads * a.dim + ((a.n_heads + 3) & ~3) +
-                            cuda::kScoreRows * (a.dim + 4) + cuda::kScoreRows * (a.n_heads + 1));
-  if (scoring && smem > 48 * 1024) {
-    static bool raised = false;  // the attribute is per function, once per process
-    if (!raised) {
-      cudaFuncSetAttribute(cuda::IndexScoreKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           200 * 1024);
-      raised = true;
-    }
-  }
+  const bool tiled = UseTiledScores(*s_, a);
   for (int t0 = 0; t0 < a.n_tokens; t0 += batch) {
     const int n = std::min(batch, a.n_tokens - t0);
-    if (scoring) {
-      cuda::IndexScoreArgs sa{a.q.get(),        a.weights.get(), a.rows.get(), scores,
-                              uint64_t(stride), a.weight_scale,  a.pos0 + t0,  t0,
-                              a.n_heads,        a.dim,           a.ratio,      a.top_k};
-      s_->Launch(cuda::IndexScoreKernel, dim3(cuda::CeilDiv(stride, cuda::kScoreRows), n),
-                 dim3(cuda::kScoreRows * cuda::kHeadGroups), unsigned(smem), sa);
-    }
+    if (scoring) LaunchScores(*s_, a, t0, n, scores, stride, tiled);
     cuda::IndexSelectArgs ka{scores, uint64_t(stride), a.selected.get(), a.pos0 + t0,
                              t0,     a.ratio,          a.top_k};
     s_->Launch(cuda::IndexSelectKernel, dim3(n), dim3(cuda::kSelectThreads), 0, ka);
   }
+}
+
+void CudaBackend::IndexerScores(const IndexerArgs& a, DevPtr<float> scores) {
+  if (a.n_tokens <= 0) return;
+  const int64_t stride = std::max<int64_t>((a.pos0 + a.n_tokens) / a.ratio, 1);
+  LaunchScores(*s_, a, 0, a.n_tokens, scores.get(), stride, UseTiledScores(*s_, a));
 }
 
 }  // namespace flashkv

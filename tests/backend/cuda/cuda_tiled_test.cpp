@@ -1,10 +1,10 @@
 // The many-token prefill kernels (CudaBackendOptions::tiled): attention (attention_tiled.cu),
-// the window-parallel compressor (op_compressor.cu) and the tiled F16/BF16/F32 products
-// (matvec_tiled.cu). Each must give the bits of the kernels that serve one token at a time
-// (the batching contract of docs/CUDA.md): checked against those kernels on the same inputs
-// — batch with the tiled kernels off, and token by token — at Flash's shapes and at odd ones
-// (partial head and column tiles, row and token tails), plus the CPU twin within the op's
-// tolerance. The kernel profile shows that the tiled kernel really ran. Label `gpu`.
+// the indexer scores (op_indexer.cu), the window-parallel compressor (op_compressor.cu) and
+// the tiled F16/BF16/F32 products (matvec_tiled.cu). Each must give the bits of the kernels that
+// serve one token at a time (the batching contract of docs/CUDA.md): checked against those kernels
+// on the same inputs — batch with the tiled kernels off, and token by token — at Flash's shapes and
+// at odd ones (partial head and column tiles, row and token tails), plus the CPU twin within the
+// op's tolerance. The kernel profile shows that the tiled kernel really ran. Label `gpu`.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -28,6 +28,13 @@ struct AttnCase {
   bool cpu;     // also against the CPU (small shapes)
 };
 
+struct IndexerCase {
+  const char* name;
+  int n_heads, dim, ratio, top_k, T;
+  int64_t pos0;
+  bool cpu;  // also the selection against the CPU (small shapes)
+};
+
 class CudaTiledTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -39,10 +46,12 @@ class CudaTiledTest : public ::testing::Test {
     if (gpu_ != nullptr) {
       gpu_->SetProfiling(false);
       gpu_->SetTiledPrefill(true);
+      gpu_->SetTiledIndexer(true);
     }
   }
   void CheckMatMul(const std::vector<MatMulShape>& shapes);
   void CheckAttention(const std::vector<AttnCase>& cases);
+  void CheckIndexer(const std::vector<IndexerCase>& cases);
   // Whether a kernel whose name contains `name` ran since the last call (forgets the profile).
   bool Ran(const std::string& name) {
     bool ran = false;
@@ -311,6 +320,117 @@ TEST_F(CudaTiledTest, AttentionTilesAreBitIdenticalToDecodeAtFlashShapes) {
                   {"flash hca", 64, 512, 128, 128, 512, 33, 20000, false, false},
                   {"flash sliding", 64, 512, 128, 0, 512, 36, 77, false, false},
                   {"flash first chunk", 64, 512, 128, 4, 512, 70, 0, false, false}});
+}
+
+// Indexer scores: IndexScoreTiledKernel's score matrix against the one-token kernel's on the
+// same batch (tiled off) and every token scored alone, bit for bit and entry for entry (the
+// same entries written); the selection with the tiled kernels on and off, and against the CPU.
+void CudaTiledTest::CheckIndexer(const std::vector<IndexerCase>& cases) {
+  for (const IndexerCase& c : cases) {
+    const int64_t n_rows = (c.pos0 + c.T) / c.ratio;
+    const int64_t stride = std::max<int64_t>(n_rows, 1);
+    const uint32_t seed = 300 + uint32_t(c.T);
+    auto q = PutBoth(cpu_, *gpu_, RandomFloats(size_t(c.T) * c.n_heads * c.dim, seed, -1, 1));
+    auto w = PutBoth(cpu_, *gpu_, RandomFloats(size_t(c.T) * c.n_heads, seed + 1, -1, 1));
+    std::vector<float> rows_h = RandomFloats(size_t(n_rows) * c.dim, seed + 2, -1, 1);
+    // Equal rows give equal scores: the selection must take the lowest ids among them.
+    for (int64_t r = 1; r < std::min<int64_t>(n_rows, 8); ++r) {
+      std::copy_n(rows_h.begin(), c.dim, rows_h.begin() + r * c.dim);
+    }
+    auto rows = PutBoth(cpu_, *gpu_, rows_h);
+    IndexerArgs a{};
+    a.weight_scale = 1.0f / std::sqrt(float(c.n_heads * c.dim));
+    a.pos0 = c.pos0;
+    a.n_tokens = c.T;
+    a.n_heads = c.n_heads;
+    a.dim = c.dim;
+    a.ratio = c.ratio;
+    a.top_k = c.top_k;
+    a.q = q.gpu.ptr();
+    a.weights = w.gpu.ptr();
+    a.rows = rows.gpu.ptr();
+    const std::vector<float> unset(size_t(c.T) * stride, 12345.0f);
+    auto plain = Put<float>(*gpu_, unset);
+    gpu_->SetTiledPrefill(false);
+    gpu_->IndexerScores(a, plain.ptr());
+    EXPECT_FALSE(Ran("IndexScoreTiledKernel")) << c.name;
+    const auto plain_h = Get(*gpu_, plain);
+    int64_t want_written = 0;
+    for (int t = 0; t < c.T; ++t) {
+      const int64_t n_vis = (c.pos0 + t + 1) / c.ratio;
+      if (n_vis > c.top_k) want_written += n_vis;
+    }
+    gpu_->SetTiledPrefill(true);
+    {
+      auto tiled = Put<float>(*gpu_, unset);
+      gpu_->IndexerScores(a, tiled.ptr());
+      EXPECT_TRUE(Ran("IndexScoreTiledKernel")) << c.name;
+      const auto tiled_h = Get(*gpu_, tiled);
+      size_t written = 0, differing = 0;
+      for (size_t i = 0; i < tiled_h.size(); ++i) {
+        written += tiled_h[i] != 12345.0f;
+        differing += std::memcmp(&tiled_h[i], &plain_h[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differing, 0u) << c.name << ": vs the one-token kernel on the batch";
+      EXPECT_EQ(int64_t(written), want_written) << c.name;
+    }
+
+    // Every token alone, as a decode step scores it.
+    size_t token_mismatches = 0;
+    for (int t = 0; t < c.T; ++t) {
+      const int64_t n_vis = (c.pos0 + t + 1) / c.ratio;
+      if (n_vis <= c.top_k) continue;
+      IndexerArgs one = a;
+      one.pos0 = c.pos0 + t;
+      one.n_tokens = 1;
+      one.q = q.gpu.ptr() + size_t(t) * c.n_heads * c.dim;
+      one.weights = w.gpu.ptr() + size_t(t) * c.n_heads;
+      auto out = Put<float>(*gpu_, std::vector<float>(size_t(n_vis), 0.0f));
+      gpu_->IndexerScores(one, out.ptr());
+      const auto got = Get(*gpu_, out);
+      token_mismatches += std::memcmp(got.data(), plain_h.data() + size_t(t) * stride,
+                                      sizeof(float) * size_t(n_vis)) != 0;
+    }
+    EXPECT_EQ(token_mismatches, 0u) << c.name << ": tokens differing from their decode step";
+
+    // The selections, with the tiled kernel and without.
+    const std::vector<int32_t> sel0(size_t(c.T) * c.top_k, 99);
+    auto sel_tiled = Put<int32_t>(*gpu_, sel0);
+    auto sel_plain = Put<int32_t>(*gpu_, sel0);
+    a.selected = sel_tiled.ptr();
+    gpu_->IndexerTopK(a);
+    EXPECT_TRUE(Ran("IndexScoreTiledKernel") || n_rows <= c.top_k) << c.name;
+    gpu_->SetTiledPrefill(false);
+    a.selected = sel_plain.ptr();
+    gpu_->IndexerTopK(a);
+    gpu_->SetTiledPrefill(true);
+    const auto sel_h = Get(*gpu_, sel_tiled);
+    EXPECT_EQ(sel_h, Get(*gpu_, sel_plain)) << c.name;
+    if (c.cpu) {
+      auto sel_c = Put<int32_t>(cpu_, sel0);
+      IndexerArgs ac = a;
+      ac.q = q.cpu.ptr();
+      ac.weights = w.cpu.ptr();
+      ac.rows = rows.cpu.ptr();
+      ac.selected = sel_c.ptr();
+      cpu_.IndexerTopK(ac);
+      EXPECT_EQ(Get(cpu_, sel_c), sel_h) << c.name << " vs CPU";
+    }
+  }
+}
+
+TEST_F(CudaTiledTest, IndexerScoresAreBitIdenticalToDecodeSmall) {
+  CheckIndexer({{"odd heads and dims, token tail", 12, 36, 4, 6, 45, 150, true},
+                {"first chunk crossing top_k", 8, 32, 4, 6, 70, 0, true},
+                {"several row tiles", 5, 20, 4, 8, 40, 1000, true},
+                {"dim 128, two row tiles", 3, 128, 4, 8, 40, 700, true},
+                {"dim 128, one token tile, tail", 2, 128, 4, 3, 17, 60, true}});
+}
+
+TEST_F(CudaTiledTest, IndexerScoresAreBitIdenticalToDecodeAtFlashShapes) {
+  CheckIndexer({{"flash", 64, 128, 4, 512, 70, 3000, false},
+                {"flash crossing top_k", 64, 128, 4, 512, 100, 2000, false},
+                {"flash long", 64, 128, 4, 512, 33, 20000, false}});
 }
 
 }  // namespace
