@@ -166,20 +166,25 @@ std::string TmpPath(const std::string& name) {
   return (dir / name).string();
 }
 
-// layout: true = llama.cpp metadata + quantized tensors; false = ds4 metadata + the same
-// tensors dequantized to F32 (the reference).
-std::string WriteFile(const std::string& name, bool llama_layout) {
+enum class Layout {
+  kLlamaCpp,   // llama.cpp metadata + the quantized tensors + an MTP layer
+  kDs4Quant,   // ds4 metadata + the quantized tensors (the 0731 MXFP4-experts files)
+  kReference,  // ds4 metadata + the same tensors dequantized to F32
+};
+
+std::string WriteFile(const std::string& name, Layout layout) {
   const auto ts = QuantizedTensors();
-  GgufWriter w = llama_layout ? CopyDs4Tiny(Drops(ts), LlamaCppMetadata, kNoVocabSize)
-                              : CopyDs4Tiny(Drops(ts));
+  const bool llama = layout == Layout::kLlamaCpp;
+  GgufWriter w =
+      llama ? CopyDs4Tiny(Drops(ts), LlamaCppMetadata, kNoVocabSize) : CopyDs4Tiny(Drops(ts));
   for (const auto& t : ts) {
     const uint64_t n = Values(t.ne);
-    const Status s = llama_layout
-                         ? w.AddTensor(t.name, t.type, t.ne, t.data)
-                         : w.AddTensor(t.name, DType::kF32, t.ne, ToF32(t.type, t.data, n));
+    const Status s = layout == Layout::kReference
+                         ? w.AddTensor(t.name, DType::kF32, t.ne, ToF32(t.type, t.data, n))
+                         : w.AddTensor(t.name, t.type, t.ne, t.data);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
-  if (llama_layout) {
+  if (llama) {
     EXPECT_TRUE(
         w.AddTensor("blk.5.attn_norm.weight", DType::kF32, {kD}, std::vector<uint8_t>(kD * 4, 0))
             .ok());
@@ -214,8 +219,8 @@ std::vector<float> Logits(const std::string& path, ActQuantMode aq, ModelConfig*
 }
 
 TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
-  const std::string quant = WriteFile("llama-layout-quant.gguf", true);
-  const std::string ref = WriteFile("llama-layout-ref.gguf", false);
+  const std::string quant = WriteFile("llama-layout-quant.gguf", Layout::kLlamaCpp);
+  const std::string ref = WriteFile("llama-layout-ref.gguf", Layout::kReference);
   ModelConfig qc, rc;
   const auto a = Logits(quant, ActQuantMode::kOff, &qc);
   const auto b = Logits(ref, ActQuantMode::kOff, &rc);
@@ -251,9 +256,25 @@ TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
   EXPECT_LT(std::sqrt(err / norm), 0.15);
 }
 
+// ds4's own layout with the new block types (the 0731 MXFP4-experts files): same logits as
+// the llama.cpp-layout file, bit for bit, since only the metadata differs.
+TEST(LlamaLayoutTest, Ds4LayoutWithMxfp4ExpertsMatchesTheLlamaCppFile) {
+  const std::string ds4 = WriteFile("ds4-layout-quant.gguf", Layout::kDs4Quant);
+  const std::string llama = WriteFile("llama-layout-quant2.gguf", Layout::kLlamaCpp);
+  ModelConfig dc;
+  for (ActQuantMode aq : {ActQuantMode::kOff, ActQuantMode::kQ8}) {
+    const auto a = Logits(ds4, aq, &dc);
+    const auto b = Logits(llama, aq, nullptr);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << ActQuantModeName(aq);
+  }
+  EXPECT_EQ(dc.layout, GgufLayout::kDs4);
+}
+
 TEST(LlamaLayoutTest, FingerprintTellsTheLayoutsApart) {
-  const std::string quant = WriteFile("llama-layout-fp-quant.gguf", true);
-  const std::string ref = WriteFile("llama-layout-fp-ref.gguf", false);
+  const std::string quant = WriteFile("llama-layout-fp-quant.gguf", Layout::kLlamaCpp);
+  const std::string ref = WriteFile("llama-layout-fp-ref.gguf", Layout::kReference);
   auto fq = GgufFile::Open(quant);
   auto fr = GgufFile::Open(ref);
   auto fd = GgufFile::Open(testing::Ds4TinyPath());
