@@ -195,8 +195,14 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   FLASHKV_RETURN_IF_ERROR(m.Float("attention.compress_rope_freq_base", &c.compress_rope_freq_base));
   FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.factor", &c.rope_scaling_factor));
   FLASHKV_RETURN_IF_ERROR(m.U64("rope.scaling.original_context_length", &c.rope_orig_ctx));
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
+  // llama.cpp's converter writes the betas only when the checkpoint states them; absent, they
+  // take its defaults (llama_hparams: 32 and 1), which are also V4's values.
+  c.yarn_beta_fast = 32.0f;
+  c.yarn_beta_slow = 1.0f;
+  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_fast"))
+    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
+  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_slow"))
+    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
   FLASHKV_RETURN_IF_ERROR(m.Float("attention.layer_norm_rms_epsilon", &c.rms_eps));
   FLASHKV_RETURN_IF_ERROR(m.Float("hyper_connection.epsilon", &c.hc_eps));
   FLASHKV_RETURN_IF_ERROR(m.Float("expert_weights_scale", &c.expert_weights_scale));

@@ -338,6 +338,20 @@ TEST(LlamaLayoutTest, DamagedMetadataIsRefusedWithTheKeyNamed) {
   ExpectNamed(ConfigOf({}, kNoVocabSize), StatusCode::kNotFound, "deepseek4.vocab_size");
 }
 
+TEST(LlamaLayoutTest, YarnBetasDefaultAsInLlamaCppOnlyForItsLayout) {
+  const std::vector<std::string> no_betas = {"deepseek4.vocab_size",
+                                             "deepseek4.rope.scaling.yarn_beta_fast",
+                                             "deepseek4.rope.scaling.yarn_beta_slow"};
+  const GgufFile f = EditedDs4Tiny({}, LlamaCppMetadata, no_betas);
+  auto c = ModelConfig::FromGguf(f);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->yarn_beta_fast, 32.0f);
+  EXPECT_EQ(c->yarn_beta_slow, 1.0f);
+  // ds4's layout states them; a ds4 file without one is damaged.
+  ExpectNamed(ConfigOf({}, {"deepseek4.rope.scaling.yarn_beta_fast"}), StatusCode::kNotFound,
+              "deepseek4.rope.scaling.yarn_beta_fast");
+}
+
 Status LoadEdited(const std::string& name, const std::vector<TensorEdit>& edits,
                   const std::function<void(GgufWriter&)>& meta = {},
                   const std::vector<std::string>& drop = {}) {
