@@ -379,6 +379,31 @@ TEST(LlamaLayoutTest, DamagedTensorsAreRefusedWithTheTensorNamed) {
               StatusCode::kUnsupported, "blk.1.ffn_norm.weight has type mxfp4");
 }
 
+// Variants with another expert_used_count (a top-4 "4Expert" V4 Flash exists): the count
+// comes from metadata, and the hash tables must have that many slots per token.
+TEST(LlamaLayoutTest, ExpertUsedCountComesFromMetadata) {
+  std::vector<TensorEdit> one_slot;
+  for (int l = 0; l < 3; ++l) {  // ds4-tiny's hash layers
+    one_slot.push_back(testing::ReplaceTensor(
+        "blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight", {1, kV}, DType::kI32));
+  }
+  const std::string path = TmpPath("top1.gguf");
+  ASSERT_TRUE(
+      CopyDs4Tiny(one_slot, [](GgufWriter& m) { m.SetU32("deepseek4.expert_used_count", 1); })
+          .Write(path)
+          .ok());
+  ModelConfig c;
+  const auto logits = Logits(path, ActQuantMode::kQ8, &c);
+  EXPECT_EQ(c.n_expert_used, 1);
+  ASSERT_FALSE(logits.empty());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  // The key changed without the tables: refused, the table named.
+  ExpectNamed(LoadEdited("top3.gguf", {},
+                         [](GgufWriter& m) { m.SetU32("deepseek4.expert_used_count", 3); }),
+              StatusCode::kInvalidArgument,
+              "blk.0.ffn_gate_tid2eid.weight has shape [2, 1024], expected [3, 1024]");
+}
+
 TEST(LlamaLayoutTest, UnknownTypeIdIsRefusedWithTheTensorNamed) {
   // GGUF type 40 (NVFP4 in newer GGML) is not one flashkv knows: the reader refuses the file
   // naming the tensor and the id instead of guessing its size.
