@@ -64,6 +64,10 @@ void Model::FinishLoad(const std::string& source) {
                config_.name.empty() ? source : config_.name, config_.n_layer, config_.n_embd,
                config_.n_vocab, NumericsModeName(options_.numerics),
                ActQuantModeName(options_.act_quant));
+  if (config_.layout == GgufLayout::kLlamaCpp) {
+    spdlog::info("model: llama.cpp deepseek4 layout, {} multi-token-prediction layer(s) not run",
+                 config_.n_layer_nextn);
+  }
 }
 
 KvShape Model::StateShape(int ctx_size) const {

@@ -93,6 +93,64 @@ Status CheckProduct(const char* what, std::initializer_list<int64_t> factors) {
   return Status::Ok();
 }
 
+// llama.cpp GGUF sqrt-softplus gating id (llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_*:
+// 0 none, 1 softmax, 2 sigmoid, 3 softmax on the weights, 4 sqrt(softplus)).
+constexpr int64_t kGatingSqrtSoftplus = 4;
+
+// The keys only llama.cpp's deepseek4 files carry, and vocab_size where they leave it out.
+// Any of them marks the file as GgufLayout::kLlamaCpp. Runs after the kIntFields loop, so
+// c.n_layer is block_count here.
+Status ReadLlamaCppKeys(const GgufFile& file, const MetaReader& m, ModelConfig& c) {
+  if (m.Has("nextn_predict_layers")) {
+    c.layout = GgufLayout::kLlamaCpp;
+    FLASHKV_RETURN_IF_ERROR(m.Int("nextn_predict_layers", &c.n_layer_nextn, 0, c.n_layer - 1));
+    c.n_layer -= c.n_layer_nextn;
+  }
+  if (m.Has("expert_gating_func")) {
+    c.layout = GgufLayout::kLlamaCpp;
+    const std::string key = m.Key("expert_gating_func");
+    FLASHKV_ASSIGN_OR_RETURN(int64_t g, file.GetI64(key));
+    if (g != kGatingSqrtSoftplus) {
+      return Unsupported(
+          "metadata {} = {}: DeepSeek V4 routes with sqrt(softplus) (llama.cpp id {})", key, g,
+          kGatingSqrtSoftplus);
+    }
+  }
+  if (m.Has("swiglu_clamp_shexp")) {
+    c.layout = GgufLayout::kLlamaCpp;
+    // flashkv clamps the shared expert with the routed experts' limit, as ds4 does.
+    const std::string key = m.Key("swiglu_clamp_shexp");
+    auto shexp = file.GetFloatArray(key);
+    if (!shexp.ok()) return shexp.status().WithContext("metadata " + key);
+    auto exp = file.GetFloatArray(m.Key("swiglu_clamp_exp"));
+    if (!exp.ok()) return exp.status().WithContext("metadata " + m.Key("swiglu_clamp_exp"));
+    for (int l = 0; l < c.n_layer; ++l) {
+      if (static_cast<size_t>(l) >= shexp->size() || static_cast<size_t>(l) >= exp->size() ||
+          (*shexp)[l] != (*exp)[l]) {
+        return Unsupported(
+            "metadata {} differs from {} at layer {} (or is shorter); flashkv "
+            "clamps shared and routed experts alike",
+            key, m.Key("swiglu_clamp_exp"), l);
+      }
+    }
+  }
+  if (!m.Has("vocab_size")) {
+    // llama.cpp reads the vocabulary size from the token list.
+    if (!file.Has("tokenizer.ggml.tokens")) {
+      return NotFound("metadata {} is missing and there is no tokenizer.ggml.tokens to count",
+                      m.Key("vocab_size"));
+    }
+    c.layout = GgufLayout::kLlamaCpp;
+    FLASHKV_ASSIGN_OR_RETURN(GgufArrayInfo tokens, file.ArrayInfo("tokenizer.ggml.tokens"));
+    if (tokens.count < 1 || tokens.count > (uint64_t(1) << 24)) {
+      return InvalidArgument("tokenizer.ggml.tokens has {} entries (vocab_size must be 1..2^24)",
+                             tokens.count);
+    }
+    c.n_vocab = static_cast<int>(tokens.count);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 AttentionKind ModelConfig::attention_kind(int layer) const {
@@ -120,8 +178,10 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
 
   MetaReader m(file);
   for (const IntField& f : kIntFields) {
+    if (&(c.*f.field) == &c.n_vocab && !m.Has(f.key)) continue;  // ReadLlamaCppKeys
     FLASHKV_RETURN_IF_ERROR(m.Int(f.key, &(c.*f.field), f.lo, f.hi));
   }
+  FLASHKV_RETURN_IF_ERROR(ReadLlamaCppKeys(file, m, c));
   int value_length = 0;
   FLASHKV_RETURN_IF_ERROR(m.Int("attention.value_length", &value_length, 1, 65536));
   if (value_length != c.head_dim) {
@@ -135,8 +195,14 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   FLASHKV_RETURN_IF_ERROR(m.Float("attention.compress_rope_freq_base", &c.compress_rope_freq_base));
   FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.factor", &c.rope_scaling_factor));
   FLASHKV_RETURN_IF_ERROR(m.U64("rope.scaling.original_context_length", &c.rope_orig_ctx));
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
+  // llama.cpp's converter writes the betas only when the checkpoint states them; absent, they
+  // take its defaults (llama_hparams: 32 and 1), which are also V4's values.
+  c.yarn_beta_fast = 32.0f;
+  c.yarn_beta_slow = 1.0f;
+  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_fast"))
+    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
+  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_slow"))
+    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
   FLASHKV_RETURN_IF_ERROR(m.Float("attention.layer_norm_rms_epsilon", &c.rms_eps));
   FLASHKV_RETURN_IF_ERROR(m.Float("hyper_connection.epsilon", &c.hc_eps));
   FLASHKV_RETURN_IF_ERROR(m.Float("expert_weights_scale", &c.expert_weights_scale));

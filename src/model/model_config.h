@@ -21,8 +21,16 @@ enum class AttentionKind {
   kHeavy,       // HCA: non-overlapping compressor, every compressed row visible
 };
 
+// Which writer's conventions the file follows. Both name tensors alike; llama.cpp's
+// convert_hf_to_gguf.py may count multi-token-prediction layers in block_count
+// (nextn_predict_layers), writes expert_gating_func and swiglu_clamp_shexp, and may leave
+// vocab_size out (docs/GGUF.md "Layouts").
+enum class GgufLayout { kDs4, kLlamaCpp };
+
 struct ModelConfig {
   std::string name;  // general.name, informational
+  GgufLayout layout = GgufLayout::kDs4;
+  int n_layer_nextn = 0;  // MTP layers after the n_layer trunk layers; never run
 
   // Shapes. Names follow ds4 / llama.cpp (n_embd = D, head_dim = d, n_rot = d_r, ...).
   int n_layer = 0;

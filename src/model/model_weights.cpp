@@ -13,7 +13,7 @@ namespace {
 
 // Which element types a slot accepts.
 enum class Kind {
-  kMatrix,  // any type flashkv can dequantize/dot (F32, F16, BF16, Q8_0, K-quants, IQ2)
+  kMatrix,  // any type flashkv can dequantize/dot (F32, F16, BF16, Q8_0, K-quants, IQ2, MXFP4)
   kVector,  // F32 only: norms, sinks, HC scale/base, biases
   kSmall,   // elementwise-read tensors stored as F16 or F32 (compressor ape)
   kIndex,   // I32 (tid2eid)
@@ -36,7 +36,7 @@ bool TypeAllowed(Kind kind, DType t) {
 const char* KindTypes(Kind kind) {
   switch (kind) {
     case Kind::kMatrix:
-      return "f32, f16, bf16, q8_0, q2_K, q4_K or iq2_xxs";
+      return "f32, f16, bf16, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs or mxfp4";
     case Kind::kVector:
       return "f32";
     case Kind::kSmall:

@@ -21,9 +21,13 @@ namespace flashkv {
 ActQuant ActQuantFor(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0:
+    case DType::kMXFP4:
       return ActQuant::kQ8_0;
     case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kIQ2_XXS:
     case DType::kQ8_K:
       return ActQuant::kQ8_K;

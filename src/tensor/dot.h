@@ -14,6 +14,11 @@
 //     IQ2_XXS x Q8_K:    per 256: acc += f16(d)*d_x * bsum; result 0.125 * acc.
 //     Q4_K    x Q8_K:    GGML's ggml_vec_dot_q4_K_q8_K_generic order (8 fp32 lane sums of
 //                        d * int lanes, the mins subtracted per block); ds4's CPU has no Q4_K.
+//     Q3_K, Q5_K, Q6_K x Q8_K: GGML's generic kernels of the same 8-lane shape (Q5_K subtracts
+//                        its mins like Q4_K); ds4 has none of them.
+//     MXFP4   x Q8_0Act: acc += (2^(e-128) * d_x) * (float)sum(doubled_e2m1 * q8) per 32, in
+//                        block order, fp32: GGML's ggml_vec_dot_mxfp4_q8_0 with ds4's fp32
+//                        activation scale (ds4 has no MXFP4 kernel; see docs/GGUF.md).
 //   F32, F16 and BF16 weights take plain f32 activations (ActQuant::kNone; xq is a float*),
 //   because ds4 never quantizes activations for them: F16/BF16 sum fp32 products sequentially
 //   (acc += f32(w[i]) * x[i]), F32 sums in double sequentially, as ds4's matvec_f16/_f32 do.

@@ -174,6 +174,30 @@ void IQ2_XXSMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out
   for (int t = 0; t < NT; ++t) out[t] = 0.125f * sumf[t];
 }
 
+// MXFP4: per block the doubled E2M1 values (a pshufb of the nibbles into kMxfp4Doubled) times
+// q8, summed exactly in int32; acc += (2^(e-128) * d_x) * isum, blocks in order per token.
+template <int NT>
+void MXFP4Multi(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_0Act* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = static_cast<const BlockQ8_0Act*>(xq[t]);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Doubled));
+  const __m128i m15 = _mm_set1_epi8(15);
+  float acc[NT] = {};
+  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockMXFP4);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m15));                     // 0..15
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m15));  // 16..31
+    const __m256i wv = _mm256_set_m128i(hi, lo);
+    const float dw = Mxfp4HalfScale(blk[0]);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs));
+      acc[t] += dw * x[t][b].d * static_cast<float>(HSumI32(DotI8x32(wv, qx)));
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
 // GGML's generic Q4_K order: per block 8 int32 lanes (value index mod 8) of sc * q4 * q8, then
 // sums[l] += (f16(d) * d_x) * lane[l]; acc -= (f16(dmin) * d_x) * sum(bsums * mins); finally
 // acc += sums[0] + ... + sums[7] in lane order.
@@ -332,6 +356,8 @@ MultiFn KernelFor(DType t) {
       return Q4_KMulti<NT>;
     case DType::kIQ2_XXS:
       return IQ2_XXSMulti<NT>;
+    case DType::kMXFP4:
+      return MXFP4Multi<NT>;
     case DType::kF16:
       return HalfMulti<NT, LoadF16x8, LoadF16>;
     case DType::kBF16:

@@ -119,6 +119,109 @@ float DotQ4_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   return sumf;
 }
 
+// GGML's ggml_vec_dot_q3_K_q8_K_generic order: signed 3-bit quants times q8 into 8 int32
+// lanes (lane i % 8) weighted by the group scale, then per block sums[l] += (f16(d) * d_x) *
+// lane[l], the 8 lane sums added at the end.
+float DotQ3_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sums[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockQ3_K);
+    const uint8_t* hmask = blk;
+    const uint8_t* qs = blk + 32;
+    int sc[16];
+    internal::Q3KScales(blk + 96, sc);
+    int32_t lanes[8] = {};
+    for (int i = 0; i < kQK_K; ++i) {
+      const int h = i / 128, s = (i % 128) / 32, l = i % 32;
+      const int q = ((qs[32 * h + l] >> (2 * s)) & 3) - ((hmask[l] >> (4 * h + s)) & 1 ? 0 : 4);
+      lanes[i % 8] += sc[i / 16] * (y[b].qs[i] * q);
+    }
+    const float d = LoadHalf(blk + 108) * y[b].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
+  }
+  float sumf = 0.0f;
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// GGML's ggml_vec_dot_q5_K_q8_K_generic order, as Q4_K with the fifth bit.
+float DotQ5_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sums[8] = {};
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockQ5_K);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* q5 = blk + 48;
+    int8_t a[kQK_K];
+    for (int p = 0; p < 4; ++p)
+      for (int l = 0; l < 32; ++l) {
+        a[64 * p + l] = static_cast<int8_t>((q5[32 * p + l] & 15) + ((qh[l] >> (2 * p)) & 1) * 16);
+        a[64 * p + 32 + l] =
+            static_cast<int8_t>((q5[32 * p + l] >> 4) + ((qh[l] >> (2 * p + 1)) & 1) * 16);
+      }
+    int sc[8], mn[8];
+    for (int g = 0; g < 8; ++g) internal::Q4KScaleMin(scales, g, &sc[g], &mn[g]);
+    int sumi = 0;
+    for (int j = 0; j < 16; ++j) sumi += y[b].bsums[j] * mn[j / 2];
+    int32_t lanes[8] = {};
+    for (int i = 0; i < kQK_K; ++i) lanes[i % 8] += sc[i / 32] * (y[b].qs[i] * a[i]);
+    const float d = LoadHalf(blk) * y[b].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
+    const float dmin = LoadHalf(blk + 2) * y[b].d;
+    sumf -= dmin * static_cast<float>(sumi);
+  }
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// GGML's ggml_vec_dot_q6_K_q8_K_generic order: (q - 32) times q8 into 8 int32 lanes weighted by
+// the int8 group scale, then per block sums[l] += (f16(d) * d_x) * lane[l].
+float DotQ6_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sums[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockQ6_K);
+    const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
+    int8_t a[kQK_K];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk + 64 * h;
+      const uint8_t* qh = blk + 128 + 32 * h;
+      for (int l = 0; l < 32; ++l) {
+        a[128 * h + l] = static_cast<int8_t>(((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32);
+        a[128 * h + 32 + l] =
+            static_cast<int8_t>(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+        a[128 * h + 64 + l] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+        a[128 * h + 96 + l] =
+            static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+      }
+    }
+    int32_t lanes[8] = {};
+    for (int i = 0; i < kQK_K; ++i) lanes[i % 8] += scales[i / 16] * (y[b].qs[i] * a[i]);
+    const float d = LoadHalf(blk + 208) * y[b].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
+  }
+  float sumf = 0.0f;
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// MXFP4 x Q8_0Act: GGML's ggml_vec_dot_mxfp4_q8_0 order with ds4's fp32 activation scale (ds4
+// itself has no MXFP4 kernel): per block acc += (2^(e-128) * d_x) * sum(doubled e2m1 * q8),
+// block order, fp32.
+float DotMXFP4(const uint8_t* w, const BlockQ8_0Act* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockMXFP4);
+    int32_t isum = 0;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      isum += kMxfp4Doubled[blk[1 + j] & 15] * x[b].qs[j];
+      isum += kMxfp4Doubled[blk[1 + j] >> 4] * x[b].qs[j + kQKMxfp4 / 2];
+    }
+    acc += internal::Mxfp4HalfScale(blk[0]) * x[b].d * static_cast<float>(isum);
+  }
+  return acc;
+}
+
 float DotQ8_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   float acc = 0.0f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -153,27 +256,10 @@ float DotF32(DType wtype, const void* wrow, const float* x, int64_t n) {
     default:
       break;
   }
-  void (*fn)(const uint8_t*, float*) = nullptr;
-  int bs = 0, bb = 0;
-  switch (wtype) {
-    case DType::kQ8_0:
-      fn = internal::DequantBlockQ8_0, bs = 32, bb = sizeof(BlockQ8_0);
-      break;
-    case DType::kQ2_K:
-      fn = internal::DequantBlockQ2_K, bs = 256, bb = sizeof(BlockQ2_K);
-      break;
-    case DType::kQ4_K:
-      fn = internal::DequantBlockQ4_K, bs = 256, bb = sizeof(BlockQ4_K);
-      break;
-    case DType::kIQ2_XXS:
-      fn = internal::DequantBlockIQ2_XXS, bs = 256, bb = sizeof(BlockIQ2_XXS);
-      break;
-    case DType::kQ8_K:
-      fn = internal::DequantBlockQ8_K, bs = 256, bb = sizeof(BlockQ8_K);
-      break;
-    default:
-      return kNaN;
-  }
+  const internal::BlockDequantFn fn = internal::ScalarBlockDequant(wtype);
+  if (fn == nullptr) return kNaN;
+  const int bs = static_cast<int>(GetDTypeInfo(wtype).block_size);
+  const int bb = static_cast<int>(GetDTypeInfo(wtype).block_bytes);
   float buf[kQK_K];
   for (int64_t b = 0; b < n / bs; ++b) {
     fn(w + b * bb, buf);
@@ -217,6 +303,14 @@ float DotQ8(DType wtype, const void* wrow, const void* xq, int64_t n) {
       return DotIQ2_XXS(w, static_cast<const BlockQ8_K*>(xq), n);
     case DType::kQ8_K:
       return DotQ8_K(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kQ3_K:
+      return DotQ3_K(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kQ5_K:
+      return DotQ5_K(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kQ6_K:
+      return DotQ6_K(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kMXFP4:
+      return DotMXFP4(w, static_cast<const BlockQ8_0Act*>(xq), n);
     default:
       return kNaN;
   }

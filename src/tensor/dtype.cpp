@@ -18,10 +18,10 @@ constexpr std::array<DTypeInfo, 32> kTypes = {{
     {DType::kQ8_0, "q8_0", 32, 34, true},
     {DType::kQ8_1, "q8_1", 32, 36, false},
     {DType::kQ2_K, "q2_K", 256, 84, true},
-    {DType::kQ3_K, "q3_K", 256, 110, false},
+    {DType::kQ3_K, "q3_K", 256, 110, true},
     {DType::kQ4_K, "q4_K", 256, 144, true},
-    {DType::kQ5_K, "q5_K", 256, 176, false},
-    {DType::kQ6_K, "q6_K", 256, 210, false},
+    {DType::kQ5_K, "q5_K", 256, 176, true},
+    {DType::kQ6_K, "q6_K", 256, 210, true},
     {DType::kQ8_K, "q8_K", 256, 292, true},
     {DType::kIQ2_XXS, "iq2_xxs", 256, 66, true},
     {DType::kIQ2_XS, "iq2_xs", 256, 74, false},
@@ -40,7 +40,7 @@ constexpr std::array<DTypeInfo, 32> kTypes = {{
     {DType::kBF16, "bf16", 1, 2, true},
     {DType::kTQ1_0, "tq1_0", 256, 54, false},
     {DType::kTQ2_0, "tq2_0", 256, 66, false},
-    {DType::kMXFP4, "mxfp4", 32, 17, false},
+    {DType::kMXFP4, "mxfp4", 32, 17, true},
 }};
 
 bool EqualsNoCase(std::string_view a, std::string_view b) {

@@ -79,6 +79,79 @@ void DequantBlockQ8_K(const uint8_t* block, float* out) {
   for (int i = 0; i < kQK_K; ++i) out[i] = d * static_cast<float>(qs[i]);
 }
 
+void DequantBlockQ3_K(const uint8_t* block, float* out) {
+  const uint8_t* hmask = block;
+  const uint8_t* qs = block + 32;
+  int sc[16];
+  Q3KScales(block + 96, sc);
+  const float d = LoadHalf(block + 108);
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 4; ++s) {
+      const int bit = 4 * h + s;
+      for (int part = 0; part < 2; ++part) {
+        const float dl = d * static_cast<float>(sc[8 * h + 2 * s + part]);
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int q = ((qs[32 * h + l] >> (2 * s)) & 3) - ((hmask[l] >> bit) & 1 ? 0 : 4);
+          out[128 * h + 32 * s + l] = dl * static_cast<float>(q);
+        }
+      }
+    }
+  }
+}
+
+void DequantBlockQ5_K(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const float dmin = LoadHalf(block + 2);
+  const uint8_t* scales = block + 4;
+  const uint8_t* qh = block + 16;
+  const uint8_t* qs = block + 48;
+  for (int p = 0; p < 4; ++p) {
+    int sc0, mn0, sc1, mn1;
+    Q4KScaleMin(scales, 2 * p, &sc0, &mn0);
+    Q4KScaleMin(scales, 2 * p + 1, &sc1, &mn1);
+    const float d0 = d * static_cast<float>(sc0), m0 = dmin * static_cast<float>(mn0);
+    const float d1 = d * static_cast<float>(sc1), m1 = dmin * static_cast<float>(mn1);
+    const uint8_t* q = qs + 32 * p;
+    for (int l = 0; l < 32; ++l) {
+      const int lo = (q[l] & 15) + ((qh[l] >> (2 * p)) & 1) * 16;
+      const int hi = (q[l] >> 4) + ((qh[l] >> (2 * p + 1)) & 1) * 16;
+      out[64 * p + l] = d0 * static_cast<float>(lo) - m0;
+      out[64 * p + 32 + l] = d1 * static_cast<float>(hi) - m1;
+    }
+  }
+}
+
+void DequantBlockQ6_K(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block + 208);
+  const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = block + 64 * h;
+    const uint8_t* qh = block + 128 + 32 * h;
+    const int8_t* sc = scales + 8 * h;
+    float* o = out + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q0 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q1 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      o[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q0);
+      o[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q1);
+      o[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q2);
+      o[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q3);
+    }
+  }
+}
+
+void DequantBlockMXFP4(const uint8_t* block, float* out) {
+  const float d = Mxfp4HalfScale(block[0]);
+  const uint8_t* qs = block + 1;
+  for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+    out[j] = static_cast<float>(kMxfp4Doubled[qs[j] & 15]) * d;
+    out[j + kQKMxfp4 / 2] = static_cast<float>(kMxfp4Doubled[qs[j] >> 4]) * d;
+  }
+}
+
 BlockDequantFn ScalarBlockDequant(DType type) {
   switch (type) {
     case DType::kQ8_0:
@@ -91,6 +164,14 @@ BlockDequantFn ScalarBlockDequant(DType type) {
       return DequantBlockIQ2_XXS;
     case DType::kQ8_K:
       return DequantBlockQ8_K;
+    case DType::kQ3_K:
+      return DequantBlockQ3_K;
+    case DType::kQ5_K:
+      return DequantBlockQ5_K;
+    case DType::kQ6_K:
+      return DequantBlockQ6_K;
+    case DType::kMXFP4:
+      return DequantBlockMXFP4;
     default:
       return nullptr;
   }

@@ -1,5 +1,6 @@
 // Row-level conversion between f32 and every computable dtype: dequantize (all of F32, F16,
-// BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS), quantize weights (F32, F16, BF16, Q8_0, Q2_K, Q4_K), and
+// BF16, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4, in GGML's dequantize_row_*
+// arithmetic), quantize weights (F32, F16, BF16, Q8_0, Q2_K, Q4_K), and
 // quantize activations into the int8 blocks the Q8 dot products take.
 // Must not: know layer structure or own threads.
 //

@@ -69,6 +69,63 @@ struct BlockIQ2_XXS {
 };
 static_assert(sizeof(BlockIQ2_XXS) == 66, "IQ2_XXS block is 66 bytes in GGUF");
 
+// Q3_K, 256 values in 16 groups of 16, 3 bits each: the low 2 bits in qs, the third in hmask,
+// a 6-bit signed group scale (stored + 32) packed into 12 bytes: scale byte g (g < 16) has its
+// low 4 bits in scales[g % 8] (its low nibble for g < 8, its high nibble for g >= 8) and its
+// top 2 bits in scales[8 + g % 4] at bits 2(g / 4) and 2(g / 4) + 1. For half h and shift s = 0..3,
+// value 128h + 32s + l (l < 32) has q = (qs[32h + l] >> 2s) & 3, high bit (hmask[l] >> (4h + s)) &
+// 1, group g = 8h + 2s + (l >= 16):
+//   value = (f16(d) * (sc(g) - 32)) * (q - (high ? 0 : 4)).
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block is 110 bytes in GGUF");
+
+// Q5_K, Q4_K with a fifth bit: scales/mins and the nibble layout as Q4_K; the high bit of value
+// 64p + l is (qh[l] >> 2p) & 1 and of value 64p + 32 + l is (qh[l] >> (2p + 1)) & 1 (l < 32):
+//   value[64p + l] = f16(d) * sc(2p) * ((qs[32p + l] & 15) + 16 * high) - f16(dmin) * mn(2p).
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block is 176 bytes in GGUF");
+
+// Q6_K, 256 values in 16 groups of 16, 6 bits each (4 in ql, 2 in qh), an int8 scale per group.
+// For half h (values 128h ..) and l < 32, with L = ql + 64h, H = qh + 32h, S = scales + 8h:
+//   q0 = (L[l] & 15)      | ((H[l] >> 0) & 3) << 4   -> value 128h + l
+//   q1 = (L[l + 32] & 15) | ((H[l] >> 2) & 3) << 4   -> value 128h + 32 + l
+//   q2 = (L[l] >> 4)      | ((H[l] >> 4) & 3) << 4   -> value 128h + 64 + l
+//   q3 = (L[l + 32] >> 4) | ((H[l] >> 6) & 3) << 4   -> value 128h + 96 + l
+//   value = (f16(d) * S[l / 16 + 2k]) * (q_k - 32).
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block is 210 bytes in GGUF");
+
+// MXFP4 (OCP microscaling FP4), 32 values: one E8M0 scale byte e (2^(e - 127), no sign or
+// mantissa) and 16 bytes of E2M1 nibbles; byte j holds value j in its low nibble and value
+// j + 16 in its high nibble. E2M1: bit 3 sign, then magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+// As GGML computes it, value = kMxfp4Doubled[nibble] * 2^(e - 128) (the table holds twice the
+// E2M1 magnitudes, so every product is an integer times a power of two); e = 255 is not a NaN
+// and nibble 8 (E2M1's -0) gives +0.
+inline constexpr int kQKMxfp4 = 32;
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQKMxfp4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block is 17 bytes in GGUF");
+inline constexpr int8_t kMxfp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                             0, -1, -2, -3, -4, -6, -8, -12};
+
 // Q8_K activations, 256 values: value[i] = d * qs[i], d fp32; bsums[k] = sum of qs[16k .. 16k+15]
 // so k-quant mins can be applied without touching qs.
 struct BlockQ8_K {

@@ -35,12 +35,34 @@ inline void Q4KScaleMin(const uint8_t* s, int j, int* sc, int* mn) {
   }
 }
 
+// MXFP4's block scale halved, 2^(e - 128) exactly (kMxfp4Doubled holds twice the E2M1 values):
+// built from its bits, a subnormal for e < 2, as GGML does.
+inline float Mxfp4HalfScale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// Q3_K's 16 signed 6-bit group scales (already minus 32) from the packed 12 bytes.
+inline void Q3KScales(const uint8_t* s, int* out) {
+  for (int g = 0; g < 16; ++g) {
+    const int lo = g < 8 ? s[g] & 15 : s[g - 8] >> 4;
+    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    out[g] = (lo | (hi << 4)) - 32;
+  }
+}
+
 // One block -> its values, f32, in GGML's dequantization arithmetic (see quant_blocks.h).
 void DequantBlockQ8_0(const uint8_t* block, float* out);     // [32]
 void DequantBlockQ2_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ4_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockIQ2_XXS(const uint8_t* block, float* out);  // [256]
 void DequantBlockQ8_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockQ3_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockQ5_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockQ6_K(const uint8_t* block, float* out);     // [256]
+void DequantBlockMXFP4(const uint8_t* block, float* out);    // [32]
 
 // The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
 void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);

@@ -2,6 +2,7 @@
 // replace a tensor, change a metadata value) for malformed-model tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -57,14 +58,17 @@ inline TensorEdit ReplaceTensor(std::string name, std::vector<uint64_t> ne, DTyp
 }
 
 // Copies every metadata key except the tokenizer's (the model does not read them) and
-// every tensor of ds4-tiny into a writer, applying the edits; `meta` may then override keys.
+// `drop_keys`, and every tensor of ds4-tiny into a writer, applying the edits; `meta` may
+// then override keys.
 inline GgufWriter CopyDs4Tiny(const std::vector<TensorEdit>& edits,
-                              const std::function<void(GgufWriter&)>& meta = {}) {
+                              const std::function<void(GgufWriter&)>& meta = {},
+                              const std::vector<std::string>& drop_keys = {}) {
   auto file = GgufFile::Open(Ds4TinyPath());
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   GgufWriter w;
   for (const std::string& key : file->keys()) {
     if (key.rfind("tokenizer.", 0) == 0) continue;
+    if (std::find(drop_keys.begin(), drop_keys.end(), key) != drop_keys.end()) continue;
     const GgufType t = *file->TypeOf(key);
     switch (t) {
       case GgufType::kString:
@@ -116,8 +120,9 @@ inline GgufWriter CopyDs4Tiny(const std::vector<TensorEdit>& edits,
 
 // The edited copy as an in-memory GgufFile.
 inline GgufFile EditedDs4Tiny(const std::vector<TensorEdit>& edits,
-                              const std::function<void(GgufWriter&)>& meta = {}) {
-  auto bytes = CopyDs4Tiny(edits, meta).WriteToBytes();
+                              const std::function<void(GgufWriter&)>& meta = {},
+                              const std::vector<std::string>& drop_keys = {}) {
+  auto bytes = CopyDs4Tiny(edits, meta, drop_keys).WriteToBytes();
   EXPECT_TRUE(bytes.ok());
   auto f = GgufFile::FromBytes(std::move(*bytes));
   EXPECT_TRUE(f.ok()) << f.status().ToString();

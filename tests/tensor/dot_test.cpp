@@ -18,8 +18,9 @@ namespace {
 using testing::RandomActivations;
 using testing::RandomRows;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,    DType::kQ8_0,
-                               DType::kQ2_K, DType::kQ4_K, DType::kIQ2_XXS, DType::kQ8_K};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,     DType::kBF16, DType::kQ8_0,
+                               DType::kQ2_K, DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
+                               DType::kQ6_K, DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4};
 
 std::vector<uint8_t> Quantized(DType wtype, const std::vector<float>& x) {
   const int64_t n = static_cast<int64_t>(x.size());
@@ -39,6 +40,10 @@ TEST(DotTest, ActQuantMapping) {
   EXPECT_EQ(ActQuantFor(DType::kQ2_K), ActQuant::kQ8_K);
   EXPECT_EQ(ActQuantFor(DType::kQ4_K), ActQuant::kQ8_K);
   EXPECT_EQ(ActQuantFor(DType::kIQ2_XXS), ActQuant::kQ8_K);
+  EXPECT_EQ(ActQuantFor(DType::kQ3_K), ActQuant::kQ8_K);
+  EXPECT_EQ(ActQuantFor(DType::kQ5_K), ActQuant::kQ8_K);
+  EXPECT_EQ(ActQuantFor(DType::kQ6_K), ActQuant::kQ8_K);
+  EXPECT_EQ(ActQuantFor(DType::kMXFP4), ActQuant::kQ8_0);
   EXPECT_EQ(ActQuantFor(DType::kF16), ActQuant::kNone);
   EXPECT_EQ(ActQuantFor(DType::kF32), ActQuant::kNone);
   EXPECT_EQ(ActQuantBytes(ActQuant::kQ8_0, 64), 72);

@@ -70,7 +70,8 @@ TEST_P(MatMulTest, PrequantizedMatchesMatMulQ8) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                           DType::kQ2_K, DType::kQ4_K, DType::kIQ2_XXS),
+                                           DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                           DType::kQ6_K, DType::kIQ2_XXS, DType::kMXFP4),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(GetDTypeInfo(info.param).name);
                          });

@@ -56,6 +56,19 @@ inline std::vector<uint8_t> RandomRows(DType t, int64_t rows, int64_t n, uint32_
         PutHalf(p, scale(rng));
         PutHalf(p + 2, scale(rng));
         break;
+      case DType::kQ3_K:
+        PutHalf(p + 108, scale(rng));
+        break;
+      case DType::kQ5_K:
+        PutHalf(p, scale(rng));
+        PutHalf(p + 2, scale(rng));
+        break;
+      case DType::kQ6_K:
+        PutHalf(p + 208, scale(rng));
+        break;
+      case DType::kMXFP4:  // 2^(e-127) in [2^-9, 2^1]: real expert scales, no overflow
+        p[0] = static_cast<uint8_t>(118 + byte(rng) % 11);
+        break;
       case DType::kQ8_K: {
         const float v = scale(rng);
         std::memcpy(p, &v, 4);

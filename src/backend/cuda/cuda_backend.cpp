@@ -542,6 +542,24 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 }
 
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
+  // Refused before anything is uploaded: the CPU backend computes more types than these
+  // kernels do (Q3_K, Q5_K, Q6_K, MXFP4; docs/GGUF.md "Tensor types").
+  switch (src.type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ4_K:
+    case DType::kIQ2_XXS:
+    case DType::kI32:
+      break;
+    default:
+      return Unsupported(
+          "tensor {} has type {}, which the CUDA backend has no kernels for yet "
+          "(the CPU backend runs it)",
+          src.name, GetDTypeInfo(src.type).name);
+  }
   FLASHKV_ASSIGN_OR_RETURN(uint64_t row_bytes, RowBytes(src.type, src.ne[0]));
   const uint64_t need = row_bytes * src.ne[1] * src.ne[2];
   if (need > src.nbytes) {

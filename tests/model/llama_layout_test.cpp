@@ -1,0 +1,439 @@
+// The files users download besides antirez's: llama.cpp deepseek4 GGUFs (MXFP4_MOE and K-quant
+// ladders, MTP layers counted in block_count, expert_gating_func, swiglu_clamp_shexp, no
+// vocab_size) and ds4's 0731 MXFP4-experts layout. Small files in each layout are built from
+// ds4-tiny with the block types those files use (random but well-formed blocks), loaded, and
+// their logits compared with the same model stored as the dequantized F32 values; damaged
+// variants must be refused with the key or tensor named; the snapshot fingerprint must tell the
+// files apart.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "kv/model_fingerprint.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "model_test_util.h"
+#include "tensor/half.h"
+#include "tensor/quant.h"
+
+namespace flashkv {
+namespace {
+
+using testing::CopyDs4Tiny;
+using testing::DropTensor;
+using testing::EditedDs4Tiny;
+using testing::TensorEdit;
+
+constexpr int kLayers = 5;  // ds4-tiny's trunk
+constexpr uint64_t kD = 256, kF = 256, kE = 8, kV = 1024;
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Random blocks of type t with scales in a range where the model stays well-conditioned.
+std::vector<uint8_t> RandomBlocks(DType t, uint64_t values, uint32_t seed) {
+  const DTypeInfo& info = GetDTypeInfo(t);
+  const uint64_t nb = values / info.block_size;
+  std::vector<uint8_t> w(nb * info.block_bytes);
+  std::mt19937 rng(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.0005f, 0.004f);
+  for (uint64_t b = 0; b < nb; ++b) {
+    uint8_t* p = w.data() + b * info.block_bytes;
+    switch (t) {
+      case DType::kMXFP4:
+        p[0] = static_cast<uint8_t>(117 + rng() % 4);  // 2^-10 .. 2^-7
+        break;
+      case DType::kQ3_K:
+        PutHalf(p + 108, scale(rng));
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        PutHalf(p, scale(rng));
+        PutHalf(p + 2, scale(rng));
+        break;
+      case DType::kQ6_K:
+        PutHalf(p + 208, scale(rng));
+        break;
+      case DType::kBF16: {
+        const uint16_t h = F32ToBF16(std::normal_distribution<float>(0.0f, 0.05f)(rng));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      default:
+        ADD_FAILURE() << "no generator for " << info.name;
+    }
+  }
+  return w;
+}
+
+std::vector<uint8_t> ToF32(DType t, const std::vector<uint8_t>& src, uint64_t values) {
+  std::vector<uint8_t> out(values * 4);
+  const Status s = DequantizeRow(t, src.data(), reinterpret_cast<float*>(out.data()),
+                                 static_cast<int64_t>(values));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+struct NewTensor {
+  std::string name;
+  std::vector<uint64_t> ne;
+  DType type;
+  std::vector<uint8_t> data;
+};
+
+// The quantized tensors of the test files: per layer the expert types of a real file
+// (ggml-org MXFP4_MOE, Q4_K_M's Q5_K/Q6_K, Q3_K_M's Q3_K), Q6_K shared experts and lm head,
+// a BF16 embedding.
+std::vector<NewTensor> QuantizedTensors() {
+  const DType gate_up[kLayers] = {DType::kMXFP4, DType::kQ5_K, DType::kQ3_K, DType::kMXFP4,
+                                  DType::kMXFP4};
+  const DType down[kLayers] = {DType::kMXFP4, DType::kQ6_K, DType::kQ4_K, DType::kMXFP4,
+                               DType::kQ6_K};
+  std::vector<NewTensor> out;
+  uint32_t seed = 1;
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* n : {"ffn_gate_exps", "ffn_up_exps"})
+      out.push_back({p + n + ".weight",
+                     {kD, kF, kE},
+                     gate_up[l],
+                     RandomBlocks(gate_up[l], kD * kF * kE, seed++)});
+    out.push_back({p + "ffn_down_exps.weight",
+                   {kF, kD, kE},
+                   down[l],
+                   RandomBlocks(down[l], kF * kD * kE, seed++)});
+    out.push_back({p + "ffn_down_shexp.weight",
+                   {kF, kD},
+                   DType::kQ6_K,
+                   RandomBlocks(DType::kQ6_K, kF * kD, seed++)});
+  }
+  out.push_back(
+      {"output.weight", {kD, kV}, DType::kQ6_K, RandomBlocks(DType::kQ6_K, kD * kV, seed++)});
+  // llama.cpp keeps the checkpoint's BF16 tensors BF16.
+  out.push_back(
+      {"token_embd.weight", {kD, kV}, DType::kBF16, RandomBlocks(DType::kBF16, kD * kV, seed++)});
+  return out;
+}
+
+std::vector<TensorEdit> Drops(const std::vector<NewTensor>& ts) {
+  std::vector<TensorEdit> e;
+  for (const auto& t : ts) e.push_back(DropTensor(t.name));
+  return e;
+}
+
+uint64_t Values(const std::vector<uint64_t>& ne) {
+  uint64_t n = 1;
+  for (uint64_t v : ne) n *= v;
+  return n;
+}
+
+std::vector<std::string> TokenList(uint64_t n) {
+  std::vector<std::string> t;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string tok = "t";  // (not "t" + to_string: GCC 12 warns -Wrestrict on it)
+    tok += std::to_string(i);
+    t.push_back(std::move(tok));
+  }
+  return t;
+}
+
+// llama.cpp's metadata on top of ds4-tiny's: one MTP layer counted in block_count, gating id,
+// shexp clamps, no vocab_size (the token list gives it); and the MTP layer's tensors.
+void LlamaCppMetadata(GgufWriter& m) {
+  m.SetU32("deepseek4.block_count", kLayers + 1);
+  m.SetU32("deepseek4.nextn_predict_layers", 1);
+  m.SetU32("deepseek4.expert_gating_func", 4);
+  m.SetU32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 128, 4, 0});
+  m.SetF32Array("deepseek4.swiglu_clamp_exp", std::vector<float>(kLayers + 1, 10.0f));
+  m.SetF32Array("deepseek4.swiglu_clamp_shexp", std::vector<float>(kLayers + 1, 10.0f));
+  m.SetStringArray("tokenizer.ggml.tokens", TokenList(kV));
+}
+
+const std::vector<std::string> kNoVocabSize = {"deepseek4.vocab_size"};
+
+std::string TmpPath(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(FLASHKV_BINARY_DIR) / "test-tmp";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+enum class Layout {
+  kLlamaCpp,   // llama.cpp metadata + the quantized tensors + an MTP layer
+  kDs4Quant,   // ds4 metadata + the quantized tensors (the 0731 MXFP4-experts files)
+  kReference,  // ds4 metadata + the same tensors dequantized to F32
+};
+
+std::string WriteFile(const std::string& name, Layout layout) {
+  const auto ts = QuantizedTensors();
+  const bool llama = layout == Layout::kLlamaCpp;
+  GgufWriter w =
+      llama ? CopyDs4Tiny(Drops(ts), LlamaCppMetadata, kNoVocabSize) : CopyDs4Tiny(Drops(ts));
+  for (const auto& t : ts) {
+    const uint64_t n = Values(t.ne);
+    const Status s = layout == Layout::kReference
+                         ? w.AddTensor(t.name, DType::kF32, t.ne, ToF32(t.type, t.data, n))
+                         : w.AddTensor(t.name, t.type, t.ne, t.data);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  if (llama) {
+    EXPECT_TRUE(
+        w.AddTensor("blk.5.attn_norm.weight", DType::kF32, {kD}, std::vector<uint8_t>(kD * 4, 0))
+            .ok());
+    EXPECT_TRUE(w.AddTensor("blk.5.nextn.eh_proj.weight", DType::kF16, {2 * kD, kD},
+                            std::vector<uint8_t>(2 * kD * kD * 2, 0))
+                    .ok());
+  }
+  const std::string path = TmpPath(name);
+  const Status s = w.Write(path);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return path;
+}
+
+std::vector<float> Logits(const std::string& path, ActQuantMode aq, ModelConfig* config) {
+  ThreadPool pool(2);
+  CpuBackend be(&pool);
+  ModelOptions opts;
+  opts.numerics = NumericsMode::kHf;
+  opts.act_quant = aq;
+  auto model = Model::Load(path, be, &opts);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return {};
+  if (config) *config = (*model)->config();
+  std::vector<int32_t> prompt(24);
+  for (int i = 0; i < 24; ++i) prompt[i] = (i * 389 + 17) % int(kV);
+  auto state = (*model)->NewState(32);
+  EXPECT_TRUE(state.ok());
+  std::vector<float> logits(prompt.size() * kV);
+  const Status s = (*model)->Forward(prompt, *state, LogitsFor::kAll, logits.data());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return logits;
+}
+
+TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
+  const std::string quant = WriteFile("llama-layout-quant.gguf", Layout::kLlamaCpp);
+  const std::string ref = WriteFile("llama-layout-ref.gguf", Layout::kReference);
+  ModelConfig qc, rc;
+  const auto a = Logits(quant, ActQuantMode::kOff, &qc);
+  const auto b = Logits(ref, ActQuantMode::kOff, &rc);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(qc.layout, GgufLayout::kLlamaCpp);
+  EXPECT_EQ(rc.layout, GgufLayout::kDs4);
+  EXPECT_EQ(qc.n_layer, kLayers);
+  EXPECT_EQ(qc.n_layer_nextn, 1);
+  EXPECT_EQ(qc.n_vocab, int(kV));
+  EXPECT_EQ(qc.compress_ratios, rc.compress_ratios);
+  // Same weights, f32 activations: only the summation order of the dot products differs.
+  double max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(a[i])) << i;
+    max_abs = std::max(max_abs, double(std::fabs(b[i])));
+    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
+  }
+  EXPECT_GT(max_abs, 1e-3);
+  EXPECT_LE(max_diff, 1e-4 * max_abs) << "max |logit| " << max_abs;
+
+  // ds4's q8 numerics on the same file: int8 activations move the logits by a few percent
+  // (6.6% relative L2 here, 2.5% on ds4-tiny; DotQ8 itself is held to the dequantized
+  // product in tensor/formats_test and dot_test), a kernel reading blocks wrong by far
+  // more (a wrong MXFP4 scale doubles or halves whole rows).
+  const auto c = Logits(quant, ActQuantMode::kQ8, nullptr);
+  ASSERT_EQ(c.size(), b.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    err += (double(c[i]) - b[i]) * (double(c[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 0.15);
+}
+
+// ds4's own layout with the new block types (the 0731 MXFP4-experts files): same logits as
+// the llama.cpp-layout file, bit for bit, since only the metadata differs.
+TEST(LlamaLayoutTest, Ds4LayoutWithMxfp4ExpertsMatchesTheLlamaCppFile) {
+  const std::string ds4 = WriteFile("ds4-layout-quant.gguf", Layout::kDs4Quant);
+  const std::string llama = WriteFile("llama-layout-quant2.gguf", Layout::kLlamaCpp);
+  ModelConfig dc;
+  for (ActQuantMode aq : {ActQuantMode::kOff, ActQuantMode::kQ8}) {
+    const auto a = Logits(ds4, aq, &dc);
+    const auto b = Logits(llama, aq, nullptr);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << ActQuantModeName(aq);
+  }
+  EXPECT_EQ(dc.layout, GgufLayout::kDs4);
+}
+
+TEST(LlamaLayoutTest, FingerprintTellsTheLayoutsApart) {
+  const std::string quant = WriteFile("llama-layout-fp-quant.gguf", Layout::kLlamaCpp);
+  const std::string ref = WriteFile("llama-layout-fp-ref.gguf", Layout::kReference);
+  auto fq = GgufFile::Open(quant);
+  auto fr = GgufFile::Open(ref);
+  auto fd = GgufFile::Open(testing::Ds4TinyPath());
+  ASSERT_TRUE(fq.ok() && fr.ok() && fd.ok());
+  const auto a = ModelFingerprint(*fq), b = ModelFingerprint(*fr), d = ModelFingerprint(*fd);
+  ASSERT_TRUE(a.ok() && b.ok() && d.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_NE(*a, *d);
+  EXPECT_NE(*b, *d);
+  // Same shapes and metadata, routed experts of one layer MXFP4 instead of Q8_0: the tensor
+  // table differs, so the fingerprint does.
+  const std::string x = TmpPath("fp-experts-q8.gguf"), y = TmpPath("fp-experts-mxfp4.gguf");
+  ASSERT_TRUE(CopyDs4Tiny({testing::ReplaceTensor("blk.0.ffn_gate_exps.weight", {kD, kF, kE},
+                                                  DType::kQ8_0)})
+                  .Write(x)
+                  .ok());
+  ASSERT_TRUE(CopyDs4Tiny({testing::ReplaceTensor("blk.0.ffn_gate_exps.weight", {kD, kF, kE},
+                                                  DType::kMXFP4)})
+                  .Write(y)
+                  .ok());
+  auto fx = GgufFile::Open(x), fy = GgufFile::Open(y);
+  ASSERT_TRUE(fx.ok() && fy.ok());
+  EXPECT_NE(*ModelFingerprint(*fx), *ModelFingerprint(*fy));
+}
+
+Status ConfigOf(const std::function<void(GgufWriter&)>& meta,
+                const std::vector<std::string>& drop = {}) {
+  const GgufFile f = EditedDs4Tiny({}, meta, drop);
+  return ModelConfig::FromGguf(f).status();
+}
+
+void ExpectNamed(const Status& s, StatusCode code, const std::string& what) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+}
+
+TEST(LlamaLayoutTest, DamagedMetadataIsRefusedWithTheKeyNamed) {
+  ExpectNamed(ConfigOf([](GgufWriter& m) {
+                LlamaCppMetadata(m);
+                m.SetU32("deepseek4.expert_gating_func", 2);  // sigmoid
+              }),
+              StatusCode::kUnsupported, "deepseek4.expert_gating_func = 2");
+  ExpectNamed(ConfigOf([](GgufWriter& m) {
+                LlamaCppMetadata(m);
+                m.SetU32("deepseek4.nextn_predict_layers", kLayers + 1);
+              }),
+              StatusCode::kInvalidArgument, "deepseek4.nextn_predict_layers");
+  ExpectNamed(ConfigOf([](GgufWriter& m) {
+                LlamaCppMetadata(m);
+                std::vector<float> c(kLayers + 1, 10.0f);
+                c[3] = 7.0f;
+                m.SetF32Array("deepseek4.swiglu_clamp_shexp", c);
+              }),
+              StatusCode::kUnsupported, "deepseek4.swiglu_clamp_shexp differs");
+  ExpectNamed(ConfigOf([](GgufWriter& m) {
+                LlamaCppMetadata(m);
+                m.SetU32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 128});
+              }),
+              StatusCode::kInvalidArgument, "deepseek4.attention.compress_ratios has 4 entries");
+  // Neither vocab_size nor a token list.
+  ExpectNamed(ConfigOf({}, kNoVocabSize), StatusCode::kNotFound, "deepseek4.vocab_size");
+}
+
+TEST(LlamaLayoutTest, YarnBetasDefaultAsInLlamaCppOnlyForItsLayout) {
+  const std::vector<std::string> no_betas = {"deepseek4.vocab_size",
+                                             "deepseek4.rope.scaling.yarn_beta_fast",
+                                             "deepseek4.rope.scaling.yarn_beta_slow"};
+  const GgufFile f = EditedDs4Tiny({}, LlamaCppMetadata, no_betas);
+  auto c = ModelConfig::FromGguf(f);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->yarn_beta_fast, 32.0f);
+  EXPECT_EQ(c->yarn_beta_slow, 1.0f);
+  // ds4's layout states them; a ds4 file without one is damaged.
+  ExpectNamed(ConfigOf({}, {"deepseek4.rope.scaling.yarn_beta_fast"}), StatusCode::kNotFound,
+              "deepseek4.rope.scaling.yarn_beta_fast");
+}
+
+Status LoadEdited(const std::string& name, const std::vector<TensorEdit>& edits,
+                  const std::function<void(GgufWriter&)>& meta = {},
+                  const std::vector<std::string>& drop = {}) {
+  const std::string path = TmpPath(name);
+  EXPECT_TRUE(CopyDs4Tiny(edits, meta, drop).Write(path).ok());
+  ThreadPool pool(1);
+  CpuBackend be(&pool);
+  return Model::Load(path, be, nullptr).status();
+}
+
+TEST(LlamaLayoutTest, DamagedTensorsAreRefusedWithTheTensorNamed) {
+  // A token list that disagrees with token_embd's rows.
+  ExpectNamed(LoadEdited(
+                  "bad-vocab.gguf", {},
+                  [](GgufWriter& m) { m.SetStringArray("tokenizer.ggml.tokens", TokenList(1000)); },
+                  kNoVocabSize),
+              StatusCode::kInvalidArgument, "token_embd.weight has shape [256, 1024]");
+  // A type flashkv has no kernels for (IQ1_M, in the community ladders).
+  ExpectNamed(LoadEdited("bad-type.gguf", {testing::ReplaceTensor("blk.2.ffn_up_exps.weight",
+                                                                  {kD, kF, kE}, DType::kIQ1_M)}),
+              StatusCode::kUnsupported, "blk.2.ffn_up_exps.weight has type iq1_m");
+  // MXFP4 where a norm (F32 only) belongs.
+  ExpectNamed(LoadEdited("bad-norm.gguf",
+                         {testing::ReplaceTensor("blk.1.ffn_norm.weight", {kD}, DType::kMXFP4)}),
+              StatusCode::kUnsupported, "blk.1.ffn_norm.weight has type mxfp4");
+}
+
+// Variants with another expert_used_count (a top-4 "4Expert" V4 Flash exists): the count
+// comes from metadata, and the hash tables must have that many slots per token.
+TEST(LlamaLayoutTest, ExpertUsedCountComesFromMetadata) {
+  std::vector<TensorEdit> one_slot;
+  for (int l = 0; l < 3; ++l) {  // ds4-tiny's hash layers
+    one_slot.push_back(testing::ReplaceTensor(
+        "blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight", {1, kV}, DType::kI32));
+  }
+  const std::string path = TmpPath("top1.gguf");
+  ASSERT_TRUE(
+      CopyDs4Tiny(one_slot, [](GgufWriter& m) { m.SetU32("deepseek4.expert_used_count", 1); })
+          .Write(path)
+          .ok());
+  ModelConfig c;
+  const auto logits = Logits(path, ActQuantMode::kQ8, &c);
+  EXPECT_EQ(c.n_expert_used, 1);
+  ASSERT_FALSE(logits.empty());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  // The key changed without the tables: refused, the table named.
+  ExpectNamed(LoadEdited("top3.gguf", {},
+                         [](GgufWriter& m) { m.SetU32("deepseek4.expert_used_count", 3); }),
+              StatusCode::kInvalidArgument,
+              "blk.0.ffn_gate_tid2eid.weight has shape [2, 1024], expected [3, 1024]");
+}
+
+TEST(LlamaLayoutTest, UnknownTypeIdIsRefusedWithTheTensorNamed) {
+  // GGUF type 40 (NVFP4 in newer GGML) is not one flashkv knows: the reader refuses the file
+  // naming the tensor and the id instead of guessing its size.
+  GgufWriter w = CopyDs4Tiny({});
+  auto bytes = w.WriteToBytes();
+  ASSERT_TRUE(bytes.ok());
+  // Patch the type id of output.weight in the tensor table (name, n_dims, ne..., type).
+  const std::string name = "output.weight";
+  std::vector<uint8_t>& b = *bytes;
+  size_t at = std::string::npos;
+  for (size_t i = 0; i + name.size() < b.size(); ++i) {
+    if (std::memcmp(b.data() + i, name.data(), name.size()) == 0 && i >= 8) {
+      uint64_t len;
+      std::memcpy(&len, b.data() + i - 8, 8);
+      if (len == name.size()) {
+        at = i + name.size();
+        break;
+      }
+    }
+  }
+  ASSERT_NE(at, std::string::npos);
+  uint32_t n_dims;
+  std::memcpy(&n_dims, b.data() + at, 4);
+  const size_t type_at = at + 4 + 8 * n_dims;
+  const uint32_t nvfp4 = 40;
+  std::memcpy(b.data() + type_at, &nvfp4, 4);
+  auto f = GgufFile::FromBytes(std::move(b));
+  ExpectNamed(f.status(), StatusCode::kCorrupt,
+              "tensor 'output.weight': unknown tensor type id 40");
+}
+
+}  // namespace
+}  // namespace flashkv
