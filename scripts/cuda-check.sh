@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -36,6 +36,8 @@
 #                                  in one process, bits compared, kernels per token and per
 #                                  layer, per-kernel GB/s next to a device copy; extra args go
 #                                  there). decode-tests / decode-bench: the two halves alone.
+#                                  decode-run: one call's worth of both (below), with a
+#                                  baseline build's microbenchmark when staged beside it.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -224,6 +226,46 @@ PY
       --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro.json" "$@" 2>&1 \
       | tee "$OUT/decode-micro.log" || rc=1
   fi
+  if [[ $what == decode-run ]]; then
+    # One device call of the decode work (its 240 s budget): every GPU test, the small-shape
+    # fused and tile tests under memcheck and racecheck, then the decode microbenchmark at
+    # DECODE_FRONTIERS (default 2048,8192) with this build and, when staged beside it
+    # (.devcarry/base/flashkv_bench_cuda, the build before the change), with that one — the
+    # before/after in one call — and a sweep of FLASHKV_CUDA_TILE_BYTES over DECODE_TILE_SWEEP
+    # (e.g. "8192 32768") at the first frontier. Extra args go to the microbenchmarks.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local F=${DECODE_FRONTIERS:-2048,8192}
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
+      "$OUT/gpu-tests.log" | head -60 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaFusedTest.*Small:CudaOpsTest.MatMulQ8OneTokenTiles*' \
+          > "$OUT/sanitizer-decode-$tool.log" 2>&1 || rc=1
+        tail -2 "$OUT/sanitizer-decode-$tool.log"
+      done
+    fi
+    "$BB" --decode-micro --frontiers "$F" --decode-steps 32 --warmup-steps 8 --profile-steps 4 \
+      --ttft 0 --json "$OUT/decode-micro.json" "$@" > "$OUT/decode-micro.log" 2>&1 || rc=1
+    grep -vE '^ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]* +[0-9]*%? +(Copy|Fill|Embed|Argmax)' \
+      "$OUT/decode-micro.log" | head -150 || true
+    if [[ -x $ROOT/.devcarry/base/flashkv_bench_cuda ]]; then
+      "$ROOT/.devcarry/base/flashkv_bench_cuda" --decode-micro --frontiers "$F" --decode-steps 32 \
+        --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro-base.json" "$@" \
+        > "$OUT/decode-micro-base.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|copy' "$OUT/decode-micro-base.log" || true
+    fi
+    for tb in ${DECODE_TILE_SWEEP:-}; do
+      FLASHKV_CUDA_TILE_BYTES=$tb "$BB" --decode-micro --frontiers "${F%%,*}" --decode-steps 16 \
+        --warmup-steps 4 --profile-steps 2 --ttft 0 "$@" > "$OUT/decode-micro-tile$tb.log" 2>&1 || rc=1
+      echo "FLASHKV_CUDA_TILE_BYTES=$tb:"
+      grep -E '^frontier|weight products|Tile|ProjectSet|MoeGateUp|MoeDown' "$OUT/decode-micro-tile$tb.log" || true
+    done
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -288,7 +330,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac
