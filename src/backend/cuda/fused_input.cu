@@ -283,6 +283,7 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     ps.x = xq;
     ps.n = p.n_embd;
     ps.iq2_grid = s.iq2_grid;
+    PreferSharedForTiles(ProjectSetKernel);
     s.Launch(ProjectSetKernel, dim3(blocks), dim3(kTileThreads), ps_smem, ps, ps_bytes);
   }
   return mask;

@@ -371,6 +371,7 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   const unsigned gu_smem = std::max({TileSmemBytes(gate.row_bytes, 2, ge_rows, D / 256),
                                      TileSmemBytes(sg.row_bytes, 2, gs_rows, D / 32),
                                      unsigned(sizeof(float) * std::max(F, Fs))});
+  PreferSharedForTiles(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>);
   s.Launch(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>, dim3(k * g.tiles + g.sh_tiles),
            dim3(kTileThreads), gu_smem, g, gu_bytes);
 
@@ -403,6 +404,7 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   const uint64_t dn_bytes = uint64_t(k) * down.matrix_bytes() + sd.matrix_bytes();
   const unsigned dn_smem = std::max(TileSmemBytes(down.row_bytes, 1, dn_rows, F / 256),
                                     TileSmemBytes(sd.row_bytes, 1, dn_rows, Fs / 32));
+  PreferSharedForTiles(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>);
   s.Launch(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>, dim3(CeilDiv(D, dn_rows), k + 1),
            dim3(kTileThreads), dn_smem, dn, dn_bytes);
   return true;

@@ -25,6 +25,16 @@ inline constexpr uint64_t kTileTargetBytes = 16384;
 // The most weight bytes of one tile (dynamic shared memory stays under the 48 KiB default).
 inline constexpr uint64_t kTileMaxBytes = 36 * 1024;
 
+// Every tile kernel asks for the largest shared-memory carveout once (AllowSharedMemory): with
+// the default the driver may leave room for only a few blocks per SM, which caps the loads
+// in flight (each block's are its tile).
+inline constexpr int kTileSmemLimit = 48 * 1024;
+template <typename A>
+void PreferSharedForTiles(void (*kernel)(A)) {
+  static const cudaError_t raised = AllowSharedMemory(kernel, kTileSmemLimit);
+  (void)raised;  // without it the kernels still run, with fewer blocks per SM
+}
+
 template <DType T>
 struct TileFormat;
 template <>

@@ -235,8 +235,10 @@ bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
   const dim3 grid(CeilDiv(a.rows, tile_rows), a.tiles != nullptr ? a.n_tiles : 1);
   const TileLaunch<A> l{args, tile_rows};
   if constexpr (kNR == 2) {
+    PreferSharedForTiles(GateUpTileKernel<T>);
     s.Launch(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   } else {
+    PreferSharedForTiles(MatVecTileKernel<T>);
     s.Launch(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   }
   return true;
