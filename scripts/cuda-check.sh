@@ -231,8 +231,9 @@ PY
     # fused and tile tests under memcheck and racecheck, then the decode microbenchmark at
     # DECODE_FRONTIERS (default 2048,8192) with this build and, when staged beside it
     # (.devcarry/base/flashkv_bench_cuda, the build before the change), with that one — the
-    # before/after in one call — and a sweep of FLASHKV_CUDA_TILE_BYTES over DECODE_TILE_SWEEP
-    # (e.g. "8192 32768") at the first frontier. Extra args go to the microbenchmarks.
+    # before/after in one call. DECODE_SWEEP="NAME=VALUE …": each setting once more at the
+    # first frontier (e.g. FLASHKV_CUDA_TILE_BYTES=8192), after the tile, fused and model tests
+    # with it. Extra args go to the microbenchmarks.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
     local F=${DECODE_FRONTIERS:-2048,8192}
@@ -259,12 +260,18 @@ PY
         > "$OUT/decode-micro-base.log" 2>&1 || rc=1
       grep -E '^frontier|weight products|copy' "$OUT/decode-micro-base.log" || true
     fi
-    for tb in ${DECODE_TILE_SWEEP:-}; do
-      FLASHKV_CUDA_TILE_BYTES=$tb "$BB" --decode-micro --frontiers "${F%%,*}" --decode-steps 16 \
-        --warmup-steps 4 --profile-steps 2 --ttft 0 "$@" > "$OUT/decode-micro-tile$tb.log" 2>&1 || rc=1
-      echo "FLASHKV_CUDA_TILE_BYTES=$tb:"
-      grep -E '^frontier|weight products|Tile|ProjectSet|MoeGateUp|MoeDown' "$OUT/decode-micro-tile$tb.log" || true
+    for kv in ${DECODE_SWEEP:-}; do
+      local tag=${kv//=/-}
+      env "$kv" "$TB" --gtest_color=no \
+        --gtest_filter='CudaOpsTest.MatMulQ8*:CudaOpsTest.Moe*:CudaFusedTest.*:CudaModelTest.*' \
+        > "$OUT/gpu-tests-$tag.log" 2>&1 || rc=1
+      echo "$kv: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu-tests-$tag.log" | tr '\n' ' ')"
+      env "$kv" "$BB" --decode-micro --frontiers "${F%%,*}" --decode-steps 16 --warmup-steps 4 \
+        --profile-steps 2 --ttft 0 "$@" > "$OUT/decode-micro-$tag.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|Tile|ProjectSet|MoeGateUp|MoeDown|SublayerInput' \
+        "$OUT/decode-micro-$tag.log" || true
     done
+    tail -n 2 "$OUT"/sanitizer-decode-*.log 2>/dev/null || true
   fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test

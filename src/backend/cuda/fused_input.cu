@@ -149,25 +149,35 @@ struct ProjectSetArgs {
   float* y[kMaxInputProjections];
   int rows[kMaxInputProjections];
   int tile_rows[kMaxInputProjections];
-  int first_block[kMaxInputProjections + 1];
+  int first_block[kMaxInputProjections + 1];  // first tile of each projection; then the count
   int n_proj;
-  const uint8_t* x;  // the Q8_0 row of xn
+  unsigned buf_bytes;  // one tile buffer
+  const uint8_t* x;    // the Q8_0 row of xn
   int n;
   const uint64_t* iq2_grid;
 };
 
-// Each block one tile of one projection (matvec_tile.cuh: MatVecKernel's one-token bits).
-__global__ void __launch_bounds__(kTileThreads) ProjectSetKernel(ProjectSetArgs a) {
+// Tiles of every projection in one grid (matvec_tile.cuh: MatVecKernel's one-token bits).
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) ProjectSetKernel(ProjectSetArgs a) {
   extern __shared__ __align__(16) uint8_t tile_smem[];
-  int p = 0;
-  while (p + 1 < a.n_proj && int(blockIdx.x) >= a.first_block[p + 1]) ++p;
-  const int row0 = (int(blockIdx.x) - a.first_block[p]) * a.tile_rows[p];
-  const int rows = min(a.tile_rows[p], a.rows[p] - row0);
-  const uint8_t* w[1] = {a.w[p] + uint64_t(row0) * a.row_bytes[p]};
-  float out[1];
-  TileRowDots<DType::kQ8_0, 1>(w, rows, int(a.row_bytes[p]), a.n, TileX{a.x}, tile_smem, nullptr,
-                               a.iq2_grid, out);
-  if (int(threadIdx.x) < rows) a.y[p][row0 + threadIdx.x] = out[0];
+  int p_hint = 0;  // the tiles a block takes only grow
+  TileLoop<DType::kQ8_0, 1>(
+      a.first_block[a.n_proj], a.n, tile_smem, a.buf_bytes, nullptr, a.iq2_grid,
+      [&](int t) {
+        int p = p_hint;
+        while (p + 1 < a.n_proj && t >= a.first_block[p + 1]) ++p;
+        p_hint = p;
+        const int row0 = (t - a.first_block[p]) * a.tile_rows[p];
+        return TileJob<1>{{a.w[p] + uint64_t(row0) * a.row_bytes[p]},
+                          row0,
+                          min(a.tile_rows[p], a.rows[p] - row0),
+                          int(a.row_bytes[p]),
+                          TileX{a.x},
+                          p};
+      },
+      [&](const TileJob<1>& j, const float(&out)[1]) {
+        if (int(threadIdx.x) < j.rows) a.y[j.tag][j.row0 + threadIdx.x] = out[0];
+      });
 }
 
 // The most dynamic shared memory SublayerInputKernel asks for (Flash: 64 KiB of streams,
@@ -284,7 +294,11 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     ps.n = p.n_embd;
     ps.iq2_grid = s.iq2_grid;
     PreferSharedForTiles(ProjectSetKernel);
-    s.Launch(ProjectSetKernel, dim3(blocks), dim3(kTileThreads), ps_smem, ps, ps_bytes);
+    ps.buf_bytes = ps_smem;
+    bool loops = false;
+    const int grid = TileGrid(blocks, s.prop.multiProcessorCount, &loops);
+    s.Launch(ProjectSetKernel, dim3(grid), dim3(kTileThreads), loops ? 2 * ps_smem : ps_smem, ps,
+             ps_bytes);
   }
   return mask;
 }

@@ -109,8 +109,9 @@ struct GateUpArgs2 {
 
 // Blocks [0, n_used · tiles) take the experts' tiles (slot-major), the next sh_tiles the shared
 // expert's; each a tile of gate and up rows (matvec_tile.cuh).
+// (Two tile types in one kernel: with kTileMinBlocks' registers it would spill.)
 template <DType TE, DType TS>
-__global__ void __launch_bounds__(kTileThreads) MoeGateUpKernel(GateUpArgs2 a) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2) MoeGateUpKernel(GateUpArgs2 a) {
   extern __shared__ __align__(16) uint8_t smem[];  // the tile; then the last block's mid row
   __shared__ uint64_t grid_smem[kIq2TableEntries];
   const int warp = threadIdx.x >> 5;
@@ -192,7 +193,7 @@ struct DownArgs {
 // grid (row groups of tile_rows rows, slots + 1): a tile of each slot's down rows
 // (matvec_tile.cuh); the last block of a row group finishes its rows.
 template <DType TD, DType TSD>
-__global__ void __launch_bounds__(kTileThreads) MoeDownKernel(DownArgs a) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) MoeDownKernel(DownArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int slot = blockIdx.y;
   const bool shared = slot == a.n_used;

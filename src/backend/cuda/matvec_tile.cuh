@@ -18,6 +18,9 @@
 namespace flashkv::cuda {
 
 inline constexpr int kTileThreads = 256;
+// Blocks per SM the tile kernels' registers leave room for (__launch_bounds__): the loads in
+// flight per SM are these blocks' tiles.
+inline constexpr int kTileMinBlocks = 8;
 // Weight bytes a block aims to hold (all NR weights): enough loads in flight per SM with the
 // blocks that fit beside each other, small enough that short matrices still spread.
 // FLASHKV_CUDA_TILE_BYTES (4096 … kTileMaxBytes) overrides it for measurements; read once.
@@ -28,7 +31,7 @@ inline constexpr uint64_t kTileMaxBytes = 36 * 1024;
 // Every tile kernel asks for the largest shared-memory carveout once (AllowSharedMemory): with
 // the default the driver may leave room for only a few blocks per SM, which caps the loads
 // in flight (each block's are its tile).
-inline constexpr int kTileSmemLimit = 48 * 1024;
+inline constexpr int kTileSmemLimit = 96 * 1024;
 template <typename A>
 void PreferSharedForTiles(void (*kernel)(A)) {
   static const cudaError_t raised = AllowSharedMemory(kernel, kTileSmemLimit);
@@ -76,10 +79,34 @@ inline int TileRowsFor(uint64_t row_bytes, int nr) {
 __host__ __device__ inline int TileSlotBytes(int tile_bytes) {
   return ((tile_bytes + 15) & ~15) + 16;
 }
-// Dynamic shared memory of a tile of `rows` rows: the weights, then the terms.
-inline unsigned TileSmemBytes(uint64_t row_bytes, int nr, int rows, int blocks_per_row) {
-  return unsigned(uint64_t(nr) * TileSlotBytes(int(row_bytes * uint64_t(rows))) +
-                  sizeof(float) * uint64_t(nr) * uint64_t(rows) * uint64_t(blocks_per_row));
+// Dynamic shared memory of a tile of `rows` rows: the weights, then the terms (a multiple of
+// 16 bytes, so a second buffer follows aligned).
+__host__ __device__ inline unsigned TileSmemBytes(uint64_t row_bytes, int nr, int rows,
+                                                  int blocks_per_row) {
+  const uint64_t b = uint64_t(nr) * TileSlotBytes(int(row_bytes * uint64_t(rows))) +
+                     sizeof(float) * uint64_t(nr) * uint64_t(rows) * uint64_t(blocks_per_row);
+  return unsigned((b + 15) & ~uint64_t(15));
+}
+
+// Blocks per SM of the looping tile kernels (TileLoop): each block walks tiles blockIdx.x,
+// + gridDim.x, … with the next tile's copy in flight while it computes the current one.
+// 0: a block per tile (no loop). FLASHKV_CUDA_TILE_BLOCKS_PER_SM overrides it; read once.
+inline constexpr int kTileBlocksPerSm = 0;
+inline int TileBlocksPerSm() {
+  static const int v = [] {
+    const char* env = std::getenv("FLASHKV_CUDA_TILE_BLOCKS_PER_SM");
+    const int e = env != nullptr ? std::atoi(env) : -1;
+    return e >= 0 && e <= 16 ? e : kTileBlocksPerSm;
+  }();
+  return v;
+}
+// The grid of a looping tile kernel over n_tiles tiles, and whether its blocks loop (then
+// they need two buffers of shared memory).
+inline int TileGrid(int n_tiles, int sms, bool* loops) {
+  const int k = TileBlocksPerSm();
+  const int g = k > 0 && n_tiles > k * sms ? k * sms : n_tiles;
+  *loops = g < n_tiles;
+  return g;
 }
 
 // Where row r of the tile reads its activations: one row, or (grouped projections) the
@@ -122,29 +149,25 @@ __device__ __forceinline__ int Iq2xxsUnitIsumTile(const uint8_t* wblk, int g, co
   return (sum_g - 2 * sum_m) * int(2 * (b >> 28) + 1);
 }
 
-// Called by every thread of a kTileThreads block. w[i]: the first tile row of weight i (rows
-// of row_bytes, 2-byte aligned as GGUF blocks are); rows: the tile's rows; smem: TileSmemBytes
-// of dynamic shared memory (16-byte aligned); grid_smem: kIq2TableEntries of shared memory
-// for IQ2_XXS (else unused). On return thread r < rows holds row r's dot product of weight i in
-// out[i]. Ends with a __syncthreads, so smem may be reused after it.
-template <DType T, int NR>
-__device__ __forceinline__ void TileRowDots(const uint8_t* const (&w)[NR], int rows, int row_bytes,
-                                            int n, const TileX& x, uint8_t* smem,
-                                            uint64_t* grid_smem, const uint64_t* iq2_grid,
-                                            float (&out)[NR]) {
-  using F = TileFormat<T>;
+// Where weight i's tile of tile_bytes starting at w lies in a buffer of TileSmemBytes: the
+// rows keep their offset from 16 bytes (so the 16-byte pieces land 16-byte aligned).
+__device__ __forceinline__ uint8_t* TileIn(uint8_t* buf, int i, int tile_bytes, const uint8_t* w) {
+  return buf + i * TileSlotBytes(tile_bytes) + (reinterpret_cast<uintptr_t>(w) & 15);
+}
+
+// Starts the copy of the NR weights' tiles (rows of row_bytes from w[i]) into buf: whole
+// 16-byte pieces by cp.async (one commit group), the < 16 bytes before the first and after the
+// last piece by threads 0..31 (rows of >= 34 bytes). Called by every thread of the block.
+template <int NR>
+__device__ __forceinline__ void TileIssue(const uint8_t* const (&w)[NR], int rows, int row_bytes,
+                                          uint8_t* buf) {
   const int tid = threadIdx.x;
   const int tile_bytes = rows * row_bytes;
-  const int slot = TileSlotBytes(tile_bytes);
-  // The tile's bytes [g, g + tile_bytes): whole 16-byte pieces by cp.async, the < 16 bytes
-  // before the first and after the last piece by threads 0..31 (rows of >= 34 bytes).
-  const uint8_t* tile[NR];
 #pragma unroll
   for (int i = 0; i < NR; ++i) {
     const uintptr_t g = reinterpret_cast<uintptr_t>(w[i]);
     const uintptr_t a0 = (g + 15) & ~uintptr_t(15), a1 = (g + tile_bytes) & ~uintptr_t(15);
-    uint8_t* dst = smem + i * slot + (g & 15);  // byte j of the tile at dst + j
-    tile[i] = dst;
+    uint8_t* dst = TileIn(buf, i, tile_bytes, w[i]);  // byte j of the tile at dst + j
     const int chunks = int((a1 - a0) / 16);
     const int head = int(a0 - g);
     const uint4* src = reinterpret_cast<const uint4*>(a0);
@@ -159,18 +182,37 @@ __device__ __forceinline__ void TileRowDots(const uint8_t* const (&w)[NR], int r
     }
   }
   CpAsyncCommit();
+}
+
+// The IQ2_XXS tables into grid_smem (kIq2TableEntries); visible after the next barrier.
+template <DType T>
+__device__ __forceinline__ void TileTables(uint64_t* grid_smem, const uint64_t* iq2_grid) {
   if constexpr (T == DType::kIQ2_XXS) {
-    for (int i = tid; i < 256; i += kTileThreads) grid_smem[i] = __ldg(iq2_grid + i);
-    for (int i = tid; i < 128; i += kTileThreads) {
+    for (int i = threadIdx.x; i < 256; i += kTileThreads) grid_smem[i] = __ldg(iq2_grid + i);
+    for (int i = threadIdx.x; i < 128; i += kTileThreads) {
       uint32_t lo, hi;
       Iq2SignBytes(uint32_t(i), &lo, &hi);
       grid_smem[256 + i] = uint64_t(lo) | (uint64_t(hi) << 32);
     }
   }
+}
+
+// The dot products of a tile already in buf (TileIssue's copy complete and behind a barrier):
+// on return thread r < rows holds row r's dot product of weight i in out[i]. Ends with a
+// __syncthreads, so buf may be reused after it. w: the tile's global rows (for their offset).
+template <DType T, int NR>
+__device__ __forceinline__ void TileCompute(const uint8_t* const (&w)[NR], int rows, int row_bytes,
+                                            int n, const TileX& x, uint8_t* buf,
+                                            const uint64_t* grid_smem, float (&out)[NR]) {
+  using F = TileFormat<T>;
+  const int tid = threadIdx.x;
+  const int tile_bytes = rows * row_bytes;
+  const int slot = TileSlotBytes(tile_bytes);
+  const uint8_t* tile[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) tile[i] = TileIn(buf, i, tile_bytes, w[i]);
   const int nblk = n / F::kValues;
-  float* terms = reinterpret_cast<float*>(smem + NR * slot);  // [NR][rows][nblk]
-  CpAsyncWait<0>();
-  __syncthreads();
+  float* terms = reinterpret_cast<float*>(buf + NR * slot);  // [NR][rows][nblk]
 
   // Thread tid takes units tid, tid + kTileThreads, … of (weight, row, block, unit) order;
   // its (block, row, weight) advance by a fixed step, so no division in the loop.
@@ -241,6 +283,67 @@ __device__ __forceinline__ void TileRowDots(const uint8_t* const (&w)[NR], int r
     }
   }
   __syncthreads();
+}
+
+// One tile, start to end: issue, wait, compute (smem: TileSmemBytes; grid_smem:
+// kIq2TableEntries for IQ2_XXS). On return thread r < rows holds row r's dot product of
+// weight i in out[i]; ends with a __syncthreads.
+template <DType T, int NR>
+__device__ __forceinline__ void TileRowDots(const uint8_t* const (&w)[NR], int rows, int row_bytes,
+                                            int n, const TileX& x, uint8_t* smem,
+                                            uint64_t* grid_smem, const uint64_t* iq2_grid,
+                                            float (&out)[NR]) {
+  TileIssue<NR>(w, rows, row_bytes, smem);
+  TileTables<T>(grid_smem, iq2_grid);
+  CpAsyncWait<0>();
+  __syncthreads();
+  TileCompute<T, NR>(w, rows, row_bytes, n, x, smem, grid_smem, out);
+}
+
+// One tile of a looping kernel: NR weights' rows from w[i], `rows` rows starting at output row
+// row0, activations x.
+template <int NR>
+struct TileJob {
+  const uint8_t* w[NR];
+  int row0;
+  int rows;
+  int row_bytes;
+  TileX x;
+  int tag = 0;  // the caller's (which output)
+};
+
+// Tiles blockIdx.x, + gridDim.x, … < n_tiles, job(t) naming each (its rows no more than the
+// buffers were sized for): the next tile is copied into the other buffer (smem + buf_bytes)
+// while the current one is computed; done(job, out) is called by every thread after each
+// tile (thread r < job.rows holds row r's products).
+template <DType T, int NR, typename JobFn, typename DoneFn>
+__device__ __forceinline__ void TileLoop(int n_tiles, int n, uint8_t* smem, unsigned buf_bytes,
+                                         uint64_t* grid_smem, const uint64_t* iq2_grid, JobFn job,
+                                         DoneFn done) {
+  int t = blockIdx.x;
+  if (t >= n_tiles) return;
+  TileJob<NR> cur = job(t);
+  TileIssue<NR>(cur.w, cur.rows, cur.row_bytes, smem);
+  TileTables<T>(grid_smem, iq2_grid);
+  for (int i = 0;; ++i) {
+    const int tn = t + int(gridDim.x);
+    TileJob<NR> nxt = cur;
+    if (tn < n_tiles) {
+      nxt = job(tn);
+      TileIssue<NR>(nxt.w, nxt.rows, nxt.row_bytes, smem + ((i + 1) & 1) * buf_bytes);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    float out[NR];
+    TileCompute<T, NR>(cur.w, cur.rows, cur.row_bytes, n, cur.x, smem + (i & 1) * buf_bytes,
+                       grid_smem, out);
+    done(cur, out);
+    if (tn >= n_tiles) break;
+    t = tn;
+    cur = nxt;
+  }
 }
 
 }  // namespace flashkv::cuda

@@ -180,47 +180,64 @@ template <typename A>
 struct TileLaunch {
   A args;
   int tile_rows;
+  unsigned buf_bytes;  // one tile buffer (TileSmemBytes); two when the blocks loop
 };
 
 template <DType T>
-__global__ void __launch_bounds__(kTileThreads) MatVecTileKernel(TileLaunch<MatVecArgs> l) {
-  const MatVecArgs& a = l.args;
-  const int tile_rows = l.tile_rows;
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
+    MatVecTileKernel(TileLaunch<MatVecArgs> l) {
   extern __shared__ __align__(16) uint8_t tile_smem[];
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
+  const MatVecArgs& a = l.args;
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
-  const int row0 = blockIdx.x * tile_rows;
-  const int rows = min(tile_rows, a.rows - row0);
-  const uint8_t* w[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row0) * a.row_bytes};
-  TileX x{a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes, row0, a.rows_per_group, a.x_group_bytes};
-  float out[1];
-  TileRowDots<T, 1>(w, rows, int(a.row_bytes), a.n, x, tile_smem, grid_smem, a.iq2_grid, out);
-  if (int(threadIdx.x) < rows)
-    a.y[uint64_t(tr.yrow[0]) * a.y_row_floats + row0 + threadIdx.x] = out[0];
+  const uint8_t* w = a.w + uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
+  float* y = a.y + uint64_t(tr.yrow[0]) * a.y_row_floats;
+  const int tile_rows = l.tile_rows;
+  TileLoop<T, 1>((a.rows + tile_rows - 1) / tile_rows, a.n, tile_smem, l.buf_bytes, grid_smem,
+                 a.iq2_grid,
+                 [&](int t) {
+                   const int row0 = t * tile_rows;
+                   return TileJob<1>{{w + uint64_t(row0) * a.row_bytes},
+                                     row0,
+                                     min(tile_rows, a.rows - row0),
+                                     int(a.row_bytes),
+                                     TileX{x, row0, a.rows_per_group, a.x_group_bytes}};
+                 },
+                 [&](const TileJob<1>& j, const float(&out)[1]) {
+                   if (int(threadIdx.x) < j.rows) y[j.row0 + threadIdx.x] = out[0];
+                 });
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kTileThreads) GateUpTileKernel(TileLaunch<GateUpArgs> l) {
-  const GateUpArgs& g = l.args;
-  const int tile_rows = l.tile_rows;
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
+    GateUpTileKernel(TileLaunch<GateUpArgs> l) {
   extern __shared__ __align__(16) uint8_t tile_smem[];
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
+  const GateUpArgs& g = l.args;
   const MatVecArgs& a = g.mv;
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
-  const int row0 = blockIdx.x * tile_rows;
-  const int rows = min(tile_rows, a.rows - row0);
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row0) * a.row_bytes;
-  const uint8_t* w[2] = {a.w + off, g.w_up + off};
-  TileX x{a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes};
-  float gu[2];
-  TileRowDots<T, 2>(w, rows, int(a.row_bytes), a.n, x, tile_smem, grid_smem, a.iq2_grid, gu);
-  if (int(threadIdx.x) < rows) {
-    const int p = tr.yrow[0];
-    a.y[uint64_t(p) * a.y_row_floats + row0 + threadIdx.x] =
-        __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), g.route_w[p]);
-  }
+  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
+  const int p = tr.yrow[0];
+  float* y = a.y + uint64_t(p) * a.y_row_floats;
+  const float route_w = g.route_w[p];
+  const int tile_rows = l.tile_rows;
+  TileLoop<T, 2>(
+      (a.rows + tile_rows - 1) / tile_rows, a.n, tile_smem, l.buf_bytes, grid_smem, a.iq2_grid,
+      [&](int t) {
+        const int row0 = t * tile_rows;
+        const uint64_t o = off + uint64_t(row0) * a.row_bytes;
+        return TileJob<2>{
+            {a.w + o, g.w_up + o}, row0, min(tile_rows, a.rows - row0), int(a.row_bytes), TileX{x}};
+      },
+      [&](const TileJob<2>& j, const float(&gu)[2]) {
+        if (int(threadIdx.x) < j.rows) {
+          y[j.row0 + threadIdx.x] = __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), route_w);
+        }
+      });
 }
 
 // The tile kernels for one activation row of a ds4 decode type, when a row fits a tile; false
@@ -231,9 +248,12 @@ bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
   const int tile_rows = TileRowsFor(a.row_bytes, kNR);
   if (tile_rows == 0) return false;
   const int nblk = a.n / TileFormat<T>::kValues;
-  const unsigned smem = TileSmemBytes(a.row_bytes, kNR, tile_rows, nblk);
-  const dim3 grid(CeilDiv(a.rows, tile_rows), a.tiles != nullptr ? a.n_tiles : 1);
-  const TileLaunch<A> l{args, tile_rows};
+  const unsigned buf = TileSmemBytes(a.row_bytes, kNR, tile_rows, nblk);
+  bool loops = false;
+  const int gx = TileGrid(int(CeilDiv(a.rows, tile_rows)), s.prop.multiProcessorCount, &loops);
+  const dim3 grid(gx, a.tiles != nullptr ? a.n_tiles : 1);
+  const TileLaunch<A> l{args, tile_rows, buf};
+  const unsigned smem = loops ? 2 * buf : buf;
   if constexpr (kNR == 2) {
     PreferSharedForTiles(GateUpTileKernel<T>);
     s.Launch(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);

@@ -153,17 +153,18 @@ TEST_F(CudaOpsTest, MatMulIsBatchInvariant) {
 // One token of the ds4 decode types takes the block-per-tile kernels (matvec_tile.cuh): many
 // tiles with a partial last one, rows of one to 256 blocks, rows that are not 16-byte
 // multiples (their tiles start anywhere in a 16-byte piece), and a grouped projection whose
-// tiles straddle the groups — every output with the CPU's bits.
+// tiles straddle the groups — every output with the CPU's bits. The 4,000-row case has more
+// tiles than a looping grid (FLASHKV_CUDA_TILE_BLOCKS_PER_SM) has blocks.
 TEST_F(CudaOpsTest, MatMulQ8OneTokenTilesAreBitIdenticalToCpu) {
   struct Shape {
     DType t;
     int n, rows;
   };
   const Shape shapes[] = {
-      {DType::kQ8_0, 1024, 300},  {DType::kQ8_0, 8192, 5},   {DType::kQ8_0, 4096, 131},
-      {DType::kQ8_0, 32, 70},     {DType::kQ8_0, 96, 41},    {DType::kQ2_K, 2048, 100},
-      {DType::kQ2_K, 768, 50},    {DType::kQ2_K, 256, 9},    {DType::kIQ2_XXS, 4096, 40},
-      {DType::kIQ2_XXS, 768, 33}, {DType::kIQ2_XXS, 256, 70}};
+      {DType::kQ8_0, 1024, 300},  {DType::kQ8_0, 8192, 5},    {DType::kQ8_0, 4096, 131},
+      {DType::kQ8_0, 32, 70},     {DType::kQ8_0, 96, 41},     {DType::kQ2_K, 2048, 100},
+      {DType::kQ2_K, 768, 50},    {DType::kQ2_K, 256, 9},     {DType::kIQ2_XXS, 4096, 40},
+      {DType::kIQ2_XXS, 768, 33}, {DType::kIQ2_XXS, 256, 70}, {DType::kQ8_0, 1024, 4000}};
   for (const Shape& sh : shapes) {
     auto w = PlaceBoth(cpu_, *gpu_, sh.t, {uint64_t(sh.n), uint64_t(sh.rows), 1},
                        RandomWeightBytes(sh.t, sh.n, sh.rows, 71 + sh.n + sh.rows));
