@@ -272,13 +272,13 @@ PY
         "$OUT/decode-micro-$tag.log" || true
     done
     tail -n 2 "$OUT"/sanitizer-decode-*.log 2>/dev/null || true
-    # DECODE_NCU=1: Nsight Compute on two launches of each of the largest decode kernels
-    # (speed of light, warp stalls, occupancy), where the machine has ncu and allows it.
+    # DECODE_NCU="KernelName …": Nsight Compute on two launches of each named kernel (speed
+    # of light, warp stalls, occupancy), where the machine has ncu and allows it.
     local NCU
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
     if [[ -n ${DECODE_NCU:-} && -n $NCU ]]; then
-      for k in SublayerInputKernel MatVecTileKernel MoeGateUpKernel MoeDownKernel; do
-        timeout 50 "$NCU" -k "regex:$k" -c 2 --section SpeedOfLight --section WarpStateStats \
+      for k in $DECODE_NCU; do
+        timeout 40 "$NCU" -k "regex:$k" -c 2 --section SpeedOfLight --section WarpStateStats \
           --section Occupancy --section LaunchStats "$BB" --decode-micro --frontiers "${F%%,*}" \
           --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
         grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Shared Memory Config|Block Limit|Stall|cycles being stalled|One or More|ERR|==PROF==|==ERROR==' \
