@@ -60,9 +60,7 @@ __device__ inline void SplitSinkhorn(const float* mix, const float* scale, const
 
 // SplitSinkhorn for N streams with the whole N×N matrix in registers (every calling lane
 // computes all of it; lane l < N·N stores entry l): the same operations in the same order,
-// with no shuffle or shared-memory round trip in the 20 dependent iterations, whose
-// reciprocals are __frcp_rn — like __fdiv_rn(1, x) the correctly rounded 1/x, so the same
-// bits, by a shorter instruction sequence on the dependent chain.
+// with no shuffle or shared-memory round trip in the 20 dependent iterations.
 template <int N>
 __device__ inline void SplitSinkhornRegs(const float* mix, const float* scale, const float* base,
                                          int iters, float eps, float* out) {
@@ -99,7 +97,7 @@ __device__ inline void SplitSinkhornRegs(const float* mix, const float* scale, c
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < N; ++k) sum = __fadd_rn(sum, c[j][k]);
-        const float inv = __frcp_rn(__fadd_rn(sum, eps));
+        const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
 #pragma unroll
         for (int k = 0; k < N; ++k) c[j][k] = __fmul_rn(c[j][k], inv);
       }
@@ -109,7 +107,7 @@ __device__ inline void SplitSinkhornRegs(const float* mix, const float* scale, c
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < N; ++j) sum = __fadd_rn(sum, c[j][k]);
-      const float inv = __frcp_rn(__fadd_rn(sum, eps));
+      const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
 #pragma unroll
       for (int j = 0; j < N; ++j) c[j][k] = __fmul_rn(c[j][k], inv);
     }
