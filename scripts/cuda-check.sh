@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|imma-plan|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -298,43 +298,6 @@ PY
       --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro.json" "$@" 2>&1 \
       | tee "$OUT/decode-micro.log" || rc=1
   fi
-  if [[ $what == imma-plan ]]; then
-    # The Q8_0 kernel's planned cp.async copies (variants 1-3) against the per-copy index
-    # arithmetic (variant 4, variant 1's shape): every GPU test, memcheck and racecheck on the
-    # small int8 shapes, the Q8_0 kernels' SASS, the Flash prefill with 4 then 1 in one process
-    # (bits compared, first chunk profiled; extra args go there), the flashkv bench sweep
-    # 2k..32k and the microbenchmark (every variant).
-    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
-    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
-    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{100}).*/\1/'
-    timeout 50 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
-    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |^\[=+\]|Failure|Expected|Which is|max\|d\||mismatch|differ' \
-      "$OUT/gpu-tests.log" | head -40 || true
-    local CS OD
-    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
-    for tool in memcheck racecheck; do
-      [[ -n $CS ]] || break
-      timeout 30 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-        --gtest_filter='CudaImmaTest.Small*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
-      tail -2 "$OUT/sanitizer-$tool.log"
-    done
-    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
-    if [[ -n $OD ]]; then
-      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {keep = ($3 ~ /MatMulImmaQ8_0/)} keep' \
-        | gzip > "$OUT/sass-q8.txt.gz" || true
-    fi
-    timeout 70 "$BB" --imma-compare 4,1 --profile --profile-at 0 --frontiers 2048,8192,32768 \
-      --decode-steps 16 --warmup-steps 4 --ttft 0 --json "$OUT/imma-plan.json" "$@" \
-      > "$OUT/imma-plan.log" 2>&1 || rc=1
-    grep -E 'prefill 0|decode' "$OUT/imma-plan.log" || true
-    grep -A8 ', chunk at' "$OUT/imma-plan.log" | sed -E "$short" || true
-    timeout 55 /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
-      --ctx-start 2048 --ctx-max 32768 --step-mul 2 --gen-tokens 16 --csv "$OUT/flash-sweep.csv" \
-      > "$OUT/flash-sweep.log" 2>&1 || rc=1
-    cat "$OUT/flash-sweep.csv" 2>/dev/null || tail -5 "$OUT/flash-sweep.log"
-    timeout 30 "$BB" --matmul --skip-model --json "$OUT/matmul.json" > "$OUT/matmul.log" 2>&1 || rc=1
-    grep -E '^(shape|attn|ffn|per )' "$OUT/matmul.log" | cut -c1-240 || true
-  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -399,7 +362,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|imma-plan|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac
