@@ -14,7 +14,7 @@ namespace {
 
 // Dense int8 tensor-core peak used by issue 13 for the H200 (no sparsity).
 constexpr double kInt8PeakTops = 1580.0;
-constexpr int kVariants = 4;  // CudaBackendOptions::imma: 1..3 tile shapes, 4 = 1 unplanned
+constexpr int kVariants = 3;  // CudaBackendOptions::imma tile shapes
 constexpr int kFlashLayers = 43;
 
 struct Shape {

@@ -76,8 +76,8 @@ struct TileSrc {
 };
 
 template <int BM, int BN, int WM, int WN, int STAGES>
-__device__ __forceinline__ void LoadStageIndexed(const MatVecArgs& a, const TileSrc& src,
-                                                 uint8_t* st, int stage) {
+__device__ __forceinline__ void LoadStage(const MatVecArgs& a, const TileSrc& src, uint8_t* st,
+                                          int stage) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   const uint32_t sw = SmemAddr(st);
   const uint32_t sxq = sw + C::kWBytes;
@@ -102,67 +102,6 @@ __device__ __forceinline__ void LoadStageIndexed(const MatVecArgs& a, const Tile
     const int tok = min(src.tok0 + t, a.n_tokens - 1);
     CpAsync4(sxd + 4 * (b * BN + t), a.x + uint64_t(tok) * a.x_row_bytes + src.x_off + a.n +
                                          4 * (uint64_t(kStageBlocks) * stage + b));
-  }
-}
-
-// Each thread's share of a stage's copies, fixed for the whole kernel: kThreads / BM
-// threads split one weight row's 17 chunks (chunk h, h + P, …) and kThreads / BN split one
-// token's 16 quant chunks and 8 scales the same way, so a thread's copies of stage s sit at
-// its stage-0 addresses plus s times a constant, and within a stage at immediate offsets.
-// Lanes of a pair / quad read neighbouring chunks of one row: whole 32-byte sectors.
-template <int BM, int BN, int WM, int WN, int STAGES>
-struct CopyPlan {
-  using C = ImmaTile<BM, BN, WM, WN, STAGES>;
-  static constexpr int kWThreads = C::kThreads / BM;  // per weight row
-  static constexpr int kXThreads = C::kThreads / BN;  // per token
-  static constexpr int kWChunks = kWRowBytes / 16;    // 17
-  static constexpr int kXChunks = kStageValues / 16;  // 16
-  static_assert(C::kThreads % BM == 0 && C::kThreads % BN == 0);
-  static_assert(kXChunks % kXThreads == 0 && kStageBlocks % kXThreads == 0);
-  const uint8_t* w;       // stage 0, chunk h of this thread's weight row
-  const uint8_t* xq;      // stage 0, chunk h of this thread's token
-  const uint8_t* xd;      // stage 0, scale h of this thread's token
-  uint32_t sw, sxq, sxd;  // the same places in a stage's buffer (byte offsets)
-  int h;
-
-  __device__ __forceinline__ CopyPlan(const MatVecArgs& a, const TileSrc& src) {
-    const int r = threadIdx.x / kWThreads, t = threadIdx.x / kXThreads;
-    const int hw = threadIdx.x % kWThreads, hx = threadIdx.x % kXThreads;
-    h = hw;
-    const int row = min(src.row0 + r, a.rows - 1);
-    const int tok = min(src.tok0 + t, a.n_tokens - 1);
-    const uint8_t* xrow = a.x + uint64_t(tok) * a.x_row_bytes + src.x_off;
-    w = a.w + uint64_t(row) * a.row_bytes + 16 * hw;
-    xq = xrow + 16 * hx;
-    xd = xrow + a.n + 4 * hx;
-    sw = r * kWRowBytes + 16 * hw;
-    sxq = C::kWBytes + t * kXRowBytes + 16 * hx;
-    sxd = C::kWBytes + C::kXqBytes + 4 * (hx * BN + t);
-  }
-};
-
-template <int BM, int BN, int WM, int WN, int STAGES>
-__device__ __forceinline__ void LoadStagePlanned(const CopyPlan<BM, BN, WM, WN, STAGES>& p,
-                                                 uint8_t* st, int stage) {
-  using P = CopyPlan<BM, BN, WM, WN, STAGES>;
-  constexpr int PW = P::kWThreads, PX = P::kXThreads;
-  const uint32_t base = SmemAddr(st);
-  const uint8_t* w = p.w + kWRowBytes * stage;
-  const uint8_t* xq = p.xq + kStageValues * stage;
-  const uint8_t* xd = p.xd + 4 * kStageBlocks * stage;
-#pragma unroll
-  for (int k = 0; k * PW < P::kWChunks; ++k) {
-    // Only the last round can pass the row's end (17 is no multiple of PW).
-    if ((k + 1) * PW <= P::kWChunks || p.h + k * PW < P::kWChunks) {
-      CpAsync16(base + p.sw + 16 * PW * k, w + 16 * PW * k);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < P::kXChunks / PX; ++k)
-    CpAsync16(base + p.sxq + 16 * PX * k, xq + 16 * PX * k);
-#pragma unroll
-  for (int k = 0; k < kStageBlocks / PX; ++k) {
-    CpAsync4(base + p.sxd + 4 * PX * k * BN, xd + 4 * PX * k);
   }
 }
 
@@ -233,9 +172,7 @@ __device__ __forceinline__ void ComputeStage(
   }
 }
 
-// kPlanned: copies through CopyPlan (the default); false keeps the per-copy index
-// arithmetic of LoadStageIndexed as the measured baseline (variant 4).
-template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks, bool kPlanned>
+template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks>
 __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel(MatVecArgs a) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   constexpr int MT = C::kMt, NT = C::kNt;
@@ -257,17 +194,9 @@ __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel
     }
   }
   const int n_stages = a.n / kStageValues;
-  const CopyPlan<BM, BN, WM, WN, STAGES> plan(a, src);
-  const auto load = [&](uint8_t* st, int stage) {
-    if constexpr (kPlanned) {
-      LoadStagePlanned<BM, BN, WM, WN, STAGES>(plan, st, stage);
-    } else {
-      LoadStageIndexed<BM, BN, WM, WN, STAGES>(a, src, st, stage);
-    }
-  };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_stages) load(imma_smem + s * C::kStageBytes, s);
+    if (s < n_stages) LoadStage<BM, BN, WM, WN, STAGES>(a, src, imma_smem + s * C::kStageBytes, s);
     CpAsyncCommit();
   }
   for (int s = 0; s < n_stages; ++s) {
@@ -275,7 +204,7 @@ __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel
     __syncthreads();            // … everyone's, and stage s - 1's buffer is free again
     const int next = s + STAGES - 1;
     if (next < n_stages) {
-      load(imma_smem + (next % STAGES) * C::kStageBytes, next);
+      LoadStage<BM, BN, WM, WN, STAGES>(a, src, imma_smem + (next % STAGES) * C::kStageBytes, next);
     }
     CpAsyncCommit();
     ComputeStage<BM, BN, WM, WN, STAGES>(imma_smem + (s % STAGES) * C::kStageBytes, wm0, wn0, acc);
@@ -298,11 +227,11 @@ __global__ void __launch_bounds__(32 * WM * WN, kMinBlocks) MatMulImmaQ8_0Kernel
   }
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks, bool kPlanned = true>
+template <int BM, int BN, int WM, int WN, int STAGES, int kMinBlocks>
 bool LaunchTile(CudaBackend::State& s, const MatVecArgs& a) {
   using C = ImmaTile<BM, BN, WM, WN, STAGES>;
   if (a.rows_per_group > 0 && a.rows_per_group % BM != 0) return false;
-  auto* kernel = MatMulImmaQ8_0Kernel<BM, BN, WM, WN, STAGES, kMinBlocks, kPlanned>;
+  auto* kernel = MatMulImmaQ8_0Kernel<BM, BN, WM, WN, STAGES, kMinBlocks>;
   static const cudaError_t raised = AllowSharedMemory(kernel, C::kSmem);
   if (raised != cudaSuccess) return false;
   const dim3 grid(CeilDiv(a.n_tokens, BN), CeilDiv(a.rows, BM));
@@ -329,8 +258,6 @@ bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& 
       return LaunchTile<128, 128, 2, 4, 3, 1>(s, a);
     case 3:  // 64 rows × 128 tokens per CTA (weights re-read less often than activations)
       return LaunchTile<64, 128, 2, 4, 2, 2>(s, a);
-    case 4:  // variant 1 with the per-copy index arithmetic (the baseline of CopyPlan)
-      return LaunchTile<128, 64, 4, 2, 2, 2, false>(s, a);
     default:
       return false;
   }

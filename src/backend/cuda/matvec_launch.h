@@ -73,7 +73,7 @@ bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
 // (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
 // (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256
 // values, 16-byte aligned rows, grouped slices of whole tiles) does not fit.
-inline constexpr int kImmaVariants = 4;
+inline constexpr int kImmaVariants = 3;
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
 // Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
 // GateUpTPKernel's bits; false for shapes it does not take.
