@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "convert/ds4_layout.h"
+#include "convert/flash_preset.h"
 #include "convert/hf_converter.h"
 #include "convert/vocab_fit.h"
 #include "tensor/half.h"
@@ -191,7 +192,7 @@ Ds4Hparams FlashConstants() {
 }  // namespace
 
 std::vector<std::string> TinyPresetNames() {
-  return {"tiny", "small"};
+  return {"tiny", "small", "flash"};
 }
 
 Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset) {
@@ -224,8 +225,10 @@ Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset) {
     hp.n_swa = 128;
     hp.n_indexer_head = 16;
     hp.indexer_top_k = 64;
+  } else if (IsFlashPreset(preset)) {
+    FLASHKV_RETURN_IF_ERROR(SetFlashWidths(preset, hp));
   } else {
-    return InvalidArgument("unknown preset '{}' (expected tiny or small)", preset);
+    return InvalidArgument("unknown preset '{}' (expected tiny, small or flash[:LAYERS])", preset);
   }
   hp.n_layer = static_cast<uint32_t>(hp.compress_ratios.size());
   hp.swiglu_clamp.assign(hp.n_layer, 10.0f);

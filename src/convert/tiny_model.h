@@ -36,6 +36,8 @@ inline constexpr uint32_t kDs4VocabSize = 129280;
 //           the window crossed at 32.
 //   small — 8 layers [0, 0, 4, 128, 4, 128, 4, 128], D 512, 8 heads x 192, window 128,
 //           indexer 16 x 128 top-64, 16 experts top-4 of width 512: for benchmarks.
+//   flash[:LAYERS] — DeepSeek V4 Flash's widths, its first LAYERS (default all 43) layers
+//           (convert/flash_preset.h): ~81 GB at 43 layers.
 Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset);
 std::vector<std::string> TinyPresetNames();
 
