@@ -43,9 +43,11 @@ std::vector<std::string> TinyPresetNames();
 
 // Writes the metadata (general.name "flashkv-<preset> (random weights, seed N)"), the
 // vocabulary and every tensor of Ds4Layout(hp) under the q2 scheme, generated lazily by
-// Write(). `vocab` must already have hp.n_vocab tokens.
+// Write(). `vocab` must already have hp.n_vocab tokens. threads 0: one stream per tensor
+// (the bytes of the tiny and small presets); N >= 1: one stream per chunk of rows, produced
+// on N threads, the same bytes for every N (MakeTinyModel uses it for flash).
 Status AddTinyModel(const Ds4Hparams& hp, const Vocab& vocab, uint64_t seed,
-                    const std::string& name, GgufWriter& writer);
+                    const std::string& name, GgufWriter& writer, int threads = 0);
 
 struct TinyModelOptions {
   std::string preset = "tiny";

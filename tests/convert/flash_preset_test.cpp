@@ -96,35 +96,45 @@ TEST(FlashPresetTest, DirectoryOfTheFullFile) {
 }
 
 // Four layers (sliding, sliding, CSA with indexer, HCA; hash then top-k routing) at reduced
-// widths, written: the file's directory is the computed one and the data fills it.
-TEST(FlashPresetTest, ReducedWidthFileHasTheComputedDirectory) {
-  auto hp = TinyPresetHparams("flash:4");
-  ASSERT_TRUE(hp.ok());
-  hp->n_vocab = 1024;
-  hp->n_embd = 256;
-  hp->n_head = 4;
-  hp->q_lora_rank = 128;
-  hp->o_groups = 2;
-  hp->o_lora_rank = 64;
-  hp->n_expert = 8;
-  hp->n_expert_used = 2;
-  hp->n_ff_exp = 256;
-  hp->n_indexer_head = 8;
-  hp->indexer_top_k = 8;
+// widths, as MakeTinyModel writes flash files (chunked streams on several threads).
+Ds4Hparams ReducedFlash() {
+  Ds4Hparams hp = *TinyPresetHparams("flash:4");
+  hp.n_vocab = 1024;
+  hp.n_embd = 256;
+  hp.n_head = 4;
+  hp.q_lora_rank = 128;
+  hp.o_groups = 2;
+  hp.o_lora_rank = 64;
+  hp.n_expert = 8;
+  hp.n_expert_used = 2;
+  hp.n_ff_exp = 256;
+  hp.n_indexer_head = 8;
+  hp.indexer_top_k = 8;
+  return hp;
+}
+
+std::vector<uint8_t> BuildReducedFlash(int threads) {
+  const Ds4Hparams hp = ReducedFlash();
   testing::TempDir tmp("flash_preset_vocab");
   testing::WriteMiniTokenizer(tmp.path() / "tokenizer.json", 1100);
   auto vocab = LoadVocabFromTokenizerJson((tmp.path() / "tokenizer.json").string());
-  ASSERT_TRUE(vocab.ok());
-  ASSERT_TRUE(FitVocabToModel(*vocab, hp->n_vocab, nullptr).ok());
+  EXPECT_TRUE(vocab.ok());
+  EXPECT_TRUE(FitVocabToModel(*vocab, hp.n_vocab, nullptr).ok());
   GgufWriter w;
-  Status s = AddTinyModel(*hp, *vocab, 3, "flash-width test", w);
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  Status s = AddTinyModel(hp, *vocab, 3, "flash-width test", w, threads);
+  EXPECT_TRUE(s.ok()) << s.ToString();
   auto bytes = w.WriteToBytes();
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  const uint64_t size = bytes->size();
-  auto file = GgufFile::FromBytes(std::move(*bytes));
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::vector<uint8_t>{};
+}
+
+TEST(FlashPresetTest, ReducedWidthFileHasTheComputedDirectory) {
+  std::vector<uint8_t> bytes = BuildReducedFlash(2);
+  ASSERT_FALSE(bytes.empty());
+  const uint64_t size = bytes.size();
+  auto file = GgufFile::FromBytes(std::move(bytes));
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  auto dir = TinyModelDirectory(*hp);
+  auto dir = TinyModelDirectory(ReducedFlash());
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   ASSERT_EQ(file->tensors().size(), dir->size());
   for (size_t i = 0; i < dir->size(); ++i) {
@@ -139,6 +149,17 @@ TEST(FlashPresetTest, ReducedWidthFileHasTheComputedDirectory) {
   EXPECT_EQ(file->data_offset() + dir->back().offset + dir->back().nbytes, size);
   EXPECT_NE(file->FindTensor("blk.2.indexer.proj.weight"), nullptr);
   EXPECT_NE(file->FindTensor("blk.3.attn_compressor_kv.weight"), nullptr);
+}
+
+// The chunked streams give the same file on any number of threads, and another file than
+// the per-tensor streams (so chunking is really in use).
+TEST(FlashPresetTest, ChunkedBytesDoNotDependOnTheThreadCount) {
+  const std::vector<uint8_t> one = BuildReducedFlash(1);
+  ASSERT_FALSE(one.empty());
+  EXPECT_EQ(BuildReducedFlash(3), one);
+  const std::vector<uint8_t> per_tensor = BuildReducedFlash(0);
+  ASSERT_EQ(per_tensor.size(), one.size());
+  EXPECT_NE(per_tensor, one);
 }
 
 }  // namespace
