@@ -1,17 +1,23 @@
 // `make-tiny --preset flash[:LAYERS]` (convert/flash_preset.h): Flash's widths and schedule,
 // the 43-layer file's tensor directory computed without writing its ~81 GB, and a small
-// file of the same layout (fewer layers, reduced widths) whose written directory is the
-// computed one.
+// file of the same layout (fewer layers, reduced widths): its written directory is the
+// computed one, and it loads through the normal loader and runs.
 #include "convert/flash_preset.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+
+#include "backend/cpu/cpu_backend.h"
 #include "convert/tiny_model.h"
 #include "convert/vocab_fit.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_types.h"
 #include "mini_tokenizer.h"
+#include "model/model.h"
 #include "safetensors_builder.h"
+#include "util/thread_pool.h"
 
 namespace flashkv {
 namespace {
@@ -160,6 +166,43 @@ TEST(FlashPresetTest, ChunkedBytesDoNotDependOnTheThreadCount) {
   const std::vector<uint8_t> per_tensor = BuildReducedFlash(0);
   ASSERT_EQ(per_tensor.size(), one.size());
   EXPECT_NE(per_tensor, one);
+}
+
+// The reduced file through Model::Load on the CPU backend: a prefill in one chunk and token
+// by token give the same logits bits, and they are finite and not constant.
+TEST(FlashPresetTest, ReducedWidthFileLoadsAndRuns) {
+  const std::vector<uint8_t> bytes = BuildReducedFlash(2);
+  ASSERT_FALSE(bytes.empty());
+  testing::TempDir tmp("flash_preset_load");
+  const std::string path = (tmp.path() / "flash4.gguf").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    ASSERT_TRUE(out.good());
+  }
+  ThreadPool pool(2);
+  CpuBackend be(&pool);
+  auto model = Model::Load(path, be);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<int32_t> tokens = {1, 17, 300, 5, 999, 42, 7, 640};
+  const size_t V = (*model)->config().n_vocab;
+  std::vector<std::vector<float>> runs;
+  for (int chunk : {0, 1}) {
+    auto st = (*model)->NewState(16);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    std::vector<float> logits(tokens.size() * V);
+    Status s = (*model)->Forward(tokens, *st, LogitsFor::kAll, logits.data(), chunk);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    runs.push_back(std::move(logits));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  float lo = runs[0][0], hi = runs[0][0];
+  for (float v : runs[0]) {
+    ASSERT_TRUE(std::isfinite(v));
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_GT(hi - lo, 0.1f);
 }
 
 }  // namespace
