@@ -56,6 +56,11 @@ struct Activations {
   // only needs the last token's logits keeps the [T, n_vocab] buffer out of memory).
   static Expected<Activations> Allocate(Backend& backend, const ModelConfig& c, int capacity,
                                         int logits_rows);
+
+  // The same buffers from token row `row0` on, owning nothing: one session's rows of a
+  // multi-session step (Model::ForwardBatch), which the per-session blocks read and write
+  // as if they were a chunk of their own. The logits stay whole.
+  Activations RowView(const ModelConfig& c, int row0) const;
 };
 
 }  // namespace flashkv

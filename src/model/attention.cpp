@@ -1,39 +1,32 @@
-// The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a chunk of T tokens at
-// positions pos0 … pos0+T−1. Reads act.x_hc, writes act.x_hc_next, appends to the layer's
-// KvState (raw window, compressed rows, frontiers).
+// The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a step of rows from one
+// or more sessions, each session's chunk at its positions pos0 … pos0+T−1. Reads act.x_hc,
+// writes act.x_hc_next, appends to each session's KvState (raw window, compressed rows,
+// frontiers). The projections before and after are row-wise and run once over all rows; what
+// between them reads positions or a session's KV runs per session (AttendChunk).
 #include <cmath>
 
 #include "model/chunk_context.h"
 
 namespace flashkv {
+namespace {
 
-void AttentionSublayer(ChunkContext& c, int l) {
+// One session's chunk: q and c at its positions, its compressors and indexer, attention over
+// its window ring and compressed rows, then its values un-rotated. c.act views its rows.
+void AttendChunk(ChunkContext& c, int l) {
   Backend& be = c.be;
   const ModelConfig& cfg = c.cfg;
   const LayerWeights& w = c.weights.layers[l];
   Activations& a = c.act;
   const KvState::Layer& st = c.kv.layer(l);
   const int T = c.n_tokens;
-  const float eps = cfg.rms_eps;
-  const ActQuantMode aq = c.aq();
 
-  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm; q_lat = W_qa x; c = W_kv x
-  SublayerInputArgs in =
-      SublayerInputOf(c, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, w.attn_norm);
-  in.proj[0] = {&w.attn_q_a, a.q_lat};
-  in.proj[1] = {&w.attn_kv, a.kv};
-  in.n_proj = 2;
-  be.SublayerInput(in);
-
-  // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat; per-head RMS_1; RoPE at pos
-  be.RmsNorm(a.q_lat, T, cfg.q_lora_rank, &w.attn_q_a_norm, eps, a.q_lat);
-  be.MatMul(w.attn_q_b, a.q_lat, T, a.q, aq);
+  // q: per-head RMS_1; RoPE at pos
   NormRopeArgs q;
   q.x = a.q;
   q.n_rows = T;
   q.n_heads = cfg.n_head;
   q.head_dim = cfg.head_dim;
-  q.eps = eps;
+  q.eps = cfg.rms_eps;
   q.rope = c.rope(l);
   q.pos0 = c.pos0;
   be.NormRope(q);
@@ -84,13 +77,39 @@ void AttentionSublayer(ChunkContext& c, int l) {
 
   // Undo the rotation the values carried: RoPE at −pos on each head's tail
   be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, true);
+}
+
+}  // namespace
+
+void AttentionSublayer(StepContext& s, int l) {
+  Backend& be = s.be;
+  const ModelConfig& cfg = s.cfg;
+  const LayerWeights& w = s.weights.layers[l];
+  Activations& a = s.act;
+  const int R = s.n_rows;
+  const ActQuantMode aq = s.aq();
+
+  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm; q_lat = W_qa x; c = W_kv x
+  SublayerInputArgs in =
+      SublayerInputOf(s, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, w.attn_norm);
+  in.proj[0] = {&w.attn_q_a, a.q_lat};
+  in.proj[1] = {&w.attn_kv, a.kv};
+  in.n_proj = 2;
+  be.SublayerInput(in);
+
+  // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat
+  be.RmsNorm(a.q_lat, R, cfg.q_lora_rank, &w.attn_q_a_norm, cfg.rms_eps, a.q_lat);
+  be.MatMul(w.attn_q_b, a.q_lat, R, a.q, aq);
+
+  // Positions, KV and attention, session by session
+  for (ChunkContext& c : s.chunks) AttendChunk(c, l);
 
   // out = W_ob · concat_j(W_oa[j] · heads of group j)
-  be.MatMulGrouped(w.attn_output_a, a.heads, T, cfg.n_out_group, a.low, aq);
-  be.MatMul(w.attn_output_b, a.low, T, a.sub_out, aq);
+  be.MatMulGrouped(w.attn_output_a, a.heads, R, cfg.n_out_group, a.low, aq);
+  be.MatMul(w.attn_output_b, a.low, R, a.sub_out, aq);
 
   // X' = post · out + combᵀ X
-  be.HcPost(a.x_hc, a.sub_out, a.post, a.comb, T, c.hc, a.x_hc_next);
+  be.HcPost(a.x_hc, a.sub_out, a.post, a.comb, R, s.hc, a.x_hc_next);
 }
 
 }  // namespace flashkv
