@@ -1,0 +1,181 @@
+// Model::ForwardBatch on the CPU: a session's logits, greedy tokens and every KV section are
+// the same bits whether it runs alone or in a step with 1..8 other sessions at other positions
+// (decode rows crossing compressor / indexer window boundaries and wrapping the window) and
+// with another session's prefill chunks in the same steps; and a bad chunk runs nothing.
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "batch_scenario.h"
+#include "convert/hf_converter.h"
+#include "model_test_util.h"
+#include "util/thread_pool.h"
+
+namespace flashkv {
+namespace {
+
+using testing::RunAlone;
+using testing::RunBatched;
+using testing::SessionPlan;
+using testing::SessionRun;
+
+constexpr int kCtx = 64;
+
+// hf-tiny-a (window 8, ratios 4 / 8, indexer top-k 4) converted once per process; kQ8_0
+// makes the q8 activation path reachable (its F32 weights always take fp32 activations).
+std::string HfTinyA(Ds4WeightScheme scheme) {
+  const std::string out = std::string(FLASHKV_BINARY_DIR) + "/test-tmp/batch-hf-tiny-a-" +
+                          (scheme == Ds4WeightScheme::kF32 ? "f32" : "q8_0") + ".gguf";
+  static std::vector<std::string> made;
+  if (std::find(made.begin(), made.end(), out) != made.end()) return out;
+  std::filesystem::create_directories(std::filesystem::path(out).parent_path());
+  ConvertOptions o;
+  o.hf_dir = testing::FixturePath("hf-tiny-a");
+  o.out_path = out;
+  o.tokenizer_path = std::string(FLASHKV_SOURCE_DIR) + "/models/tokenizer/tokenizer.json";
+  o.scheme = scheme;
+  o.show_progress = false;
+  auto r = ConvertHfCheckpoint(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  made.push_back(out);
+  return out;
+}
+
+// The target decodes 12 tokens from position 13 (through the window of 16 and the ratio-4 /
+// ratio-8 boundaries at 16, 20 and 24, with the indexer choosing); the others stand at
+// 1 … 33 and decode 1 … 12 tokens, so the batch shrinks as they finish; the prefill session
+// feeds 30 tokens from position 0 in chunks of 7 beside them, then decodes 4.
+std::vector<SessionPlan> Plans(int n_vocab) {
+  std::vector<SessionPlan> p;
+  auto add = [&](int len, int head, int chunk, int decode) {
+    p.push_back(
+        SessionPlan{testing::BatchPrompt(len, int(p.size()), n_vocab), head, chunk, decode});
+  };
+  add(13, 13, 1, 12);  // 0: the target
+  add(30, 0, 7, 4);    // 1: the prefill session
+  const int heads[] = {1, 5, 8, 15, 16, 17, 31, 33};
+  const int decodes[] = {12, 3, 7, 12, 1, 9, 12, 5};
+  for (int i = 0; i < 8; ++i) add(heads[i], heads[i], 1, decodes[i]);  // 2 …: the others
+  return p;
+}
+
+class ModelBatchTest : public ::testing::Test {
+ protected:
+  struct Case {
+    std::string name;
+    std::string path;
+    ModelOptions options;
+  };
+  static std::vector<Case> Cases() {
+    return {
+        {"ds4-tiny official/q8",
+         testing::SmallWindowDs4TinyPath(),
+         {NumericsMode::kOfficial, ActQuantMode::kQ8}},
+        {"ds4-tiny hf/off",
+         testing::SmallWindowDs4TinyPath(),
+         {NumericsMode::kHf, ActQuantMode::kOff}},
+        {"hf-tiny-a f32 hf/off",
+         HfTinyA(Ds4WeightScheme::kF32),
+         {NumericsMode::kHf, ActQuantMode::kOff}},
+        {"hf-tiny-a q8_0 hf/q8",
+         HfTinyA(Ds4WeightScheme::kQ8_0),
+         {NumericsMode::kHf, ActQuantMode::kQ8}},
+    };
+  }
+  ThreadPool pool_{2};
+  CpuBackend be_{&pool_};
+};
+
+// Target + prefill session + the first n others, in one step sequence, for n = 1 … 8; then
+// all of them in the reverse order. Every session of every batch equals its run alone.
+TEST_F(ModelBatchTest, SessionsAreBitIdenticalAloneAndBatched) {
+  for (const Case& k : Cases()) {
+    auto model = Model::Load(k.path, be_, &k.options);
+    ASSERT_TRUE(model.ok()) << k.name << ": " << model.status().ToString();
+    Model& m = **model;
+    const std::vector<SessionPlan> all = Plans(m.config().n_vocab);
+    std::vector<SessionRun> alone;
+    for (const SessionPlan& p : all) alone.push_back(RunAlone(m, p, kCtx));
+    for (size_t n = 1; n <= 8; ++n) {
+      const std::vector<SessionPlan> plans(all.begin(), all.begin() + 2 + n);
+      int max_rows = 0;
+      const std::vector<SessionRun> batched = RunBatched(m, plans, kCtx, &max_rows);
+      ASSERT_EQ(batched.size(), plans.size());
+      EXPECT_EQ(max_rows, 8 + int(n)) << k.name;  // the prefill chunk beside n + 1 decode rows
+      for (size_t i = 0; i < plans.size(); ++i) {
+        testing::ExpectSameRun(
+            alone[i], batched[i],
+            k.name + ", " + std::to_string(n) + " others, session " + std::to_string(i));
+      }
+    }
+    const std::vector<SessionPlan> reversed(all.rbegin(), all.rend());
+    const std::vector<SessionRun> batched = RunBatched(m, reversed, kCtx);
+    for (size_t i = 0; i < all.size(); ++i) {
+      testing::ExpectSameRun(alone[i], batched[all.size() - 1 - i],
+                             k.name + ", reversed, session " + std::to_string(i));
+    }
+  }
+}
+
+// A single session through ForwardBatch is Forward.
+TEST_F(ModelBatchTest, OneSessionBatchEqualsForward) {
+  const ModelOptions o{NumericsMode::kOfficial, ActQuantMode::kQ8};
+  auto model = Model::Load(testing::SmallWindowDs4TinyPath(), be_, &o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<SessionPlan> all = Plans((*model)->config().n_vocab);
+  const SessionRun alone = RunAlone(**model, all[1], kCtx);
+  const std::vector<SessionRun> one = RunBatched(**model, {all[1]}, kCtx);
+  testing::ExpectSameRun(alone, one[0], "one session");
+}
+
+// A bad chunk anywhere in the step is reported with its index and nothing runs: the good
+// sessions' states are untouched.
+TEST_F(ModelBatchTest, RejectsABadChunkBeforeRunningAnything) {
+  const ModelOptions o{NumericsMode::kHf, ActQuantMode::kOff};
+  auto model = Model::Load(testing::SmallWindowDs4TinyPath(), be_, &o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Model& m = **model;
+  auto a = m.NewState(8);
+  auto b = m.NewState(8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<float> a0 = testing::ReadAllSections(*a);
+  const std::vector<int32_t> good = {5, 6};
+  const std::vector<int32_t> bad_id = {7, 1024};
+  const std::vector<int32_t> too_long(9, 3);
+  std::vector<float> logits(4 * 1024);
+  auto expect_rejected = [&](std::vector<SessionChunk> step, StatusCode code,
+                             const std::string& text) {
+    const Status s = m.ForwardBatch(step);
+    EXPECT_EQ(s.code(), code) << s.ToString();
+    EXPECT_NE(s.ToString().find(text), std::string::npos) << s.ToString();
+    EXPECT_EQ(a->n_tokens(), 0);
+    EXPECT_TRUE(testing::SameBits(a0, testing::ReadAllSections(*a)));
+  };
+  expect_rejected({{good, &*a, LogitsFor::kAll, logits.data()},
+                   {bad_id, &*b, LogitsFor::kAll, logits.data() + 2048}},
+                  StatusCode::kInvalidArgument, "batch chunk 1");
+  expect_rejected(
+      {{good, &*a, LogitsFor::kLast, logits.data()}, {too_long, &*b, LogitsFor::kNone, nullptr}},
+      StatusCode::kResourceExhausted, "exceed the context size");
+  expect_rejected({{good, &*a, LogitsFor::kLast, logits.data()},
+                   {good, &*a, LogitsFor::kLast, logits.data() + 1024}},
+                  StatusCode::kInvalidArgument, "repeats the KvState");
+  expect_rejected({{good, &*a, LogitsFor::kLast, logits.data()},
+                   {good, nullptr, LogitsFor::kLast, logits.data() + 1024}},
+                  StatusCode::kInvalidArgument, "has no KvState");
+  expect_rejected(
+      {{good, &*a, LogitsFor::kLast, logits.data()}, {good, &*b, LogitsFor::kLast, nullptr}},
+      StatusCode::kInvalidArgument, "no buffer");
+  // An empty step and empty chunks do nothing.
+  EXPECT_TRUE(m.ForwardBatch({}).ok());
+  const std::vector<SessionChunk> empty = {{{}, &*a, LogitsFor::kLast, nullptr}};
+  EXPECT_TRUE(m.ForwardBatch(empty).ok());
+  EXPECT_EQ(a->n_tokens(), 0);
+}
+
+}  // namespace
+}  // namespace flashkv
