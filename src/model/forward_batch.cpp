@@ -3,22 +3,27 @@
 // over all rows, positions / KV / attention per session), FFN sublayer (all rows) → each
 // session's state advanced → HC head, norm, lm head over the rows that want logits.
 #include <algorithm>
-#include <unordered_set>
 #include <utility>
 
 #include "model/chunk_context.h"
 #include "model/model.h"
+#include "model/step_scratch.h"
 
 namespace flashkv {
 
+Model::~Model() = default;
+
 Status Model::ForwardBatch(std::span<const SessionChunk> chunks) {
-  std::unordered_set<const KvState*> seen;
-  std::vector<SessionChunk> run;
+  if (!step_) step_ = std::make_unique<StepScratch>();
+  std::vector<SessionChunk>& run = step_->chunks;
+  run.clear();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SessionChunk& c = chunks[i];
     if (c.state == nullptr) return InvalidArgument("batch chunk {} has no KvState", i);
-    if (!seen.insert(c.state).second) {
-      return InvalidArgument("batch chunk {} repeats the KvState of an earlier chunk", i);
+    for (size_t j = 0; j < i; ++j) {
+      if (chunks[j].state == c.state) {
+        return InvalidArgument("batch chunk {} repeats the KvState of chunk {}", i, j);
+      }
     }
     if (c.logits_for != LogitsFor::kNone && c.logits == nullptr && !c.tokens.empty()) {
       return InvalidArgument("batch chunk {} asks for logits but has no buffer for them", i);
@@ -32,6 +37,8 @@ Status Model::ForwardBatch(std::span<const SessionChunk> chunks) {
 }
 
 Status Model::RunStep(std::span<const SessionChunk> chunks) {
+  if (!step_) step_ = std::make_unique<StepScratch>();
+  StepScratch& k = *step_;
   const int V = config_.n_vocab;
   const int hc_dim = config_.hc_dim();
 
@@ -46,18 +53,19 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   }
   FLASHKV_RETURN_IF_ERROR(EnsureActivations(rows, std::max(logit_rows, 1)));
 
-  step_tokens_.clear();
+  k.tokens.clear();
   for (const SessionChunk& ch : chunks) {
-    step_tokens_.insert(step_tokens_.end(), ch.tokens.begin(), ch.tokens.end());
+    k.tokens.insert(k.tokens.end(), ch.tokens.begin(), ch.tokens.end());
   }
   FLASHKV_RETURN_IF_ERROR(
-      backend_.Write(act_.tokens, step_tokens_.data(), sizeof(int32_t) * size_t(rows)));
+      backend_.Write(act_.tokens, k.tokens.data(), sizeof(int32_t) * size_t(rows)));
 
   // Each session sees its rows of the activations as a chunk of its own.
-  std::vector<Activations> views;
-  std::vector<ChunkContext> sessions;
-  views.reserve(chunks.size());
-  sessions.reserve(chunks.size());
+  std::vector<Activations>& views = k.views;
+  std::vector<ChunkContext>& sessions = k.sessions;
+  sessions.clear();  // before the views it refers to
+  views.clear();
+  views.reserve(chunks.size());  // the contexts hold references into it
   int row0 = 0;
   for (const SessionChunk& ch : chunks) {
     views.push_back(act_.RowView(config_, row0));
@@ -93,7 +101,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   // The head's input: the asked-for rows, in chunk order. When they are one run of rows (one
   // session, or decode rows that all want logits) the head reads them in place; otherwise
   // the runs are copied together into x_hc_next, free after the last layer.
-  std::vector<std::pair<int, int>> runs;  // (first row, rows)
+  std::vector<std::pair<int, int>>& runs = k.runs;
+  runs.clear();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const LogitsFor want = chunks[i].logits_for;
     const ChunkContext& c = sessions[i];
@@ -118,7 +127,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   }
   OutputHead(step, head_in, logit_rows);
 
-  std::vector<HostCopy> copies;
+  std::vector<HostCopy>& copies = k.copies;
+  copies.clear();
   size_t at = 0;
   for (const SessionChunk& ch : chunks) {
     const size_t n = ch.logits_for == LogitsFor::kAll    ? ch.tokens.size()

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/rope_table.h"
+#include "model/step_scratch.h"
 
 namespace flashkv {
 

@@ -60,6 +60,8 @@ class Model {
                                                       Backend& backend,
                                                       const ModelOptions* options = nullptr);
 
+  ~Model();
+
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   Backend& backend() const { return backend_; }
@@ -107,7 +109,8 @@ class Model {
   RopeParams main_rope_;
   RopeParams compress_rope_;
   Activations act_;
-  std::vector<int32_t> step_tokens_;  // the step's token ids, host side
+  struct StepScratch;                  // model/forward_batch.cpp: reused so steps do not allocate
+  std::unique_ptr<StepScratch> step_;  // host-side lists of the step
   std::vector<float> observer_buf_;
   LayerObserver observer_;
 };

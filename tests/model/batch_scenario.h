@@ -39,6 +39,24 @@ inline std::vector<int32_t> BatchPrompt(int n, int seed, int n_vocab) {
   return t;
 }
 
+// The target (session 0) decodes 12 tokens from position 13 (through the small-window
+// ds4-tiny's window of 16 and its ratio-4 / ratio-8 boundaries at 16, 20 and 24, with the
+// indexer choosing; hf-tiny-a's window is 8); the prefill session (1) feeds `prefill` tokens
+// from position 0 in chunks of `chunk` beside them, then decodes 4; the others (2 …) stand at
+// 1 … 33 and decode 1 … 12 tokens, so the batch shrinks as they finish.
+inline std::vector<SessionPlan> BatchPlans(int n_vocab, int prefill = 30, int chunk = 7) {
+  std::vector<SessionPlan> p;
+  auto add = [&](int len, int head, int step, int decode) {
+    p.push_back(SessionPlan{BatchPrompt(len, int(p.size()), n_vocab), head, step, decode});
+  };
+  add(13, 13, 1, 12);
+  add(prefill, 0, chunk, 4);
+  const int heads[] = {1, 5, 8, 15, 16, 17, 31, 33};
+  const int decodes[] = {12, 3, 7, 12, 1, 9, 12, 5};
+  for (int i = 0; i < 8; ++i) add(heads[i], heads[i], 1, decodes[i]);
+  return p;
+}
+
 inline std::vector<float> ReadAllSections(const KvState& st) {
   std::vector<float> all;
   for (int l = 0; l < int(st.shape().layers.size()); ++l) {

@@ -45,24 +45,6 @@ std::string HfTinyA(Ds4WeightScheme scheme) {
   return out;
 }
 
-// The target decodes 12 tokens from position 13 (through the window of 16 and the ratio-4 /
-// ratio-8 boundaries at 16, 20 and 24, with the indexer choosing); the others stand at
-// 1 … 33 and decode 1 … 12 tokens, so the batch shrinks as they finish; the prefill session
-// feeds 30 tokens from position 0 in chunks of 7 beside them, then decodes 4.
-std::vector<SessionPlan> Plans(int n_vocab) {
-  std::vector<SessionPlan> p;
-  auto add = [&](int len, int head, int chunk, int decode) {
-    p.push_back(
-        SessionPlan{testing::BatchPrompt(len, int(p.size()), n_vocab), head, chunk, decode});
-  };
-  add(13, 13, 1, 12);  // 0: the target
-  add(30, 0, 7, 4);    // 1: the prefill session
-  const int heads[] = {1, 5, 8, 15, 16, 17, 31, 33};
-  const int decodes[] = {12, 3, 7, 12, 1, 9, 12, 5};
-  for (int i = 0; i < 8; ++i) add(heads[i], heads[i], 1, decodes[i]);  // 2 …: the others
-  return p;
-}
-
 class ModelBatchTest : public ::testing::Test {
  protected:
   struct Case {
@@ -78,6 +60,9 @@ class ModelBatchTest : public ::testing::Test {
         {"ds4-tiny hf/off",
          testing::SmallWindowDs4TinyPath(),
          {NumericsMode::kHf, ActQuantMode::kOff}},
+        {"ds4-tiny full official/q8",
+         testing::Ds4TinyPath(),
+         {NumericsMode::kOfficial, ActQuantMode::kQ8}},
         {"hf-tiny-a f32 hf/off",
          HfTinyA(Ds4WeightScheme::kF32),
          {NumericsMode::kHf, ActQuantMode::kOff}},
@@ -90,14 +75,15 @@ class ModelBatchTest : public ::testing::Test {
   CpuBackend be_{&pool_};
 };
 
-// Target + prefill session + the first n others, in one step sequence, for n = 1 … 8; then
-// all of them in the reverse order. Every session of every batch equals its run alone.
+// Target + prefill session + the first n others, in one step sequence, for n = 1 … 8; a
+// 33-token prefill chunk beside all of them; all of them in the reverse order. Every session of
+// every batch equals its run alone.
 TEST_F(ModelBatchTest, SessionsAreBitIdenticalAloneAndBatched) {
   for (const Case& k : Cases()) {
     auto model = Model::Load(k.path, be_, &k.options);
     ASSERT_TRUE(model.ok()) << k.name << ": " << model.status().ToString();
     Model& m = **model;
-    const std::vector<SessionPlan> all = Plans(m.config().n_vocab);
+    const std::vector<SessionPlan> all = testing::BatchPlans(m.config().n_vocab);
     std::vector<SessionRun> alone;
     for (const SessionPlan& p : all) alone.push_back(RunAlone(m, p, kCtx));
     for (size_t n = 1; n <= 8; ++n) {
@@ -111,6 +97,13 @@ TEST_F(ModelBatchTest, SessionsAreBitIdenticalAloneAndBatched) {
             alone[i], batched[i],
             k.name + ", " + std::to_string(n) + " others, session " + std::to_string(i));
       }
+    }
+    // A 33-token prefill chunk beside the decode rows: 42 rows share the products.
+    const std::vector<SessionPlan> wide = testing::BatchPlans(m.config().n_vocab, 40, 33);
+    const std::vector<SessionRun> wide_batched = RunBatched(m, wide, kCtx);
+    for (size_t i = 0; i < wide.size(); ++i) {
+      testing::ExpectSameRun(RunAlone(m, wide[i], kCtx), wide_batched[i],
+                             k.name + ", 33-token chunk, session " + std::to_string(i));
     }
     const std::vector<SessionPlan> reversed(all.rbegin(), all.rend());
     const std::vector<SessionRun> batched = RunBatched(m, reversed, kCtx);
@@ -126,7 +119,7 @@ TEST_F(ModelBatchTest, OneSessionBatchEqualsForward) {
   const ModelOptions o{NumericsMode::kOfficial, ActQuantMode::kQ8};
   auto model = Model::Load(testing::SmallWindowDs4TinyPath(), be_, &o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  const std::vector<SessionPlan> all = Plans((*model)->config().n_vocab);
+  const std::vector<SessionPlan> all = testing::BatchPlans((*model)->config().n_vocab);
   const SessionRun alone = RunAlone(**model, all[1], kCtx);
   const std::vector<SessionRun> one = RunBatched(**model, {all[1]}, kCtx);
   testing::ExpectSameRun(alone, one[0], "one session");
