@@ -10,6 +10,22 @@
 #include "model/step_scratch.h"
 
 namespace flashkv {
+namespace {
+
+// Rows of the chunk that get logits.
+int LogitRows(const SessionChunk& c) {
+  switch (c.logits_for) {
+    case LogitsFor::kAll:
+      return int(c.tokens.size());
+    case LogitsFor::kLast:
+      return 1;
+    case LogitsFor::kNone:
+      break;
+  }
+  return 0;
+}
+
+}  // namespace
 
 Model::~Model() = default;
 
@@ -47,9 +63,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   int rows = 0;
   int logit_rows = 0;
   for (const SessionChunk& ch : chunks) {
-    const int T = int(ch.tokens.size());
-    rows += T;
-    logit_rows += ch.logits_for == LogitsFor::kAll ? T : ch.logits_for == LogitsFor::kLast ? 1 : 0;
+    rows += int(ch.tokens.size());
+    logit_rows += LogitRows(ch);
   }
   FLASHKV_RETURN_IF_ERROR(EnsureActivations(rows, std::max(logit_rows, 1)));
 
@@ -104,11 +119,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   std::vector<std::pair<int, int>>& runs = k.runs;
   runs.clear();
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const LogitsFor want = chunks[i].logits_for;
-    const ChunkContext& c = sessions[i];
-    if (want == LogitsFor::kNone) continue;
-    const int first = want == LogitsFor::kAll ? c.row0 : c.row0 + c.n_tokens - 1;
-    const int n = c.row0 + c.n_tokens - first;
+    const int n = LogitRows(chunks[i]);
+    if (n == 0) continue;
+    const int first = sessions[i].row0 + sessions[i].n_tokens - n;  // the chunk's last n rows
     if (!runs.empty() && runs.back().first + runs.back().second == first) {
       runs.back().second += n;
     } else {
@@ -131,9 +144,7 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   copies.clear();
   size_t at = 0;
   for (const SessionChunk& ch : chunks) {
-    const size_t n = ch.logits_for == LogitsFor::kAll    ? ch.tokens.size()
-                     : ch.logits_for == LogitsFor::kLast ? 1
-                                                         : 0;
+    const size_t n = size_t(LogitRows(ch));
     if (n == 0) continue;
     copies.push_back(HostCopy{act_.logits + at * V, ch.logits, sizeof(float) * n * V});
     at += n;
