@@ -84,8 +84,9 @@ class Model {
   // once; chunks without tokens are skipped. Nothing runs unless every chunk is valid.
   Status ForwardBatch(std::span<const SessionChunk> chunks);
 
-  // Debug hook: called after every layer with the residual streams of the chunk,
-  // x_hc [n_tokens, n_hc·n_embd] on the host. Costs a device read per layer when set.
+  // Debug hook: called after every layer with the residual streams of the chunk (in a
+  // ForwardBatch step, once per session's chunk), x_hc [n_tokens, n_hc·n_embd] on the host. Costs a
+  // device read per layer when set.
   using LayerObserver =
       std::function<void(int layer, int64_t pos0, int n_tokens, const float* x_hc)>;
   void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
