@@ -13,10 +13,12 @@ namespace {
 template <class F>
 Status ForEachTokenBuffer(const ModelConfig& c, F&& f) {
   size_t comp_width = 0;
+  bool any_indexer = false;
   for (int l = 0; l < c.n_layer; ++l) {
     if (c.is_compressed(l)) comp_width = std::max<size_t>(comp_width, c.compress_width(l));
-    if (c.has_indexer(l)) comp_width = std::max<size_t>(comp_width, c.indexer_compress_width());
+    any_indexer |= c.has_indexer(l);
   }
+  const size_t idx_width = any_indexer ? c.indexer_compress_width() : 0;
   using A = Activations;
   FLASHKV_RETURN_IF_ERROR(f(&A::tokens, 1));
   FLASHKV_RETURN_IF_ERROR(f(&A::x_hc, c.hc_dim()));
@@ -33,6 +35,8 @@ Status ForEachTokenBuffer(const ModelConfig& c, F&& f) {
   FLASHKV_RETURN_IF_ERROR(f(&A::sub_out, c.n_embd));
   FLASHKV_RETURN_IF_ERROR(f(&A::comp_kv, comp_width));
   FLASHKV_RETURN_IF_ERROR(f(&A::comp_score, comp_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_comp_kv, idx_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_comp_score, idx_width));
   FLASHKV_RETURN_IF_ERROR(f(&A::idx_q, c.indexer_q_dim()));
   FLASHKV_RETURN_IF_ERROR(f(&A::idx_w, c.indexer_heads));
   FLASHKV_RETURN_IF_ERROR(f(&A::idx_sel, c.indexer_top_k));
@@ -89,6 +93,8 @@ Activations Activations::RowView(const ModelConfig& c, int row0) const {
     return Status::Ok();
   });
   (void)s;  // the callback cannot fail
+  v.comp_kv = {};
+  v.comp_score = {};
   v.logits = logits;
   v.logits_rows = logits_rows;
   return v;

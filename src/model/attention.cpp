@@ -1,8 +1,9 @@
 // The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a step of rows from one
 // or more sessions, each session's chunk at its positions pos0 … pos0+T−1. Reads act.x_hc,
 // writes act.x_hc_next, appends to each session's KvState (raw window, compressed rows,
-// frontiers). The projections before and after are row-wise and run once over all rows; what
-// between them reads positions or a session's KV runs per session (AttendChunk).
+// frontiers). The projections (the compressors' and the indexer's included) are row-wise and
+// run once over all rows; what reads positions or a session's KV runs per session
+// (AttendChunk).
 #include <cmath>
 
 #include "model/chunk_context.h"
@@ -44,10 +45,12 @@ void AttendChunk(ChunkContext& c, int l) {
   // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
   DevPtr<const int32_t> selected;
   if (cfg.is_compressed(l)) {
-    RunCompressor(c, l,
-                  CompressorSite{&w.compressor_kv, &w.compressor_gate, &w.compressor_ape,
-                                 &w.compressor_norm, cfg.head_dim, cfg.is_overlapping(l),
-                                 st.comp_state_kv, st.comp_state_score, st.comp_rows});
+    const size_t at = size_t(c.row0) * cfg.compress_width(l);  // rows as wide as this layer's
+    RunCompressor(
+        c, l,
+        CompressorSite{c.step_act.comp_kv + at, c.step_act.comp_score + at, &w.compressor_ape,
+                       &w.compressor_norm, cfg.head_dim, cfg.is_overlapping(l), st.comp_state_kv,
+                       st.comp_state_score, st.comp_rows});
     if (cfg.has_indexer(l)) {
       IndexerSelect(c, l);
       selected = a.idx_sel;
@@ -100,6 +103,9 @@ void AttentionSublayer(StepContext& s, int l) {
   // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat
   be.RmsNorm(a.q_lat, R, cfg.q_lora_rank, &w.attn_q_a_norm, cfg.rms_eps, a.q_lat);
   be.MatMul(w.attn_q_b, a.q_lat, R, a.q, aq);
+
+  // The compressors' (and the indexer's) projections of every row
+  if (cfg.is_compressed(l)) ProjectCompressors(s, l);
 
   // Positions, KV and attention, session by session
   for (ChunkContext& c : s.chunks) AttendChunk(c, l);

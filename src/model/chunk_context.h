@@ -27,7 +27,8 @@ struct ChunkContext {
   const ModelConfig& cfg;
   const ModelOptions& opt;
   const ModelWeights& weights;
-  Activations& act;  // the step's activations from row0 on (Activations::RowView)
+  Activations& act;             // the step's activations from row0 on (Activations::RowView)
+  const Activations& step_act;  // the whole step's (comp_kv / comp_score: see RowView)
   KvState& kv;
   const RopeParams& main_rope;      // sliding layers
   const RopeParams& compress_rope;  // compressed layers, their compressors and indexer
@@ -62,13 +63,14 @@ struct StepContext {
 void AttentionSublayer(StepContext& s, int layer);
 void FfnSublayer(StepContext& s, int layer);
 
-// Compressor (compressor.cpp): one compressor's projections of act.xn, frontier update and
-// the finishing steps of the rows it emits.
+// Compressor (compressor.cpp): one compressor's frontier update over a chunk's projections
+// and the finishing steps of the rows it emits. The projections themselves are row-wise and
+// run over the whole step first (ProjectCompressors).
 struct CompressorSite {
-  const Weight* kv;    // [n_embd, c·d_c]
-  const Weight* gate;  // [n_embd, c·d_c]
-  const Weight* ape;   // [c·d_c, ratio]
-  const Weight* norm;  // [d_c]
+  DevPtr<const float> kv;     // [T, c·d_c] the chunk's kv projections
+  DevPtr<const float> score;  // [T, c·d_c] the chunk's gate projections
+  const Weight* ape;          // [c·d_c, ratio]
+  const Weight* norm;         // [d_c]
   int d_c;
   bool overlap;
   DevPtr<float> state_kv;
@@ -77,7 +79,15 @@ struct CompressorSite {
 };
 void RunCompressor(ChunkContext& c, int layer, const CompressorSite& site);
 
-// Indexer (indexer.cpp): runs the indexer compressor and fills act.idx_sel.
+// Every row's projections for a compressed layer's compressor into act.comp_kv / comp_score,
+// and for a CSA layer the indexer's (ProjectIndexer).
+void ProjectCompressors(StepContext& s, int layer);
+
+// Indexer (indexer.cpp). ProjectIndexer: every row's indexer compressor projections into
+// act.idx_comp_kv / idx_comp_score, and when a chunk of the step scores rows, every row's
+// query and head-weight projections. IndexerSelect: a chunk's indexer compressor and its
+// top-k choice into act.idx_sel.
+void ProjectIndexer(StepContext& s, int layer);
 void IndexerSelect(ChunkContext& c, int layer);
 
 // Hyper-connection ends (hyper_connections.cpp).

@@ -84,8 +84,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   int row0 = 0;
   for (const SessionChunk& ch : chunks) {
     views.push_back(act_.RowView(config_, row0));
-    sessions.push_back(ChunkContext{backend_, config_, options_, weights_, views.back(), *ch.state,
-                                    main_rope_, compress_rope_, MakeHcParams(config_),
+    sessions.push_back(ChunkContext{backend_, config_, options_, weights_, views.back(), act_,
+                                    *ch.state, main_rope_, compress_rope_, MakeHcParams(config_),
                                     ch.state->n_tokens(), int(ch.tokens.size()), row0});
     row0 += int(ch.tokens.size());
   }
