@@ -45,74 +45,103 @@ std::string HfTinyA(Ds4WeightScheme scheme) {
   return out;
 }
 
+enum class TinyModel { kDs4SmallWindow, kDs4Full, kHfTinyAF32, kHfTinyAQ8_0 };
+
+struct BatchCase {
+  const char* name;  // gtest parameter name
+  TinyModel model;
+  ModelOptions options;
+  size_t fewest_others;  // batches with fewest_others … 8 others
+};
+
+std::string PathOf(TinyModel m) {
+  switch (m) {
+    case TinyModel::kDs4SmallWindow:
+      return testing::SmallWindowDs4TinyPath();
+    case TinyModel::kDs4Full:
+      return testing::Ds4TinyPath();
+    case TinyModel::kHfTinyAF32:
+      return HfTinyA(Ds4WeightScheme::kF32);
+    case TinyModel::kHfTinyAQ8_0:
+      return HfTinyA(Ds4WeightScheme::kQ8_0);
+  }
+  return {};
+}
+
 class ModelBatchTest : public ::testing::Test {
  protected:
-  struct Case {
-    std::string name;
-    std::string path;
-    ModelOptions options;
-  };
-  static std::vector<Case> Cases() {
-    return {
-        {"ds4-tiny official/q8",
-         testing::SmallWindowDs4TinyPath(),
-         {NumericsMode::kOfficial, ActQuantMode::kQ8}},
-        {"ds4-tiny hf/off",
-         testing::SmallWindowDs4TinyPath(),
-         {NumericsMode::kHf, ActQuantMode::kOff}},
-        {"ds4-tiny full official/q8",
-         testing::Ds4TinyPath(),
-         {NumericsMode::kOfficial, ActQuantMode::kQ8}},
-        {"hf-tiny-a f32 hf/off",
-         HfTinyA(Ds4WeightScheme::kF32),
-         {NumericsMode::kHf, ActQuantMode::kOff}},
-        {"hf-tiny-a q8_0 hf/q8",
-         HfTinyA(Ds4WeightScheme::kQ8_0),
-         {NumericsMode::kHf, ActQuantMode::kQ8}},
-    };
-  }
   ThreadPool pool_{2};
   CpuBackend be_{&pool_};
 };
 
-// Target + prefill session + the first n others, in one step sequence, for n = 1 … 8; a
-// 33-token prefill chunk beside all of them; all of them in the reverse order. Every session of
-// every batch equals its run alone.
-TEST_F(ModelBatchTest, SessionsAreBitIdenticalAloneAndBatched) {
-  for (const Case& k : Cases()) {
-    auto model = Model::Load(k.path, be_, &k.options);
-    ASSERT_TRUE(model.ok()) << k.name << ": " << model.status().ToString();
-    Model& m = **model;
-    const std::vector<SessionPlan> all = testing::BatchPlans(m.config().n_vocab);
-    std::vector<SessionRun> alone;
-    for (const SessionPlan& p : all) alone.push_back(RunAlone(m, p, kCtx));
-    for (size_t n = 1; n <= 8; ++n) {
-      const std::vector<SessionPlan> plans(all.begin(), all.begin() + 2 + n);
-      int max_rows = 0;
-      const std::vector<SessionRun> batched = RunBatched(m, plans, kCtx, &max_rows);
-      ASSERT_EQ(batched.size(), plans.size());
-      EXPECT_EQ(max_rows, 8 + int(n)) << k.name;  // the prefill chunk beside n + 1 decode rows
-      for (size_t i = 0; i < plans.size(); ++i) {
-        testing::ExpectSameRun(
-            alone[i], batched[i],
-            k.name + ", " + std::to_string(n) + " others, session " + std::to_string(i));
-      }
-    }
-    // A 33-token prefill chunk beside the decode rows: 42 rows share the products.
-    const std::vector<SessionPlan> wide = testing::BatchPlans(m.config().n_vocab, 40, 33);
-    const std::vector<SessionRun> wide_batched = RunBatched(m, wide, kCtx);
-    for (size_t i = 0; i < wide.size(); ++i) {
-      testing::ExpectSameRun(RunAlone(m, wide[i], kCtx), wide_batched[i],
-                             k.name + ", 33-token chunk, session " + std::to_string(i));
-    }
-    const std::vector<SessionPlan> reversed(all.rbegin(), all.rend());
-    const std::vector<SessionRun> batched = RunBatched(m, reversed, kCtx);
-    for (size_t i = 0; i < all.size(); ++i) {
-      testing::ExpectSameRun(alone[i], batched[all.size() - 1 - i],
-                             k.name + ", reversed, session " + std::to_string(i));
+class ModelBatchCaseTest : public ModelBatchTest,
+                           public ::testing::WithParamInterface<BatchCase> {};
+
+// Target + prefill session + the first n others, in one step sequence, for n = fewest_others …
+// 8; a 33-token prefill chunk beside all of them (42 rows share the products); all of them in
+// the reverse order. Every session of every batch equals its run alone.
+TEST_P(ModelBatchCaseTest, SessionsAreBitIdenticalAloneAndBatched) {
+  const BatchCase& k = GetParam();
+  auto model = Model::Load(PathOf(k.model), be_, &k.options);
+  ASSERT_TRUE(model.ok()) << k.name << ": " << model.status().ToString();
+  Model& m = **model;
+  const std::vector<SessionPlan> all = testing::BatchPlans(m.config().n_vocab);
+  std::vector<SessionRun> alone;
+  for (const SessionPlan& p : all) alone.push_back(RunAlone(m, p, kCtx));
+  for (size_t n = k.fewest_others; n <= 8; ++n) {
+    const std::vector<SessionPlan> plans(all.begin(), all.begin() + 2 + n);
+    int max_rows = 0;
+    const std::vector<SessionRun> batched = RunBatched(m, plans, kCtx, &max_rows);
+    ASSERT_EQ(batched.size(), plans.size());
+    EXPECT_EQ(max_rows, 8 + int(n));  // the prefill chunk of 7 beside n + 1 decode rows
+    for (size_t i = 0; i < plans.size(); ++i) {
+      testing::ExpectSameRun(alone[i], batched[i],
+                             std::to_string(n) + " others, session " + std::to_string(i));
     }
   }
+  // Only the prefill session (1) differs from `all`.
+  const std::vector<SessionPlan> wide = testing::BatchPlans(m.config().n_vocab, 40, 33);
+  int wide_rows = 0;
+  const std::vector<SessionRun> wide_batched = RunBatched(m, wide, kCtx, &wide_rows);
+  EXPECT_EQ(wide_rows, 33 + 9);
+  for (size_t i = 0; i < wide.size(); ++i) {
+    testing::ExpectSameRun(i == 1 ? RunAlone(m, wide[1], kCtx) : alone[i], wide_batched[i],
+                           "33-token chunk, session " + std::to_string(i));
+  }
+  const std::vector<SessionPlan> reversed(all.rbegin(), all.rend());
+  const std::vector<SessionRun> batched = RunBatched(m, reversed, kCtx);
+  for (size_t i = 0; i < all.size(); ++i) {
+    testing::ExpectSameRun(alone[i], batched[all.size() - 1 - i],
+                           "reversed, session " + std::to_string(i));
+  }
 }
+
+// ds4-tiny in both numerics and hf-tiny-a (whose shapes official numerics reject) with every
+// batch size; the full ds4-tiny and hf-tiny-a's q8 path with 8 others only (CI's ASan run).
+INSTANTIATE_TEST_SUITE_P(Models, ModelBatchCaseTest,
+                         ::testing::Values(BatchCase{"ds4_tiny_official_q8",
+                                                     TinyModel::kDs4SmallWindow,
+                                                     {NumericsMode::kOfficial, ActQuantMode::kQ8},
+                                                     1},
+                                           BatchCase{"ds4_tiny_hf_off",
+                                                     TinyModel::kDs4SmallWindow,
+                                                     {NumericsMode::kHf, ActQuantMode::kOff},
+                                                     1},
+                                           BatchCase{"hf_tiny_a_f32_hf_off",
+                                                     TinyModel::kHfTinyAF32,
+                                                     {NumericsMode::kHf, ActQuantMode::kOff},
+                                                     1},
+                                           BatchCase{"ds4_tiny_full_official_q8",
+                                                     TinyModel::kDs4Full,
+                                                     {NumericsMode::kOfficial, ActQuantMode::kQ8},
+                                                     8},
+                                           BatchCase{"hf_tiny_a_q8_0_hf_q8",
+                                                     TinyModel::kHfTinyAQ8_0,
+                                                     {NumericsMode::kHf, ActQuantMode::kQ8},
+                                                     8}),
+                         [](const ::testing::TestParamInfo<BatchCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // A single session through ForwardBatch is Forward.
 TEST_F(ModelBatchTest, OneSessionBatchEqualsForward) {
