@@ -30,8 +30,8 @@ struct Activations {
   DevPtr<float> heads;           // [T, n_head, head_dim]
   DevPtr<float> low;             // [T, n_out_group·o_lora_rank]
   DevPtr<float> sub_out;         // [T, n_embd] sublayer output (attention or FFN)
-  DevPtr<float> comp_kv;         // [T, max compress width] compressor kv projections
-  DevPtr<float> comp_score;      // [T, max compress width] compressor gate projections
+  DevPtr<float> comp_kv;         // [T, the layer's compress width] compressor kv projections
+  DevPtr<float> comp_score;      // [T, the layer's compress width] gate projections
   DevPtr<float> idx_comp_kv;     // [T, indexer compress width] the indexer compressor's
   DevPtr<float> idx_comp_score;  // [T, indexer compress width]
   DevPtr<float> idx_q;           // [T, indexer_heads, indexer_head_dim]
