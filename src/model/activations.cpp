@@ -6,45 +6,62 @@
 
 namespace flashkv {
 
+namespace {
+
+// Every per-token buffer of Activations, as a member pointer with its elements per token
+// (the logits, sized by logits_rows, are apart): one list for allocating and for RowView.
+template <class F>
+Status ForEachTokenBuffer(const ModelConfig& c, F&& f) {
+  size_t comp_width = 0;
+  bool any_indexer = false;
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (c.is_compressed(l)) comp_width = std::max<size_t>(comp_width, c.compress_width(l));
+    any_indexer |= c.has_indexer(l);
+  }
+  const size_t idx_width = any_indexer ? c.indexer_compress_width() : 0;
+  using A = Activations;
+  FLASHKV_RETURN_IF_ERROR(f(&A::tokens, 1));
+  FLASHKV_RETURN_IF_ERROR(f(&A::x_hc, c.hc_dim()));
+  FLASHKV_RETURN_IF_ERROR(f(&A::x_hc_next, c.hc_dim()));
+  FLASHKV_RETURN_IF_ERROR(f(&A::u, c.n_embd));
+  FLASHKV_RETURN_IF_ERROR(f(&A::xn, c.n_embd));
+  FLASHKV_RETURN_IF_ERROR(f(&A::post, c.n_hc));
+  FLASHKV_RETURN_IF_ERROR(f(&A::comb, size_t(c.n_hc) * c.n_hc));
+  FLASHKV_RETURN_IF_ERROR(f(&A::q_lat, c.q_lora_rank));
+  FLASHKV_RETURN_IF_ERROR(f(&A::q, c.q_dim()));
+  FLASHKV_RETURN_IF_ERROR(f(&A::kv, c.head_dim));
+  FLASHKV_RETURN_IF_ERROR(f(&A::heads, c.q_dim()));
+  FLASHKV_RETURN_IF_ERROR(f(&A::low, size_t(c.n_out_group) * c.o_lora_rank));
+  FLASHKV_RETURN_IF_ERROR(f(&A::sub_out, c.n_embd));
+  FLASHKV_RETURN_IF_ERROR(f(&A::comp_kv, comp_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::comp_score, comp_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_comp_kv, idx_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_comp_score, idx_width));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_q, c.indexer_q_dim()));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_w, c.indexer_heads));
+  FLASHKV_RETURN_IF_ERROR(f(&A::idx_sel, c.indexer_top_k));
+  FLASHKV_RETURN_IF_ERROR(f(&A::router, c.n_expert));
+  FLASHKV_RETURN_IF_ERROR(f(&A::experts, c.n_expert_used));
+  FLASHKV_RETURN_IF_ERROR(f(&A::expert_w, c.n_expert_used));
+  FLASHKV_RETURN_IF_ERROR(f(&A::moe_out, c.n_embd));
+  FLASHKV_RETURN_IF_ERROR(f(&A::sh_gate, c.n_ff_exp));
+  FLASHKV_RETURN_IF_ERROR(f(&A::sh_up, c.n_ff_exp));
+  FLASHKV_RETURN_IF_ERROR(f(&A::sh_mid, c.n_ff_exp));
+  return f(&A::y, c.n_embd);
+}
+
+}  // namespace
+
 Expected<Activations> Activations::Allocate(Backend& backend, const ModelConfig& c, int capacity,
                                             int logits_rows) {
   Activations a;
   a.capacity = capacity;
   a.logits_rows = logits_rows;
   const size_t T = size_t(capacity);
-  int comp_width = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
-    if (c.is_compressed(l)) comp_width = std::max(comp_width, c.compress_width(l));
-    if (c.has_indexer(l)) comp_width = std::max(comp_width, c.indexer_compress_width());
-  }
   // Every buffer once, for sizing and then for allocating.
   auto each = [&](auto&& f) -> Status {
-    FLASHKV_RETURN_IF_ERROR(f(a.tokens, T));
-    FLASHKV_RETURN_IF_ERROR(f(a.x_hc, T * c.hc_dim()));
-    FLASHKV_RETURN_IF_ERROR(f(a.x_hc_next, T * c.hc_dim()));
-    FLASHKV_RETURN_IF_ERROR(f(a.u, T * c.n_embd));
-    FLASHKV_RETURN_IF_ERROR(f(a.xn, T * c.n_embd));
-    FLASHKV_RETURN_IF_ERROR(f(a.post, T * c.n_hc));
-    FLASHKV_RETURN_IF_ERROR(f(a.comb, T * c.n_hc * c.n_hc));
-    FLASHKV_RETURN_IF_ERROR(f(a.q_lat, T * c.q_lora_rank));
-    FLASHKV_RETURN_IF_ERROR(f(a.q, T * c.q_dim()));
-    FLASHKV_RETURN_IF_ERROR(f(a.kv, T * c.head_dim));
-    FLASHKV_RETURN_IF_ERROR(f(a.heads, T * c.q_dim()));
-    FLASHKV_RETURN_IF_ERROR(f(a.low, T * c.n_out_group * c.o_lora_rank));
-    FLASHKV_RETURN_IF_ERROR(f(a.sub_out, T * c.n_embd));
-    FLASHKV_RETURN_IF_ERROR(f(a.comp_kv, T * comp_width));
-    FLASHKV_RETURN_IF_ERROR(f(a.comp_score, T * comp_width));
-    FLASHKV_RETURN_IF_ERROR(f(a.idx_q, T * c.indexer_q_dim()));
-    FLASHKV_RETURN_IF_ERROR(f(a.idx_w, T * c.indexer_heads));
-    FLASHKV_RETURN_IF_ERROR(f(a.idx_sel, T * c.indexer_top_k));
-    FLASHKV_RETURN_IF_ERROR(f(a.router, T * c.n_expert));
-    FLASHKV_RETURN_IF_ERROR(f(a.experts, T * c.n_expert_used));
-    FLASHKV_RETURN_IF_ERROR(f(a.expert_w, T * c.n_expert_used));
-    FLASHKV_RETURN_IF_ERROR(f(a.moe_out, T * c.n_embd));
-    FLASHKV_RETURN_IF_ERROR(f(a.sh_gate, T * c.n_ff_exp));
-    FLASHKV_RETURN_IF_ERROR(f(a.sh_up, T * c.n_ff_exp));
-    FLASHKV_RETURN_IF_ERROR(f(a.sh_mid, T * c.n_ff_exp));
-    FLASHKV_RETURN_IF_ERROR(f(a.y, T * c.n_embd));
+    FLASHKV_RETURN_IF_ERROR(ForEachTokenBuffer(
+        c, [&](auto member, size_t per_token) { return f(a.*member, T * per_token); }));
     return f(a.logits, size_t(logits_rows) * c.n_vocab);
   };
   // The products above are of validated ints (ModelConfig bounds each dimension), so they
@@ -66,6 +83,21 @@ Expected<Activations> Activations::Allocate(Backend& backend, const ModelConfig&
     return Status::Ok();
   }));
   return a;
+}
+
+Activations Activations::RowView(const ModelConfig& c, int row0) const {
+  Activations v;
+  v.capacity = capacity - row0;
+  const Status s = ForEachTokenBuffer(c, [&](auto member, size_t per_token) {
+    v.*member = this->*member + size_t(row0) * per_token;
+    return Status::Ok();
+  });
+  (void)s;  // the callback cannot fail
+  v.comp_kv = {};
+  v.comp_score = {};
+  v.logits = logits;
+  v.logits_rows = logits_rows;
+  return v;
 }
 
 }  // namespace flashkv

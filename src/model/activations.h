@@ -24,17 +24,19 @@ struct Activations {
   DevPtr<float> comb;       // [T, n_hc·n_hc]
 
   // Attention.
-  DevPtr<float> q_lat;       // [T, q_lora_rank]
-  DevPtr<float> q;           // [T, n_head, head_dim]
-  DevPtr<float> kv;          // [T, head_dim] this chunk's raw KV rows
-  DevPtr<float> heads;       // [T, n_head, head_dim]
-  DevPtr<float> low;         // [T, n_out_group·o_lora_rank]
-  DevPtr<float> sub_out;     // [T, n_embd] sublayer output (attention or FFN)
-  DevPtr<float> comp_kv;     // [T, max compress width] compressor kv projections
-  DevPtr<float> comp_score;  // [T, max compress width] compressor gate projections
-  DevPtr<float> idx_q;       // [T, indexer_heads, indexer_head_dim]
-  DevPtr<float> idx_w;       // [T, indexer_heads]
-  DevPtr<int32_t> idx_sel;   // [T, indexer_top_k]
+  DevPtr<float> q_lat;           // [T, q_lora_rank]
+  DevPtr<float> q;               // [T, n_head, head_dim]
+  DevPtr<float> kv;              // [T, head_dim] this chunk's raw KV rows
+  DevPtr<float> heads;           // [T, n_head, head_dim]
+  DevPtr<float> low;             // [T, n_out_group·o_lora_rank]
+  DevPtr<float> sub_out;         // [T, n_embd] sublayer output (attention or FFN)
+  DevPtr<float> comp_kv;         // [T, the layer's compress width] compressor kv projections
+  DevPtr<float> comp_score;      // [T, the layer's compress width] gate projections
+  DevPtr<float> idx_comp_kv;     // [T, indexer compress width] the indexer compressor's
+  DevPtr<float> idx_comp_score;  // [T, indexer compress width]
+  DevPtr<float> idx_q;           // [T, indexer_heads, indexer_head_dim]
+  DevPtr<float> idx_w;           // [T, indexer_heads]
+  DevPtr<int32_t> idx_sel;       // [T, indexer_top_k]
 
   // MoE.
   DevPtr<float> router;     // [T, n_expert]
@@ -56,6 +58,13 @@ struct Activations {
   // only needs the last token's logits keeps the [T, n_vocab] buffer out of memory).
   static Expected<Activations> Allocate(Backend& backend, const ModelConfig& c, int capacity,
                                         int logits_rows);
+
+  // The same buffers from token row `row0` on, owning nothing: one session's rows of a
+  // multi-session step (Model::ForwardBatch), which the per-session blocks read and write
+  // as if they were a chunk of their own. The logits stay whole. comp_kv and comp_score are
+  // null in a view: their rows are as wide as the layer's compressor, so a chunk's rows
+  // start at row0 · compress_width(layer) of the whole buffer.
+  Activations RowView(const ModelConfig& c, int row0) const;
 };
 
 }  // namespace flashkv

@@ -1,39 +1,33 @@
-// The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a chunk of T tokens at
-// positions pos0 … pos0+T−1. Reads act.x_hc, writes act.x_hc_next, appends to the layer's
-// KvState (raw window, compressed rows, frontiers).
+// The attention sublayer (docs/DS4_MODEL.md §4), one step per line, for a step of rows from one
+// or more sessions, each session's chunk at its positions pos0 … pos0+T−1. Reads act.x_hc,
+// writes act.x_hc_next, appends to each session's KvState (raw window, compressed rows,
+// frontiers). The projections (the compressors' and the indexer's included) are row-wise and
+// run once over all rows; what reads positions or a session's KV runs per session
+// (AttendChunk).
 #include <cmath>
 
 #include "model/chunk_context.h"
 
 namespace flashkv {
+namespace {
 
-void AttentionSublayer(ChunkContext& c, int l) {
+// One session's chunk: q and c at its positions, its compressors and indexer, attention over
+// its window ring and compressed rows, then its values un-rotated. c.act views its rows.
+void AttendChunk(ChunkContext& c, int l) {
   Backend& be = c.be;
   const ModelConfig& cfg = c.cfg;
   const LayerWeights& w = c.weights.layers[l];
   Activations& a = c.act;
   const KvState::Layer& st = c.kv.layer(l);
   const int T = c.n_tokens;
-  const float eps = cfg.rms_eps;
-  const ActQuantMode aq = c.aq();
 
-  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm; q_lat = W_qa x; c = W_kv x
-  SublayerInputArgs in =
-      SublayerInputOf(c, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, w.attn_norm);
-  in.proj[0] = {&w.attn_q_a, a.q_lat};
-  in.proj[1] = {&w.attn_kv, a.kv};
-  in.n_proj = 2;
-  be.SublayerInput(in);
-
-  // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat; per-head RMS_1; RoPE at pos
-  be.RmsNorm(a.q_lat, T, cfg.q_lora_rank, &w.attn_q_a_norm, eps, a.q_lat);
-  be.MatMul(w.attn_q_b, a.q_lat, T, a.q, aq);
+  // q: per-head RMS_1; RoPE at pos
   NormRopeArgs q;
   q.x = a.q;
   q.n_rows = T;
   q.n_heads = cfg.n_head;
   q.head_dim = cfg.head_dim;
-  q.eps = eps;
+  q.eps = cfg.rms_eps;
   q.rope = c.rope(l);
   q.pos0 = c.pos0;
   be.NormRope(q);
@@ -51,10 +45,12 @@ void AttentionSublayer(ChunkContext& c, int l) {
   // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
   DevPtr<const int32_t> selected;
   if (cfg.is_compressed(l)) {
-    RunCompressor(c, l,
-                  CompressorSite{&w.compressor_kv, &w.compressor_gate, &w.compressor_ape,
-                                 &w.compressor_norm, cfg.head_dim, cfg.is_overlapping(l),
-                                 st.comp_state_kv, st.comp_state_score, st.comp_rows});
+    const size_t at = size_t(c.row0) * cfg.compress_width(l);  // rows as wide as this layer's
+    RunCompressor(
+        c, l,
+        CompressorSite{c.step_act.comp_kv + at, c.step_act.comp_score + at, &w.compressor_ape,
+                       &w.compressor_norm, cfg.head_dim, cfg.is_overlapping(l), st.comp_state_kv,
+                       st.comp_state_score, st.comp_rows});
     if (cfg.has_indexer(l)) {
       IndexerSelect(c, l);
       selected = a.idx_sel;
@@ -84,13 +80,42 @@ void AttentionSublayer(ChunkContext& c, int l) {
 
   // Undo the rotation the values carried: RoPE at −pos on each head's tail
   be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, true);
+}
+
+}  // namespace
+
+void AttentionSublayer(StepContext& s, int l) {
+  Backend& be = s.be;
+  const ModelConfig& cfg = s.cfg;
+  const LayerWeights& w = s.weights.layers[l];
+  Activations& a = s.act;
+  const int R = s.n_rows;
+  const ActQuantMode aq = s.aq();
+
+  // u, post, comb = HC_pre(X); x = RMSNorm(u) · attn_norm; q_lat = W_qa x; c = W_kv x
+  SublayerInputArgs in =
+      SublayerInputOf(s, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, w.attn_norm);
+  in.proj[0] = {&w.attn_q_a, a.q_lat};
+  in.proj[1] = {&w.attn_kv, a.kv};
+  in.n_proj = 2;
+  be.SublayerInput(in);
+
+  // q_lat = RMSNorm(q_lat) · q_a_norm; q = W_qb q_lat
+  be.RmsNorm(a.q_lat, R, cfg.q_lora_rank, &w.attn_q_a_norm, cfg.rms_eps, a.q_lat);
+  be.MatMul(w.attn_q_b, a.q_lat, R, a.q, aq);
+
+  // The compressors' (and the indexer's) projections of every row
+  if (cfg.is_compressed(l)) ProjectCompressors(s, l);
+
+  // Positions, KV and attention, session by session
+  for (ChunkContext& c : s.chunks) AttendChunk(c, l);
 
   // out = W_ob · concat_j(W_oa[j] · heads of group j)
-  be.MatMulGrouped(w.attn_output_a, a.heads, T, cfg.n_out_group, a.low, aq);
-  be.MatMul(w.attn_output_b, a.low, T, a.sub_out, aq);
+  be.MatMulGrouped(w.attn_output_a, a.heads, R, cfg.n_out_group, a.low, aq);
+  be.MatMul(w.attn_output_b, a.low, R, a.sub_out, aq);
 
   // X' = post · out + combᵀ X
-  be.HcPost(a.x_hc, a.sub_out, a.post, a.comb, T, c.hc, a.x_hc_next);
+  be.HcPost(a.x_hc, a.sub_out, a.post, a.comb, R, s.hc, a.x_hc_next);
 }
 
 }  // namespace flashkv

@@ -1,11 +1,15 @@
-// ChunkContext: everything one forward chunk's blocks share — the backend, the shapes and
-// options, the scratch activations, the sequence state, and where the chunk sits (pos0,
-// n_tokens). Blocks (attention.cpp, compressor.cpp, indexer.cpp, moe.cpp,
-// hyper_connections.cpp) take it and issue backend ops; nothing here computes.
-// Must not: be kept beyond one Model::Forward call.
+// StepContext and ChunkContext: everything one forward step's blocks share — the backend,
+// the shapes and options, the scratch activations — and, per session of the step, where its
+// chunk sits (its KvState, pos0, n_tokens, its rows of the activations). A step carries the
+// rows of one session (Model::Forward) or of several (Model::ForwardBatch): the row-wise
+// parts of a layer run once over all rows, the parts that read or write sequence state run
+// per session. Blocks (attention.cpp, compressor.cpp, indexer.cpp, moe.cpp,
+// hyper_connections.cpp) take them and issue backend ops; nothing here computes.
+// Must not: be kept beyond one Model::Forward / ForwardBatch call.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 #include "kv/kv_state.h"
@@ -16,18 +20,22 @@
 
 namespace flashkv {
 
+// One session's chunk of a step: its tokens are rows [row0, row0 + n_tokens) of the step,
+// and `act` views the activations from row0 on, so a block sees the chunk as if it ran alone.
 struct ChunkContext {
   Backend& be;
   const ModelConfig& cfg;
   const ModelOptions& opt;
   const ModelWeights& weights;
-  Activations& act;
+  Activations& act;             // the step's activations from row0 on (Activations::RowView)
+  const Activations& step_act;  // the whole step's (comp_kv / comp_score: see RowView)
   KvState& kv;
   const RopeParams& main_rope;      // sliding layers
   const RopeParams& compress_rope;  // compressed layers, their compressors and indexer
   HcParams hc;
   int64_t pos0;  // position of the chunk's first token
   int n_tokens;
+  int row0;  // the chunk's first row in the step
 
   bool official() const { return opt.numerics == NumericsMode::kOfficial; }
   ActQuantMode aq() const { return opt.act_quant; }
@@ -37,17 +45,32 @@ struct ChunkContext {
   }
 };
 
-// Blocks, in the order a layer runs them. Each reads act.x_hc and writes act.x_hc_next.
-void AttentionSublayer(ChunkContext& c, int layer);
-void FfnSublayer(ChunkContext& c, int layer);
+// A whole step: n_rows token rows, the chunks of its sessions in row order.
+struct StepContext {
+  Backend& be;
+  const ModelConfig& cfg;
+  const ModelOptions& opt;
+  const ModelWeights& weights;
+  Activations& act;
+  HcParams hc;
+  int n_rows;
+  std::span<ChunkContext> chunks;
 
-// Compressor (compressor.cpp): one compressor's projections of act.xn, frontier update and
-// the finishing steps of the rows it emits.
+  ActQuantMode aq() const { return opt.act_quant; }
+};
+
+// Blocks, in the order a layer runs them. Each reads act.x_hc and writes act.x_hc_next.
+void AttentionSublayer(StepContext& s, int layer);
+void FfnSublayer(StepContext& s, int layer);
+
+// Compressor (compressor.cpp): one compressor's frontier update over a chunk's projections
+// and the finishing steps of the rows it emits. The projections themselves are row-wise and
+// run over the whole step first (ProjectCompressors).
 struct CompressorSite {
-  const Weight* kv;    // [n_embd, c·d_c]
-  const Weight* gate;  // [n_embd, c·d_c]
-  const Weight* ape;   // [c·d_c, ratio]
-  const Weight* norm;  // [d_c]
+  DevPtr<const float> kv;     // [T, c·d_c] the chunk's kv projections
+  DevPtr<const float> score;  // [T, c·d_c] the chunk's gate projections
+  const Weight* ape;          // [c·d_c, ratio]
+  const Weight* norm;         // [d_c]
   int d_c;
   bool overlap;
   DevPtr<float> state_kv;
@@ -56,19 +79,26 @@ struct CompressorSite {
 };
 void RunCompressor(ChunkContext& c, int layer, const CompressorSite& site);
 
-// Indexer (indexer.cpp): runs the indexer compressor and fills act.idx_sel.
+// Every row's projections for a compressed layer's compressor into act.comp_kv / comp_score,
+// and for a CSA layer the indexer's (ProjectIndexer).
+void ProjectCompressors(StepContext& s, int layer);
+
+// Indexer (indexer.cpp). ProjectIndexer: every row's indexer compressor projections into
+// act.idx_comp_kv / idx_comp_score, and when a chunk of the step scores rows, every row's
+// query and head-weight projections. IndexerSelect: a chunk's indexer compressor and its
+// top-k choice into act.idx_sel.
+void ProjectIndexer(StepContext& s, int layer);
 void IndexerSelect(ChunkContext& c, int layer);
 
 // Hyper-connection ends (hyper_connections.cpp).
 HcParams MakeHcParams(const ModelConfig& cfg);
 // A sublayer's input step over act.x_hc into act.u / post / comb / xn, with its HC_pre
 // weights and norm; no projections yet (the caller adds them).
-SublayerInputArgs SublayerInputOf(const ChunkContext& c, const Weight& hc_fn,
-                                  const Weight& hc_scale, const Weight& hc_base,
-                                  const Weight& norm);
+SublayerInputArgs SublayerInputOf(const StepContext& s, const Weight& hc_fn, const Weight& hc_scale,
+                                  const Weight& hc_base, const Weight& norm);
 // act.tokens → act.x_hc: each token's embedding copied into every stream.
-void EmbedChunk(ChunkContext& c);
-// act.x_hc rows [first, first + n) → act.logits rows [0, n).
-void OutputHead(ChunkContext& c, int first, int n);
+void EmbedRows(StepContext& s);
+// n rows of residual streams x_hc [n, hc_dim] → act.logits rows [0, n).
+void OutputHead(StepContext& s, DevPtr<const float> x_hc, int n);
 
 }  // namespace flashkv

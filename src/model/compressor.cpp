@@ -1,26 +1,30 @@
-// A compressor (docs/DS4_MODEL.md §4.4): projections of the chunk, the streaming frontier update,
-// then the finishing steps of every row the chunk closes — RMSNorm · kv_norm, compress-RoPE at the
-// window start w·m, and in official numerics the stored precision. The rows a chunk closes are
-// host-computable: windows pos0/m … (pos0+T)/m − 1.
+// A compressor (docs/DS4_MODEL.md §4.4): projections of the step's rows, then per session the
+// streaming frontier update and the finishing steps of every row its chunk closes — RMSNorm ·
+// kv_norm, compress-RoPE at the window start w·m, and in official numerics the stored
+// precision. The rows a chunk closes are host-computable: windows pos0/m … (pos0+T)/m − 1.
 #include "model/chunk_context.h"
 
 namespace flashkv {
 
+void ProjectCompressors(StepContext& s, int l) {
+  const LayerWeights& w = s.weights.layers[l];
+  Activations& a = s.act;
+  // k_s = W_ckv x_s; z_s = W_cg x_s (the position bias is added inside the update)
+  s.be.MatMul(w.compressor_kv, a.xn, s.n_rows, a.comp_kv, s.aq());
+  s.be.MatMul(w.compressor_gate, a.xn, s.n_rows, a.comp_score, s.aq());
+  if (s.cfg.has_indexer(l)) ProjectIndexer(s, l);
+}
+
 void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
   Backend& be = c.be;
   const ModelConfig& cfg = c.cfg;
-  Activations& a = c.act;
   const int T = c.n_tokens;
   const int m = cfg.compress_ratio(l);
 
-  // k_s = W_ckv x_s; z_s = W_cg x_s (the position bias is added inside the update)
-  be.MatMul(*s.kv, a.xn, T, a.comp_kv, c.aq());
-  be.MatMul(*s.gate, a.xn, T, a.comp_score, c.aq());
-
   // Feed the frontier in token order; closed windows are pooled into rows[w]
   CompressorArgs args;
-  args.kv = a.comp_kv;
-  args.score = a.comp_score;
+  args.kv = s.kv;
+  args.score = s.score;
   args.ape = s.ape;
   args.state_kv = s.state_kv;
   args.state_score = s.state_score;

@@ -16,42 +16,40 @@ HcParams MakeHcParams(const ModelConfig& cfg) {
   return p;
 }
 
-SublayerInputArgs SublayerInputOf(const ChunkContext& c, const Weight& hc_fn,
-                                  const Weight& hc_scale, const Weight& hc_base,
-                                  const Weight& norm) {
+SublayerInputArgs SublayerInputOf(const StepContext& s, const Weight& hc_fn, const Weight& hc_scale,
+                                  const Weight& hc_base, const Weight& norm) {
   SublayerInputArgs in;
-  in.x_hc = c.act.x_hc;
-  in.n_tokens = c.n_tokens;
+  in.x_hc = s.act.x_hc;
+  in.n_tokens = s.n_rows;
   in.hc_fn = &hc_fn;
   in.hc_scale = &hc_scale;
   in.hc_base = &hc_base;
-  in.hc = c.hc;
+  in.hc = s.hc;
   in.norm = &norm;
-  in.eps = c.cfg.rms_eps;
-  in.u = c.act.u;
-  in.post = c.act.post;
-  in.comb = c.act.comb;
-  in.xn = c.act.xn;
-  in.aq = c.aq();
+  in.eps = s.cfg.rms_eps;
+  in.u = s.act.u;
+  in.post = s.act.post;
+  in.comb = s.act.comb;
+  in.xn = s.act.xn;
+  in.aq = s.aq();
   return in;
 }
 
-void EmbedChunk(ChunkContext& c) {
+void EmbedRows(StepContext& s) {
   // X = [e, e, …, e]: n_hc identical streams (no scaling, no position embedding).
-  c.be.EmbedRows(c.weights.token_embd, c.act.tokens, c.n_tokens, c.cfg.n_hc, c.act.x_hc);
+  s.be.EmbedRows(s.weights.token_embd, s.act.tokens, s.n_rows, s.cfg.n_hc, s.act.x_hc);
 }
 
-void OutputHead(ChunkContext& c, int first, int n) {
-  const ModelWeights& w = c.weights;
-  Activations& a = c.act;
-  const ModelConfig& cfg = c.cfg;
+void OutputHead(StepContext& s, DevPtr<const float> x_hc, int n) {
+  const ModelWeights& w = s.weights;
+  Activations& a = s.act;
+  const ModelConfig& cfg = s.cfg;
   // y = HC_head(X)
-  c.be.HcHead(a.x_hc + size_t(first) * cfg.hc_dim(), n, w.output_hc_fn, w.output_hc_scale,
-              w.output_hc_base, c.hc, a.y);
+  s.be.HcHead(x_hc, n, w.output_hc_fn, w.output_hc_scale, w.output_hc_base, s.hc, a.y);
   // y = RMSNorm(y) · output_norm
-  c.be.RmsNorm(a.y, n, cfg.n_embd, &w.output_norm, cfg.rms_eps, a.y);
+  s.be.RmsNorm(a.y, n, cfg.n_embd, &w.output_norm, cfg.rms_eps, a.y);
   // logits = W_head · y
-  c.be.MatMul(w.output, a.y, n, a.logits, c.aq());
+  s.be.MatMul(w.output, a.y, n, a.logits, s.aq());
 }
 
 }  // namespace flashkv

@@ -7,8 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "model/chunk_context.h"
 #include "model/rope_table.h"
+#include "model/step_scratch.h"
 
 namespace flashkv {
 
@@ -97,8 +97,7 @@ Status Model::EnsureActivations(int capacity, int logits_rows) {
   return Status::Ok();
 }
 
-Status Model::Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
-                      float* logits, int max_chunk) {
+Status Model::CheckChunk(std::span<const int32_t> tokens, const KvState& state) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
       return InvalidArgument("token id {} at index {} is outside the vocabulary (0..{})", tokens[i],
@@ -109,62 +108,26 @@ Status Model::Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor
     return ResourceExhausted("{} tokens after {} exceed the context size {}", tokens.size(),
                              state.n_tokens(), state.ctx_size());
   }
+  return Status::Ok();
+}
+
+Status Model::Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
+                      float* logits, int max_chunk) {
+  FLASHKV_RETURN_IF_ERROR(CheckChunk(tokens, state));
+  if (tokens.empty()) return Status::Ok();
   const size_t chunk = max_chunk <= 0 ? tokens.size() : std::min(tokens.size(), size_t(max_chunk));
   for (size_t done = 0; done < tokens.size(); done += chunk) {
     const size_t n = std::min(chunk, tokens.size() - done);
     const bool last_chunk = done + n == tokens.size();
-    LogitsFor part = which;
-    float* out = logits;
+    SessionChunk part{tokens.subspan(done, n), &state, which, logits};
     if (which == LogitsFor::kAll) {
-      out = logits + done * size_t(config_.n_vocab);
+      part.logits = logits + done * size_t(config_.n_vocab);
     } else if (which == LogitsFor::kLast && !last_chunk) {
-      part = LogitsFor::kNone;
+      part.logits_for = LogitsFor::kNone;
     }
-    FLASHKV_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(done, n), state, part, out));
+    FLASHKV_RETURN_IF_ERROR(RunStep({&part, 1}));
   }
   return Status::Ok();
-}
-
-Status Model::ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
-                           float* logits) {
-  const int T = static_cast<int>(tokens.size());
-  if (T == 0) return Status::Ok();
-  FLASHKV_RETURN_IF_ERROR(EnsureActivations(T, which == LogitsFor::kAll ? T : 1));
-  ChunkContext c{backend_,
-                 config_,
-                 options_,
-                 weights_,
-                 act_,
-                 state,
-                 main_rope_,
-                 compress_rope_,
-                 MakeHcParams(config_),
-                 state.n_tokens(),
-                 T};
-
-  // X = embedding broadcast to n_hc streams
-  FLASHKV_RETURN_IF_ERROR(backend_.Write(act_.tokens, tokens.data(), sizeof(int32_t) * T));
-  EmbedChunk(c);
-
-  for (int l = 0; l < config_.n_layer; ++l) {
-    AttentionSublayer(c, l);
-    std::swap(act_.x_hc, act_.x_hc_next);
-    FfnSublayer(c, l);
-    std::swap(act_.x_hc, act_.x_hc_next);
-    if (observer_) {
-      observer_buf_.resize(size_t(T) * config_.hc_dim());
-      FLASHKV_RETURN_IF_ERROR(
-          backend_.Read(act_.x_hc, observer_buf_.data(), observer_buf_.size() * sizeof(float)));
-      observer_(l, c.pos0, T, observer_buf_.data());
-    }
-  }
-  state.Advance(T);
-
-  if (which == LogitsFor::kNone) return backend_.Synchronize();
-  const int first = which == LogitsFor::kAll ? 0 : T - 1;
-  const int n = T - first;
-  OutputHead(c, first, n);
-  return backend_.Read(act_.logits, logits, sizeof(float) * size_t(n) * config_.n_vocab);
 }
 
 }  // namespace flashkv

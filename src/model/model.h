@@ -2,9 +2,11 @@
 // once against Backend. Forward() appends tokens to a KvState and produces logits; a
 // prompt may be fed in chunks of any size, token by token or at once, with bit-identical
 // logits and state (each op computes a token's values in the same float order whatever
-// the chunk). Must not: do HTTP, tokenization or sampling.
+// the chunk). ForwardBatch() runs the chunks of several sessions as one step (shared
+// weights read once for all rows), with each session's bits as if it ran alone. Must not:
+// do HTTP, tokenization or sampling.
 //
-// Threading: one Forward at a time per Model (activations are shared scratch).
+// Threading: one Forward / ForwardBatch at a time per Model (activations are shared scratch).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,15 @@ enum class LogitsFor {
   kAll,   // [n_tokens, n_vocab], one row per token
 };
 
+// One session's part of a ForwardBatch step: its next tokens (one decode token or a prefill
+// chunk), appended at state->n_tokens() …, and which of them get logits.
+struct SessionChunk {
+  std::span<const int32_t> tokens;
+  KvState* state = nullptr;
+  LogitsFor logits_for = LogitsFor::kNone;
+  float* logits = nullptr;  // n_vocab floats per row that logits_for asks for
+};
+
 class Model {
  public:
   // Opens and validates `path`, binds every tensor on `backend` (which must outlive the
@@ -49,6 +60,8 @@ class Model {
                                                       Backend& backend,
                                                       const ModelOptions* options = nullptr);
 
+  ~Model();
+
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   Backend& backend() const { return backend_; }
@@ -63,8 +76,17 @@ class Model {
   Status Forward(std::span<const int32_t> tokens, KvState& state, LogitsFor which, float* logits,
                  int max_chunk = 0);
 
-  // Debug hook: called after every layer with the residual streams of the chunk,
-  // x_hc [n_tokens, n_hc·n_embd] on the host. Costs a device read per layer when set.
+  // One step over the chunks of several sessions (model/forward_batch.cpp): the row-wise
+  // work (projections, HC, norms, MoE, head) runs once over every chunk's rows, the work
+  // that reads a session's state (positions, window, compressors, indexer, attention) per
+  // session. Every session's logits and KvState are bit-identical to Forward() of its
+  // chunk alone (the batching contract, docs/DESIGN.md "Batching"). Each state at most
+  // once; chunks without tokens are skipped. Nothing runs unless every chunk is valid.
+  Status ForwardBatch(std::span<const SessionChunk> chunks);
+
+  // Debug hook: called after every layer with the residual streams of the chunk (in a
+  // ForwardBatch step, once per session's chunk), x_hc [n_tokens, n_hc·n_embd] on the host. Costs a
+  // device read per layer when set.
   using LayerObserver =
       std::function<void(int layer, int64_t pos0, int n_tokens, const float* x_hc)>;
   void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
@@ -74,8 +96,10 @@ class Model {
   // The rope tables and the log line, once the weights are bound.
   void FinishLoad(const std::string& source);
   Status EnsureActivations(int capacity, int logits_rows);
-  Status ForwardChunk(std::span<const int32_t> tokens, KvState& state, LogitsFor which,
-                      float* logits);
+  // Checks ids against the vocabulary and the chunk against the context.
+  Status CheckChunk(std::span<const int32_t> tokens, const KvState& state) const;
+  // One step over checked, non-empty chunks (model/forward_batch.cpp).
+  Status RunStep(std::span<const SessionChunk> chunks);
 
   std::optional<GgufFile> file_;       // keeps the weight bytes mapped (none: FromWeights)
   std::vector<DeviceBuffer> storage_;  // weights' buffers owned by the model (FromWeights)
@@ -86,6 +110,8 @@ class Model {
   RopeParams main_rope_;
   RopeParams compress_rope_;
   Activations act_;
+  struct StepScratch;                  // model/forward_batch.cpp: reused so steps do not allocate
+  std::unique_ptr<StepScratch> step_;  // host-side lists of the step
   std::vector<float> observer_buf_;
   LayerObserver observer_;
 };

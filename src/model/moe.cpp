@@ -4,16 +4,16 @@
 
 namespace flashkv {
 
-void FfnSublayer(ChunkContext& c, int l) {
-  Backend& be = c.be;
-  const ModelConfig& cfg = c.cfg;
-  const LayerWeights& w = c.weights.layers[l];
-  Activations& a = c.act;
-  const int T = c.n_tokens;
-  const ActQuantMode aq = c.aq();
+void FfnSublayer(StepContext& s, int l) {
+  Backend& be = s.be;
+  const ModelConfig& cfg = s.cfg;
+  const LayerWeights& w = s.weights.layers[l];
+  Activations& a = s.act;
+  const int T = s.n_rows;  // every row of the step: the FFN reads no sequence state
+  const ActQuantMode aq = s.aq();
 
   // u, post, comb = HC_pre(X); x = RMSNorm(u) · ffn_norm
-  be.SublayerInput(SublayerInputOf(c, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, w.ffn_norm));
+  be.SublayerInput(SublayerInputOf(s, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, w.ffn_norm));
 
   MoeBlockArgs moe;
   moe.x = a.xn;
@@ -48,7 +48,7 @@ void FfnSublayer(ChunkContext& c, int l) {
   moe.x_hc = a.x_hc;
   moe.post = a.post;
   moe.comb = a.comb;
-  moe.hc = c.hc;
+  moe.hc = s.hc;
   moe.out = a.x_hc_next;
   be.MoeBlock(moe);
 }

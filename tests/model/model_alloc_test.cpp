@@ -71,5 +71,41 @@ TEST(ModelAllocTest, DecodeStepsDoNotAllocate) {
   }
 }
 
+// The same for a multi-session step: three sessions at different positions decoding together.
+TEST(ModelAllocTest, BatchedDecodeStepsDoNotAllocate) {
+  const ModelOptions opts{NumericsMode::kOfficial, ActQuantMode::kQ8};
+  ThreadPool pool(2);
+  CpuBackend be(&pool);
+  auto model = Model::Load(testing::SmallWindowDs4TinyPath(), be, &opts);
+  ASSERT_TRUE(model.ok());
+  Model& m = **model;
+  std::vector<KvState> states;
+  std::vector<int32_t> next = {11, 12, 13};
+  std::vector<float> logits(3 * size_t(m.config().n_vocab));
+  std::vector<SessionChunk> step;
+  for (int s = 0; s < 3; ++s) {
+    auto st = m.NewState(48);
+    ASSERT_TRUE(st.ok());
+    states.push_back(std::move(*st));
+  }
+  for (int s = 0; s < 3; ++s) {
+    std::vector<int32_t> prompt(size_t(10 + 9 * s));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7 + 3 + s) % 1000);
+    ASSERT_TRUE(m.Forward(prompt, states[size_t(s)], LogitsFor::kNone, nullptr).ok());
+    step.push_back(SessionChunk{{&next[size_t(s)], 1},
+                                &states[size_t(s)],
+                                LogitsFor::kLast,
+                                logits.data() + size_t(s) * m.config().n_vocab});
+  }
+  ASSERT_TRUE(m.ForwardBatch(step).ok());
+
+  const long before = g_news.load();
+  for (int i = 0; i < 8; ++i) {
+    for (int32_t& t : next) t = (t * 13 + 5) % 1000;
+    ASSERT_TRUE(m.ForwardBatch(step).ok());
+  }
+  EXPECT_EQ(g_news.load() - before, 0);
+}
+
 }  // namespace
 }  // namespace flashkv

@@ -1,0 +1,72 @@
+// StepPlanner: picks the rows of each batched forward step (Model::ForwardBatch) from the
+// streams it holds — one decode row for every active stream that is decoding, then prefill
+// chunks of the active streams still reading their prompts, oldest first, within a prefill
+// token budget per step, so a long cold prompt advances beside the others' decode instead of
+// stalling them. Streams wait in arrival order until one of `max_active` slots is free and are
+// admitted between steps; removing one (finished or cancelled) frees its slot and changes
+// nothing else about the other streams' rows. Pure bookkeeping: no model, no threads.
+// Must not: run the model, sample, or know sessions and tiers (the caller maps ids to them).
+//
+// Threading: not thread-safe; the engine worker owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "util/status.h"
+
+namespace flashkv {
+
+struct StepPlannerOptions {
+  int max_active = 16;       // streams in steps at once (slots of the live pool)
+  int prefill_budget = 256;  // prompt tokens per step, all streams together (>= 1)
+};
+
+// One stream's rows in a step.
+struct PlannedChunk {
+  int64_t id = 0;
+  int n_tokens = 0;  // a prefill chunk's length, or 1 for a decode row
+  bool prefill = false;
+  bool last_prefill = false;  // the chunk ends the prompt: its last row's logits start decoding
+};
+
+class StepPlanner {
+ public:
+  explicit StepPlanner(StepPlannerOptions options);
+
+  // Queues stream `id` with `prompt_tokens` (>= 1) tokens to read before it decodes. Errors
+  // for an id already held or a bad count; nothing is queued then.
+  Status Add(int64_t id, int64_t prompt_tokens);
+  // Forgets stream `id`, queued or active (finished or cancelled); false when not held.
+  bool Remove(int64_t id);
+
+  // Admits waiting streams into free slots (arrival order), then plans the next step:
+  // decode rows of the active decoding streams in admission order, then prefill chunks in
+  // admission order until the budget is spent. Empty when no stream is active.
+  std::span<const PlannedChunk> Next();
+  // The step Next() planned has run: prefill counts advance, finished prompts start decoding.
+  void Commit();
+
+  bool empty() const { return active_.empty() && waiting_.empty(); }
+  size_t active() const { return active_.size(); }
+  size_t waiting() const { return waiting_.size(); }
+  // Prompt tokens stream `id` has still to read (-1 when not held).
+  int64_t prompt_left(int64_t id) const;
+
+ private:
+  struct Stream {
+    int64_t id;
+    int64_t prompt_left;  // 0: decoding
+  };
+  const Stream* Find(int64_t id) const;
+
+  StepPlannerOptions options_;
+  std::vector<Stream> active_;  // admission order
+  std::deque<Stream> waiting_;  // arrival order
+  std::vector<PlannedChunk> plan_;
+  bool planned_ = false;
+};
+
+}  // namespace flashkv
