@@ -121,32 +121,111 @@ struct TileX {
   }
 };
 
-// IQ2_XXS tables in shared memory: the 256 grid entries, then the 128 sign masks (7-bit
-// index -> 0xff in each negated byte, Iq2SignBytes).
-inline constexpr int kIq2TableEntries = 256 + 128;
+// The IQ2_XXS grid in shared memory: its 256 entries.
+inline constexpr int kIq2TableEntries = 256;
 
-// The IQ2_XXS unit of Iq2xxsUnitIsum from the shared tables, activations read as two 16-byte
-// loads, the signs applied as Σ g·x − 2·Σ (g & m)·x: the same exact integer
-// (Σ ±grid·q8 · (2·ls + 1)).
-__device__ __forceinline__ int Iq2xxsUnitIsumTile(const uint8_t* wblk, int g, const int8_t* q8_sb,
-                                                  const uint64_t* tables) {
-  const uint32_t a = LoadU32Align2(wblk + 2 + 8 * g);
-  const uint32_t b = LoadU32Align2(wblk + 2 + 8 * g + 4);
-  const int4 x0 = __ldg(reinterpret_cast<const int4*>(q8_sb + 32 * g));
-  const int4 x1 = __ldg(reinterpret_cast<const int4*>(q8_sb + 32 * g + 16));
-  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+// The IQ2_XXS unit of Iq2xxsUnitIsum, the grid from shared memory, its 32 activation quants
+// (xv) in registers: the unit's 8 bytes (2-byte aligned) as two or three aligned 32-bit
+// loads and a funnel shift, the sign masks computed (Iq2SignBytes) rather than looked up —
+// the shared-memory pipe, not the ALUs, bounds these kernels. The signs applied as
+// Σ g·x − 2·Σ (g & m)·x: the same exact integer (Σ ±grid·q8 · (2·ls + 1)).
+__device__ __forceinline__ int Iq2xxsUnitIsumTile(const uint8_t* wblk, int g, const int (&xv)[8],
+                                                  const uint64_t* grid) {
+  const uintptr_t f = reinterpret_cast<uintptr_t>(wblk + 2 + 8 * g);
+  const uint32_t* fw = reinterpret_cast<const uint32_t*>(f & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(f & 2) * 8;  // 16 when the field starts mid-word
+  const uint32_t w0 = fw[0], w1 = fw[1];
+  const uint32_t w2 = fw[sh != 0 ? 2 : 1];  // the third word only when the field reaches it
+  const uint32_t a = __funnelshift_r(w0, w1, sh);
+  const uint32_t b = __funnelshift_r(w1, w2, sh);
   int sum_g = 0, sum_m = 0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const uint64_t grid = tables[(a >> (8 * k)) & 0xffu];
-    const uint64_t mask = tables[256 + ((b >> (7 * k)) & 127u)];
-    const uint64_t neg = grid & mask;
-    sum_g = __dp4a(int(uint32_t(grid)), xv[2 * k], sum_g);
-    sum_g = __dp4a(int(uint32_t(grid >> 32)), xv[2 * k + 1], sum_g);
-    sum_m = __dp4a(int(uint32_t(neg)), xv[2 * k], sum_m);
-    sum_m = __dp4a(int(uint32_t(neg >> 32)), xv[2 * k + 1], sum_m);
+    const uint64_t gv = grid[(a >> (8 * k)) & 0xffu];
+    uint32_t m_lo, m_hi;
+    Iq2SignBytes((b >> (7 * k)) & 127u, &m_lo, &m_hi);
+    const uint32_t g_lo = uint32_t(gv), g_hi = uint32_t(gv >> 32);
+    sum_g = __dp4a(int(g_lo), xv[2 * k], sum_g);
+    sum_g = __dp4a(int(g_hi), xv[2 * k + 1], sum_g);
+    sum_m = __dp4a(int(g_lo & m_lo), xv[2 * k], sum_m);
+    sum_m = __dp4a(int(g_hi & m_hi), xv[2 * k + 1], sum_m);
   }
   return (sum_g - 2 * sum_m) * int(2 * (b >> 28) + 1);
+}
+
+// 32 activation quants (16-byte aligned) into registers.
+__device__ __forceinline__ void LoadQuants32(const int8_t* q, int (&xv)[8]) {
+  const int4 x0 = __ldg(reinterpret_cast<const int4*>(q));
+  const int4 x1 = __ldg(reinterpret_cast<const int4*>(q + 16));
+  xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w;
+  xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
+}
+
+// Whether TileTermsQ8Pairs takes a Q8_0 tile: an even number of blocks a row and every
+// weight's tile 4-byte aligned (then each pair of blocks, 68 bytes, starts on a word).
+template <int NR>
+__device__ __forceinline__ bool Q8PairsFit(const uint8_t* const (&tile)[NR], int nblk) {
+  bool fit = (nblk & 1) == 0;
+#pragma unroll
+  for (int i = 0; i < NR; ++i) fit = fit && (reinterpret_cast<uintptr_t>(tile[i]) & 3) == 0;
+  return fit;
+}
+
+// The Q8_0 block terms of a tile in shared memory, a pair of blocks per thread and pass: the
+// pair's 68 bytes as 17 aligned 32-bit loads (the first block's quants funnel-shifted out of
+// them, the second's whole words; consecutive threads' pairs fall in distinct banks), the
+// activations as four 16-byte and one 8-byte load. 16-bit loads of single 34-byte blocks were
+// 17 shared-memory loads a block, with bank conflicts, and kept the L1 pipe busy (Nsight
+// Compute, docs/CUDA.md). The terms: the formula of the unit loop below, into
+// terms[(wi·rows + r)·nblk + block].
+template <int NR>
+__device__ __forceinline__ void TileTermsQ8Pairs(const uint8_t* const (&tile)[NR], int rows,
+                                                 int row_bytes, int n, const TileX& x,
+                                                 float* terms) {
+  const int nblk = n / 32, npair = nblk / 2;
+  const int total = NR * rows * npair;
+  int p = int(threadIdx.x) % npair;
+  int r = (int(threadIdx.x) / npair) % rows;
+  int wi = (int(threadIdx.x) / npair) / rows;
+  for (int base = 0; base < total; base += kTileThreads) {
+    if (wi < NR) {
+      const uint8_t* tb = tile[0];  // tile[wi] without a local-memory index
+#pragma unroll
+      for (int i = 1; i < NR; ++i) tb = wi == i ? tile[i] : tb;
+      const uint32_t* sw = reinterpret_cast<const uint32_t*>(tb + r * row_bytes + 68 * p);
+      const uint8_t* xr = x.For(r);
+      const int8_t* xq = reinterpret_cast<const int8_t*>(xr) + 64 * p;
+      const float2 xd = __ldg(reinterpret_cast<const float2*>(xr + n) + p);
+      uint32_t wv[17];
+#pragma unroll
+      for (int k = 0; k < 17; ++k) wv[k] = sw[k];
+      int xv[8];
+      LoadQuants32(xq, xv);
+      int s0 = 0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        s0 = __dp4a(int(__funnelshift_r(wv[k], wv[k + 1], 16)), xv[k], s0);
+      }
+      LoadQuants32(xq + 32, xv);
+      int s1 = 0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s1 = __dp4a(int(wv[9 + k]), xv[k], s1);
+      const float d0 = HalfBitsToFloat(uint16_t(wv[0] & 0xffffu));
+      const float d1 = HalfBitsToFloat(uint16_t(wv[8] >> 16));
+      float2 t;
+      t.x = __fmul_rn(__fmul_rn(d0, xd.x), float(s0));
+      t.y = __fmul_rn(__fmul_rn(d1, xd.y), float(s1));
+      *reinterpret_cast<float2*>(terms + (wi * rows + r) * nblk + 2 * p) = t;
+    }
+    p += kTileThreads;
+    while (p >= npair) {
+      p -= npair;
+      if (++r == rows) {
+        r = 0;
+        ++wi;
+      }
+    }
+  }
 }
 
 // Where weight i's tile of tile_bytes starting at w lies in a buffer of TileSmemBytes: the
@@ -184,15 +263,95 @@ __device__ __forceinline__ void TileIssue(const uint8_t* const (&w)[NR], int row
   CpAsyncCommit();
 }
 
-// The IQ2_XXS tables into grid_smem (kIq2TableEntries); visible after the next barrier.
+// The IQ2_XXS grid into grid_smem (kIq2TableEntries); visible after the next barrier.
 template <DType T>
 __device__ __forceinline__ void TileTables(uint64_t* grid_smem, const uint64_t* iq2_grid) {
   if constexpr (T == DType::kIQ2_XXS) {
-    for (int i = threadIdx.x; i < 256; i += kTileThreads) grid_smem[i] = __ldg(iq2_grid + i);
-    for (int i = threadIdx.x; i < 128; i += kTileThreads) {
-      uint32_t lo, hi;
-      Iq2SignBytes(uint32_t(i), &lo, &hi);
-      grid_smem[256 + i] = uint64_t(lo) | (uint64_t(hi) << 32);
+    for (int i = threadIdx.x; i < kIq2TableEntries; i += kTileThreads) {
+      grid_smem[i] = __ldg(iq2_grid + i);
+    }
+  }
+}
+
+// The block terms of a tile in shared memory by units (kUnits lanes a block), into
+// terms[(wi·rows + r)·nblk + block]: every type's path (Q8_0 when TileTermsQ8Pairs does not
+// fit).
+template <DType T, int NR>
+__device__ __forceinline__ void TileTermsUnits(const uint8_t* const (&tile)[NR], int rows,
+                                               int row_bytes, int n, const TileX& x,
+                                               const uint64_t* grid_smem, float* terms) {
+  using F = TileFormat<T>;
+  const int tid = threadIdx.x;
+  const int nblk = n / F::kValues;
+  // Thread tid takes units tid, tid + kTileThreads, … of (weight, row, block, unit) order;
+  // its (block, row, weight) advance by a fixed step, so no division in the loop. A K-quant
+  // unit's activation quants (and bsums) stay in registers while the thread's unit of
+  // the activation row stays the same (with 256 threads and 2^k blocks a row it always
+  // does: the thread takes the same unit of every row), so a tile reads them once, not once
+  // a row.
+  const int total = NR * rows * nblk * F::kUnits;
+  constexpr int kStep = kTileThreads / F::kUnits;  // blocks per pass
+  const int u = tid % F::kUnits;
+  int blk = (tid / F::kUnits) % nblk;
+  int wr = (tid / F::kUnits) / nblk;  // weight · rows + row
+  int r = wr % rows;
+  int wi = wr / rows;
+  // Whose activation quants xv holds (K-quants): the low 32 bits of their address (the
+  // activation rows of a tile lie within 4 GiB; 1 matches no 16-byte aligned address).
+  uint32_t held = 1;
+  int xv[8] = {};
+  uint32_t xbs = 0;
+  for (int base = 0; base < total; base += kTileThreads) {
+    const bool valid = wi < NR;
+    const int b = (wi * rows + r) * nblk + blk;
+    const uint8_t* tb = tile[0];  // tile[wi] without a local-memory index
+#pragma unroll
+    for (int i = 1; i < NR; ++i) tb = wi == i ? tile[i] : tb;
+    const uint8_t* sblk = tb + r * row_bytes + F::kBlockBytes * blk;
+    const uint8_t* xr = x.For(r);
+    if constexpr (T == DType::kQ8_0) {
+      if (valid) {
+        const Q8Row xq = Q8_0RowOf(xr, n);
+        terms[b] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), __ldg(xq.d + blk)),
+                             float(Q8_0BlockIsum(sblk, xq.qs + 32 * blk)));
+      }
+    } else {
+      const Q8Row xq = Q8_KRowOf(xr, n);
+      const int8_t* q = xq.qs + 256 * blk + 32 * u;
+      const uint32_t key = uint32_t(reinterpret_cast<uintptr_t>(q));
+      if (valid && key != held) {
+        LoadQuants32(q, xv);
+        if constexpr (T == DType::kQ2_K) {
+          xbs = __ldg(reinterpret_cast<const uint32_t*>(xq.bsums + 16 * blk + 2 * u));
+        }
+        held = key;
+      }
+      if constexpr (T == DType::kQ2_K) {
+        int isum = 0, summs = 0;
+        if (valid) Q2KUnitIsumRegs(sblk, u, xv, xbs, &isum, &summs);
+        isum = GroupSumInt<8>(isum);
+        summs = GroupSumInt<8>(summs);
+        if (valid && u == 0) {
+          const float dy = __ldg(xq.d + blk);
+          const float dall = __fmul_rn(dy, LoadHalfDev(sblk + 80));
+          const float dmin = __fmul_rn(dy, LoadHalfDev(sblk + 82));
+          terms[b] = __fsub_rn(__fmul_rn(dall, float(isum)), __fmul_rn(dmin, float(summs)));
+        }
+      } else {  // IQ2_XXS
+        int bsum = valid ? Iq2xxsUnitIsumTile(sblk, u, xv, grid_smem) : 0;
+        bsum = GroupSumInt<8>(bsum);
+        if (valid && u == 0) {
+          terms[b] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), __ldg(xq.d + blk)), float(bsum));
+        }
+      }
+    }
+    blk += kStep;
+    while (blk >= nblk) {
+      blk -= nblk;
+      if (++r == rows) {
+        r = 0;
+        ++wi;
+      }
     }
   }
 }
@@ -214,56 +373,14 @@ __device__ __forceinline__ void TileCompute(const uint8_t* const (&w)[NR], int r
   const int nblk = n / F::kValues;
   float* terms = reinterpret_cast<float*>(buf + NR * slot);  // [NR][rows][nblk]
 
-  // Thread tid takes units tid, tid + kTileThreads, … of (weight, row, block, unit) order;
-  // its (block, row, weight) advance by a fixed step, so no division in the loop.
-  const int total = NR * rows * nblk * F::kUnits;
-  constexpr int kStep = kTileThreads / F::kUnits;  // blocks per pass
-  const int u = tid % F::kUnits;
-  int blk = (tid / F::kUnits) % nblk;
-  int wr = (tid / F::kUnits) / nblk;  // weight · rows + row
-  int r = wr % rows;
-  int wi = wr / rows;
-  for (int base = 0; base < total; base += kTileThreads) {
-    const bool valid = wi < NR;
-    const int b = (wi * rows + r) * nblk + blk;
-    const uint8_t* tb = tile[0];  // tile[wi] without a local-memory index
-#pragma unroll
-    for (int i = 1; i < NR; ++i) tb = wi == i ? tile[i] : tb;
-    const uint8_t* sblk = tb + r * row_bytes + F::kBlockBytes * blk;
-    const uint8_t* xr = x.For(r);
-    if constexpr (T == DType::kQ8_0) {
-      if (valid) {
-        const Q8Row xq = Q8_0RowOf(xr, n);
-        terms[b] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), __ldg(xq.d + blk)),
-                             float(Q8_0BlockIsum(sblk, xq.qs + 32 * blk)));
-      }
-    } else if constexpr (T == DType::kQ2_K) {
-      const Q8Row xq = Q8_KRowOf(xr, n);
-      int isum = 0, summs = 0;
-      if (valid) Q2KUnitIsum(sblk, u, xq.qs + 256 * blk, xq.bsums + 16 * blk, &isum, &summs);
-      isum = GroupSumInt<8>(isum);
-      summs = GroupSumInt<8>(summs);
-      if (valid && u == 0) {
-        const float dy = __ldg(xq.d + blk);
-        const float dall = __fmul_rn(dy, LoadHalfDev(sblk + 80));
-        const float dmin = __fmul_rn(dy, LoadHalfDev(sblk + 82));
-        terms[b] = __fsub_rn(__fmul_rn(dall, float(isum)), __fmul_rn(dmin, float(summs)));
-      }
-    } else {  // IQ2_XXS
-      const Q8Row xq = Q8_KRowOf(xr, n);
-      int bsum = valid ? Iq2xxsUnitIsumTile(sblk, u, xq.qs + 256 * blk, grid_smem) : 0;
-      bsum = GroupSumInt<8>(bsum);
-      if (valid && u == 0)
-        terms[b] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), __ldg(xq.d + blk)), float(bsum));
+  if constexpr (T == DType::kQ8_0) {
+    if (Q8PairsFit<NR>(tile, nblk)) {
+      TileTermsQ8Pairs<NR>(tile, rows, row_bytes, n, x, terms);
+    } else {
+      TileTermsUnits<T, NR>(tile, rows, row_bytes, n, x, grid_smem, terms);
     }
-    blk += kStep;
-    while (blk >= nblk) {
-      blk -= nblk;
-      if (++r == rows) {
-        r = 0;
-        ++wi;
-      }
-    }
+  } else {
+    TileTermsUnits<T, NR>(tile, rows, row_bytes, n, x, grid_smem, terms);
   }
   __syncthreads();
 
@@ -272,8 +389,19 @@ __device__ __forceinline__ void TileCompute(const uint8_t* const (&w)[NR], int r
   for (int i = 0; i < NR; ++i) out[i] = 0.0f;
   if (tid < rows) {
     const float* t0 = terms + tid * nblk;
+    int k = 0;
+    if ((nblk & 3) == 0) {  // the terms four at a time (16-byte aligned), added one by one
+#pragma unroll 2
+      for (; k < nblk; k += 4) {
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+          const float4 q = *reinterpret_cast<const float4*>(t0 + i * rows * nblk + k);
+          out[i] = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(out[i], q.x), q.y), q.z), q.w);
+        }
+      }
+    }
 #pragma unroll 8
-    for (int k = 0; k < nblk; ++k) {
+    for (; k < nblk; ++k) {
 #pragma unroll
       for (int i = 0; i < NR; ++i) out[i] = __fadd_rn(out[i], t0[i * rows * nblk + k]);
     }

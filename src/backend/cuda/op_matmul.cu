@@ -210,8 +210,10 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
                  });
 }
 
+// (Two weights' tiles: with kTileMinBlocks' 32 registers the IQ2_XXS one spills; registers
+// come in steps of 8, so the next step is 40 and 6 blocks an SM, as MoeGateUpKernel.)
 template <DType T>
-__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
     GateUpTileKernel(TileLaunch<GateUpArgs> l) {
   extern __shared__ __align__(16) uint8_t tile_smem[];
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];

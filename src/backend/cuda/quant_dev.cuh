@@ -232,25 +232,33 @@ __device__ __forceinline__ int Q8_0BlockIsumRegs(const int (&wq)[8], const int8_
 // Q2_K unit w (values 32w..32w+31) against a Q8_K super-block (q8: its 256 quants,
 // bsums: its 16 sums): isum part (scaled by the two 4-bit group scales) and the mins part
 // (bsums · group mins).
-__device__ __forceinline__ void Q2KUnitIsum(const uint8_t* wblk, int w, const int8_t* q8,
-                                            const int16_t* bsums, int* isum, int* summs) {
+// The same from unit w's 32 activation quants (xv) and its two bsums (bs: bsums[2w] in the
+// low, bsums[2w + 1] in the high 16 bits) already in registers — the tile paths, which keep a
+// thread's activations across the rows it takes.
+__device__ __forceinline__ void Q2KUnitIsumRegs(const uint8_t* wblk, int w, const int (&xv)[8],
+                                                uint32_t bs, int* isum, int* summs) {
   const int h = w >> 2, s = w & 3;
   uint32_t wq[8];  // Q2_K blocks are 84 bytes: 4-byte aligned words
 #pragma unroll
   for (int k = 0; k < 8; ++k) wq[k] = LoadU32(wblk + 16 + 32 * h + 4 * k);
-  const int4 x0 = *reinterpret_cast<const int4*>(q8 + 32 * w);
-  const int4 x1 = *reinterpret_cast<const int4*>(q8 + 32 * w + 16);
-  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
   int sub[2] = {0, 0};
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     const int q = int((wq[k] >> (2 * s)) & 0x03030303u);
     sub[k >> 2] = __dp4a(q, xv[k], sub[k >> 2]);
   }
-  const uint8_t sc0 = wblk[2 * w];
-  const uint8_t sc1 = wblk[2 * w + 1];
-  *isum = int(sc0 & 15) * sub[0] + int(sc1 & 15) * sub[1];
-  *summs = int(bsums[2 * w]) * int(sc0 >> 4) + int(bsums[2 * w + 1]) * int(sc1 >> 4);
+  const uint32_t sc = LoadU16(wblk + 2 * w);  // the two group bytes: 2w in the low 8 bits
+  *isum = int(sc & 15) * sub[0] + int((sc >> 8) & 15) * sub[1];
+  *summs =
+      int(int16_t(bs & 0xffffu)) * int((sc >> 4) & 15) + int(int16_t(bs >> 16)) * int(sc >> 12);
+}
+__device__ __forceinline__ void Q2KUnitIsum(const uint8_t* wblk, int w, const int8_t* q8,
+                                            const int16_t* bsums, int* isum, int* summs) {
+  const int4 x0 = *reinterpret_cast<const int4*>(q8 + 32 * w);
+  const int4 x1 = *reinterpret_cast<const int4*>(q8 + 32 * w + 16);
+  const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  Q2KUnitIsumRegs(wblk, w, xv, LoadU32(reinterpret_cast<const uint8_t*>(bsums + 2 * w)), isum,
+                  summs);
 }
 
 // IQ2_XXS unit g against a Q8_K block: Σ ±grid·q8 times the group scale 2·ls + 1.

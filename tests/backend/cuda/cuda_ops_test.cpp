@@ -160,11 +160,14 @@ TEST_F(CudaOpsTest, MatMulQ8OneTokenTilesAreBitIdenticalToCpu) {
     DType t;
     int n, rows;
   };
+  // Q8_0 192 and 64: pairs of blocks that wrap rows within a pass (3 a row), one pair a row;
+  // 32 and 96 (odd blocks a row) take the block-per-thread path.
   const Shape shapes[] = {
       {DType::kQ8_0, 1024, 300},  {DType::kQ8_0, 8192, 5},    {DType::kQ8_0, 4096, 131},
       {DType::kQ8_0, 32, 70},     {DType::kQ8_0, 96, 41},     {DType::kQ2_K, 2048, 100},
       {DType::kQ2_K, 768, 50},    {DType::kQ2_K, 256, 9},     {DType::kIQ2_XXS, 4096, 40},
-      {DType::kIQ2_XXS, 768, 33}, {DType::kIQ2_XXS, 256, 70}, {DType::kQ8_0, 1024, 4000}};
+      {DType::kIQ2_XXS, 768, 33}, {DType::kIQ2_XXS, 256, 70}, {DType::kQ8_0, 1024, 4000},
+      {DType::kQ8_0, 192, 77},    {DType::kQ8_0, 64, 500}};
   for (const Shape& sh : shapes) {
     auto w = PlaceBoth(cpu_, *gpu_, sh.t, {uint64_t(sh.n), uint64_t(sh.rows), 1},
                        RandomWeightBytes(sh.t, sh.n, sh.rows, 71 + sh.n + sh.rows));
