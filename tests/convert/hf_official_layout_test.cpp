@@ -12,6 +12,7 @@
 #include <map>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "convert/hf_converter.h"
 #include "convert/safetensors_file.h"
@@ -94,12 +95,45 @@ struct Official {
   std::vector<std::string> fp4, fp8;
 };
 
-// Writes the official-layout checkpoint (config.json copied) and returns the reference values.
-Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage& damage = {}) {
+// hf-tiny-a's config.json in the released schema: compress_ratios with the MTP layer's entry
+// at the end, num_hash_layers, a flat YaRN rope_scaling (the compress branch), expert_dtype
+// and the FP8 quantization_config.
+void WriteReleasedConfig(const fs::path& path) {
+  std::ifstream in(testing::HfTinyDir() + "/config.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (const char* k : {"layer_types", "mlp_layer_types", "rope_parameters", "compress_rates"})
+    j.erase(k);
+  j["compress_ratios"] = {0, 4, 8, 4, 8, 0};
+  j["num_hash_layers"] = 2;
+  j["num_nextn_predict_layers"] = 1;
+  j["compress_rope_theta"] = 160000.0;
+  j["rope_theta"] = 10000.0;
+  j["rope_scaling"] = {{"type", "yarn"},
+                       {"factor", 16},
+                       {"beta_fast", 32},
+                       {"beta_slow", 1},
+                       {"original_max_position_embeddings", 65536}};
+  j["expert_dtype"] = "fp4";
+  j["torch_dtype"] = "bfloat16";
+  j["quantization_config"] = {{"activation_scheme", "dynamic"},
+                              {"fmt", "e4m3"},
+                              {"quant_method", "fp8"},
+                              {"scale_fmt", "ue8m0"},
+                              {"weight_block_size", {128, 128}}};
+  std::ofstream(path) << j.dump(2);
+}
+
+// Writes the official-layout checkpoint and returns the reference values. `released`: the
+// released config schema and an FP4 MTP expert (skipped), else hf-tiny-a's config.json.
+Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage& damage = {},
+                       bool released = false) {
   Official o;
   o.dir = tmp.path() / sub;
   fs::create_directories(o.dir);
-  fs::copy_file(testing::HfTinyDir() + "/config.json", o.dir / "config.json");
+  if (released)
+    WriteReleasedConfig(o.dir / "config.json");
+  else
+    fs::copy_file(testing::HfTinyDir() + "/config.json", o.dir / "config.json");
   auto st = SafetensorsFile::Open(testing::HfTinyDir() + "/model.safetensors");
   EXPECT_TRUE(st.ok());
   SafetensorsBuilder b;
@@ -149,6 +183,10 @@ Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage&
       std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
       add(name, std::string(StDTypeName(t.dtype)), t.shape, bytes, damage.weight);
     }
+  }
+  if (released) {
+    b.Add("mtp.0.ffn.experts.0.w1.weight", "I8", {32, 32}, std::vector<uint8_t>(32 * 32, 0x21));
+    b.Add("mtp.0.ffn.experts.0.w1.scale", "F8_E8M0", {32, 2}, std::vector<uint8_t>(64, 127));
   }
   b.WriteTo(o.dir / "model.safetensors");
   return o;
@@ -268,6 +306,27 @@ TEST(HfOfficialLayoutTest, Mxfp4ExpertsAreKeptBitForBit) {
     std::vector<float> got = GgufValues(*g, name, ref.size());
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << i;  // -0 == +0
   }
+}
+
+// The released config schema describes the same model: the file equals the one converted
+// with hf-tiny-a's transformers-style config, byte for byte; the MTP expert is skipped.
+TEST(HfOfficialLayoutTest, ReleasedConfigSchemaGivesTheSameFile) {
+  TempDir tmp("official_released");
+  Official a = WriteOfficial(tmp, "a/ck");
+  Official b = WriteOfficial(tmp, "b/ck", {}, true);
+  auto ra = Convert(tmp, a.dir, Ds4WeightScheme::kQ8_0, true, "a.gguf");
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  auto rb = Convert(tmp, b.dir, Ds4WeightScheme::kQ8_0, true, "b.gguf");
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  bool skipped = false;
+  for (const std::string& n : rb->notes) skipped |= n.find("mtp.0.ffn.experts.0.w1") != n.npos;
+  EXPECT_TRUE(skipped);
+  std::ifstream fa(tmp.path() / "a.gguf", std::ios::binary),
+      fb(tmp.path() / "b.gguf", std::ios::binary);
+  const std::string sa((std::istreambuf_iterator<char>(fa)), {});
+  const std::string sb((std::istreambuf_iterator<char>(fb)), {});
+  EXPECT_GT(sa.size(), 0u);
+  EXPECT_TRUE(sa == sb) << sa.size() << " vs " << sb.size() << " bytes";
 }
 
 // Requantizing (here to Q8_0, one expert at a time) gives exactly QuantizeRow of the decode.
