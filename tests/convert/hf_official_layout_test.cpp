@@ -4,6 +4,7 @@
 // nibble first, F8_E8M0 scale [rows, cols / 32]). The checkpoint is hf-tiny-a's, re-encoded in
 // that layout with deterministic codes; every converted tensor is checked against this
 // file's own plain decode of the public format definitions.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,12 +15,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_backend.h"
 #include "convert/hf_converter.h"
 #include "convert/safetensors_file.h"
 #include "gguf/gguf_file.h"
 #include "mini_tokenizer.h"
+#include "model/model.h"
 #include "safetensors_builder.h"
 #include "tensor/quant.h"
+#include "util/thread_pool.h"
 
 namespace flashkv {
 namespace {
@@ -41,6 +45,28 @@ float E8M0(uint8_t v) {
 float E2M1(uint8_t code) {
   static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   return (code & 8) ? -mag[code & 7] : mag[code & 7];
+}
+
+// Nearest codes, for a checkpoint that holds hf-tiny-a's own weights (rounded) rather than
+// random codes, so the model built from it computes sane values.
+uint8_t NearestE4M3(float x) {
+  uint8_t best = 0;
+  for (int c = 0; c < 128; ++c)
+    if (c != 0x7F &&
+        std::fabs(E4M3(uint8_t(c)) - std::fabs(x)) < std::fabs(E4M3(best) - std::fabs(x)))
+      best = uint8_t(c);
+  return x < 0 ? uint8_t(best | 0x80) : best;
+}
+uint8_t NearestE2M1(float x) {
+  uint8_t best = 0;
+  for (uint8_t c = 0; c < 8; ++c)
+    if (std::fabs(E2M1(c) - std::fabs(x)) < std::fabs(E2M1(best) - std::fabs(x))) best = c;
+  return x < 0 ? uint8_t(best | 8) : best;
+}
+// The E8M0 byte of the smallest power of two s with amax / s <= top.
+uint8_t ScaleFor(float amax, float top) {
+  if (amax <= 0.0f) return 127;
+  return uint8_t(std::clamp(127 + int(std::ceil(std::log2(amax / top))), 1, 254));
 }
 
 // A deterministic byte stream.
@@ -125,8 +151,9 @@ void WriteReleasedConfig(const fs::path& path) {
 
 // Writes the official-layout checkpoint and returns the reference values. `released`: the
 // released config schema and an FP4 MTP expert (skipped), else hf-tiny-a's config.json.
+// `faithful`: the codes are hf-tiny-a's values rounded to nearest, else random.
 Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage& damage = {},
-                       bool released = false) {
+                       bool released = false, bool faithful = false) {
   Official o;
   o.dir = tmp.path() / sub;
   fs::create_directories(o.dir);
@@ -153,8 +180,22 @@ Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage&
       const uint64_t rows = t.shape[0], cols = t.shape[1];
       std::vector<uint8_t> q(rows * cols / 2), e(rows * cols / 32);
       for (uint8_t& v : q) v = rng.Next();
-      for (uint8_t& v : e) v = static_cast<uint8_t>(118 + rng.Next() % 16);  // 2^-9 .. 2^6
-      q[0] = 0x08;                                                           // E2M1 -0 next to +0
+      // Scales 2^-9 .. 2^6; an E2M1 -0 next to a +0.
+      for (uint8_t& v : e) v = static_cast<uint8_t>(118 + rng.Next() % 16);
+      q[0] = 0x08;
+      if (faithful) {
+        const std::vector<float> src = *t.ToF32();
+        std::fill(q.begin(), q.end(), 0);
+        for (uint64_t b = 0; b < e.size(); ++b) {
+          float amax = 0.0f;
+          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(src[32 * b + i]));
+          e[b] = ScaleFor(amax, 6.0f);
+          for (int i = 0; i < 32; ++i) {
+            const uint64_t k = 32 * b + i;
+            q[k / 2] |= uint8_t(NearestE2M1(src[k] / E8M0(e[b])) << (4 * (k % 2)));
+          }
+        }
+      }
       std::vector<float> ref(rows * cols);
       for (uint64_t i = 0; i < ref.size(); ++i)
         ref[i] = E2M1((q[i / 2] >> (4 * (i % 2))) & 15) * E8M0(e[i / 32]);
@@ -171,6 +212,19 @@ Official WriteOfficial(const TempDir& tmp, const std::string& sub, const Damage&
         if ((v & 0x7F) == 0x7F) v ^= 1;  // E4M3's NaN
       }
       for (uint8_t& v : e) v = static_cast<uint8_t>(120 + rng.Next() % 8);
+      if (faithful) {
+        const std::vector<float> src = *t.ToF32();
+        std::vector<float> amax(sr * sc, 0.0f);
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < cols; ++c) {
+            float& m = amax[(r / 128) * sc + c / 128];
+            m = std::max(m, std::fabs(src[r * cols + c]));
+          }
+        for (uint64_t i = 0; i < e.size(); ++i) e[i] = ScaleFor(amax[i], 448.0f);
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < cols; ++c)
+            q[r * cols + c] = NearestE4M3(src[r * cols + c] / E8M0(e[(r / 128) * sc + c / 128]));
+      }
       std::vector<float> ref(rows * cols);
       for (uint64_t r = 0; r < rows; ++r)
         for (uint64_t c = 0; c < cols; ++c)
@@ -327,6 +381,51 @@ TEST(HfOfficialLayoutTest, ReleasedConfigSchemaGivesTheSameFile) {
   const std::string sb((std::istreambuf_iterator<char>(fb)), {});
   EXPECT_GT(sa.size(), 0u);
   EXPECT_TRUE(sa == sb) << sa.size() << " vs " << sb.size() << " bytes";
+}
+
+std::vector<float> Logits(const std::string& path, ActQuantMode aq, int* vocab) {
+  ThreadPool pool(2);
+  CpuBackend be(&pool);
+  ModelOptions opts;
+  opts.numerics = NumericsMode::kHf;
+  opts.act_quant = aq;
+  auto model = Model::Load(path, be, &opts);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return {};
+  *vocab = static_cast<int>((*model)->config().n_vocab);
+  std::vector<int32_t> prompt(20);
+  for (int i = 0; i < 20; ++i) prompt[i] = (i * 389 + 17) % *vocab;
+  auto state = (*model)->NewState(32);
+  EXPECT_TRUE(state.ok());
+  std::vector<float> logits(prompt.size() * size_t(*vocab));
+  const Status st = (*model)->Forward(prompt, *state, LogitsFor::kAll, logits.data());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return logits;
+}
+
+// The converted files run: MXFP4 experts (everything else f32) give the logits of the f32
+// conversion of the same checkpoint up to the products' order (hf numerics, act-quant off).
+TEST(HfOfficialLayoutTest, ConvertedFilesRunLikeTheF32Conversion) {
+  TempDir tmp("official_run");
+  Official o = WriteOfficial(tmp, "ck", {}, false, true);
+  ASSERT_TRUE(Convert(tmp, o.dir, Ds4WeightScheme::kF32, false, "f.gguf").ok());
+  ASSERT_TRUE(Convert(tmp, o.dir, Ds4WeightScheme::kF32, true, "m.gguf").ok());
+  ASSERT_TRUE(Convert(tmp, o.dir, Ds4WeightScheme::kQ8_0, true, "q.gguf").ok());
+  int va = 0, vb = 0, vc = 0;
+  const auto a = Logits((tmp.path() / "f.gguf").string(), ActQuantMode::kOff, &va);
+  const auto b = Logits((tmp.path() / "m.gguf").string(), ActQuantMode::kOff, &vb);
+  const auto c = Logits((tmp.path() / "q.gguf").string(), ActQuantMode::kQ8, &vc);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
+  ASSERT_FALSE(a.empty());
+  double amax = 0.0, dmax = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(a[i]) && std::isfinite(b[i]) && std::isfinite(c[i])) << i;
+    amax = std::max(amax, double(std::fabs(a[i])));
+    dmax = std::max(dmax, double(std::fabs(a[i] - b[i])));
+  }
+  EXPECT_GT(amax, 0.1);
+  EXPECT_LE(dmax, 1e-4 * amax) << "max |d| " << dmax << " of max |logit| " << amax;
 }
 
 // Requantizing (here to Q8_0, one expert at a time) gives exactly QuantizeRow of the decode.
