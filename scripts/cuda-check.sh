@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -49,6 +49,8 @@
 #                                  prefill-ncu: the SASS of the int8 and indexer kernels
 #                                  (sass.txt.gz) and, where ncu exists, their issue rates and
 #                                  stall reasons (ncu-*.log).
+#                                  decode-run: decode-tests and decode-bench in one call, with a
+#                                  baseline build's microbenchmark when staged beside it.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -298,6 +300,68 @@ PY
       --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro.json" "$@" 2>&1 \
       | tee "$OUT/decode-micro.log" || rc=1
   fi
+  if [[ $what == decode-run ]]; then
+    # One device call of the decode work (its 240 s budget): every GPU test, the small-shape
+    # fused and tile tests under memcheck and racecheck, then the decode microbenchmark at
+    # DECODE_FRONTIERS (default 2048,8192) with this build and, when staged beside it
+    # (.devcarry/base/flashkv_bench_cuda, the build before the change), with that one — the
+    # before/after in one call. DECODE_SWEEP="NAME=VALUE …": each setting once more at the
+    # first frontier (e.g. FLASHKV_CUDA_TILE_BYTES=8192), after the tile, fused and model tests
+    # with it. Extra args go to the microbenchmarks.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local F=${DECODE_FRONTIERS:-2048,8192}
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
+      "$OUT/gpu-tests.log" | head -60 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaFusedTest.*Small:CudaOpsTest.MatMulQ8OneTokenTiles*' \
+          > "$OUT/sanitizer-decode-$tool.log" 2>&1 || rc=1
+        tail -2 "$OUT/sanitizer-decode-$tool.log"
+      done
+    fi
+    "$BB" --decode-micro --frontiers "$F" --decode-steps 32 --warmup-steps 8 --profile-steps 4 \
+      --ttft 0 --json "$OUT/decode-micro.json" "$@" > "$OUT/decode-micro.log" 2>&1 || rc=1
+    grep -vE '^ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]* +[0-9]*%? +(Copy|Fill|Embed|Argmax)' \
+      "$OUT/decode-micro.log" | head -150 || true
+    if [[ -x $ROOT/.devcarry/base/flashkv_bench_cuda ]]; then
+      "$ROOT/.devcarry/base/flashkv_bench_cuda" --decode-micro --frontiers "$F" --decode-steps 32 \
+        --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro-base.json" "$@" \
+        > "$OUT/decode-micro-base.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|copy' "$OUT/decode-micro-base.log" || true
+    fi
+    for kv in ${DECODE_SWEEP:-}; do
+      local tag=${kv//=/-}
+      env "$kv" "$TB" --gtest_color=no \
+        --gtest_filter='CudaOpsTest.MatMulQ8*:CudaOpsTest.Moe*:CudaFusedTest.*:CudaModelTest.*' \
+        > "$OUT/gpu-tests-$tag.log" 2>&1 || rc=1
+      echo "$kv: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu-tests-$tag.log" | tr '\n' ' ')"
+      env "$kv" "$BB" --decode-micro --frontiers "${F%%,*}" --decode-steps 16 --warmup-steps 4 \
+        --profile-steps 2 --ttft 0 "$@" > "$OUT/decode-micro-$tag.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|Tile|ProjectSet|MoeGateUp|MoeDown|SublayerInput' \
+        "$OUT/decode-micro-$tag.log" || true
+    done
+    tail -n 2 "$OUT"/sanitizer-decode-*.log 2>/dev/null || true
+    # DECODE_NCU="KernelName …": Nsight Compute on two launches of each named kernel (speed
+    # of light, warp stalls, occupancy), where the machine has ncu and allows it.
+    local NCU
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+    if [[ -n ${DECODE_NCU:-} && -n $NCU ]]; then
+      for k in $DECODE_NCU; do
+        timeout 40 "$NCU" -k "regex:$k" -c 2 --section SpeedOfLight --section WarpStateStats \
+          --section Occupancy --section LaunchStats "$BB" --decode-micro --frontiers "${F%%,*}" \
+          --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
+        grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Shared Memory Config|Block Limit|Stall|cycles being stalled|One or More|ERR|==PROF==|==ERROR==' \
+          "$OUT/ncu-$k.log" | head -40 || true
+      done
+    elif [[ -n ${DECODE_NCU:-} ]]; then
+      echo "ncu: not found"
+    fi
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -362,7 +426,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -18,8 +18,12 @@ void RegisterMakeTiny(CLI::App& app) {
   auto tokenizer = std::make_shared<std::string>();
   cmd->add_option("OUT", opt->out_path, "GGUF file to write")->required();
   cmd->add_option("--preset", opt->preset,
-                  "tiny (6 layers, D 256: tests) or small (8 layers, D 512: benchmarks)")
-      ->check(CLI::IsMember(TinyPresetNames()))
+                  "tiny (6 layers, D 256: tests), small (8 layers, D 512: benchmarks) or "
+                  "flash[:LAYERS] (DeepSeek V4 Flash's widths, ~81 GB at all 43 layers)")
+      ->check([](const std::string& p) {
+        auto hp = TinyPresetHparams(p);
+        return hp.ok() ? std::string() : hp.status().message();
+      })
       ->capture_default_str();
   cmd->add_option("--seed", opt->seed, "random seed; the same seed gives the same file")
       ->capture_default_str();

@@ -1,13 +1,18 @@
 #include "convert/tiny_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "convert/ds4_layout.h"
+#include "convert/flash_preset.h"
 #include "convert/hf_converter.h"
 #include "convert/vocab_fit.h"
 #include "tensor/half.h"
@@ -76,10 +81,8 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// The f32 values of a tensor that is stored as F32, F16 or Q8_0 [count].
-std::vector<float> FloatValues(const Ds4TensorSpec& spec, Rng& rng) {
-  uint64_t count = 1;
-  for (uint64_t n : spec.ne) count *= n;
+// `count` f32 values of a tensor that is stored as F32, F16 or Q8_0.
+std::vector<float> FloatValues(const Ds4TensorSpec& spec, uint64_t count, Rng& rng) {
   std::vector<float> v(count);
   std::string_view part = spec.part;
   auto normal = [&](double sigma, float offset) {
@@ -164,6 +167,67 @@ std::vector<uint8_t> RandomTokenExperts(const Ds4Hparams& hp, Rng& rng) {
   return out;
 }
 
+uint64_t ElementCount(const Ds4TensorSpec& spec) {
+  uint64_t count = 1;
+  for (uint64_t n : spec.ne) count *= n;
+  return count;
+}
+
+// Rows [r0, r1) of a tensor (rows = every dimension past ne[0]) from stream `rng`.
+Expected<std::vector<uint8_t>> ProduceRows(const Ds4TensorSpec& spec, DType type, uint64_t r0,
+                                           uint64_t r1, uint64_t row_bytes, Rng& rng) {
+  const uint64_t nbytes = (r1 - r0) * row_bytes;
+  switch (type) {
+    case DType::kIQ2_XXS:
+      return RandomIq2xxs(spec, nbytes, rng);
+    case DType::kQ2_K:
+      return RandomQ2K(spec, nbytes, rng);
+    default:
+      return EncodeTensorRows(FloatValues(spec, (r1 - r0) * spec.ne[0], rng), type,
+                              {spec.ne[0], r1 - r0});
+  }
+}
+
+// The chunked streams: chunk c (kChunkValues values of whole rows) comes from stream
+// "<name>#c", so chunks are produced in parallel and the bytes do not depend on the thread
+// count; a float tensor's values exist only a chunk at a time.
+constexpr uint64_t kChunkValues = uint64_t(1) << 22;
+
+Expected<std::vector<uint8_t>> ProduceChunked(const Ds4TensorSpec& spec, DType type,
+                                              uint64_t nbytes, uint64_t seed, int threads) {
+  const uint64_t rows = ElementCount(spec) / spec.ne[0];
+  const uint64_t row_bytes = nbytes / rows;
+  const uint64_t chunk_rows = std::max<uint64_t>(1, kChunkValues / spec.ne[0]);
+  const uint64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  std::vector<uint8_t> out(nbytes);
+  std::atomic<uint64_t> next{0};
+  std::mutex mu;
+  Status first_error;
+  auto work = [&] {
+    for (uint64_t c = next++; c < chunks; c = next++) {
+      const uint64_t r0 = c * chunk_rows, r1 = std::min(rows, r0 + chunk_rows);
+      Rng rng(seed, spec.name + "#" + std::to_string(c));
+      auto bytes = ProduceRows(spec, type, r0, r1, row_bytes, rng);
+      if (!bytes.ok() || bytes->size() != (r1 - r0) * row_bytes) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) {
+          first_error = bytes.ok() ? Internal("{}: chunk {} has the wrong size", spec.name, c)
+                                   : bytes.status().WithContext(spec.name);
+        }
+        return;
+      }
+      std::memcpy(out.data() + r0 * row_bytes, bytes->data(), bytes->size());
+    }
+  };
+  std::vector<std::thread> pool;
+  const uint64_t n = std::min<uint64_t>(uint64_t(std::max(threads, 1)), chunks);
+  for (uint64_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (!first_error.ok()) return first_error;
+  return out;
+}
+
 Ds4Hparams FlashConstants() {
   Ds4Hparams hp;
   hp.n_ctx_train = 1048576;
@@ -191,7 +255,7 @@ Ds4Hparams FlashConstants() {
 }  // namespace
 
 std::vector<std::string> TinyPresetNames() {
-  return {"tiny", "small"};
+  return {"tiny", "small", "flash"};
 }
 
 Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset) {
@@ -224,8 +288,10 @@ Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset) {
     hp.n_swa = 128;
     hp.n_indexer_head = 16;
     hp.indexer_top_k = 64;
+  } else if (IsFlashPreset(preset)) {
+    FLASHKV_RETURN_IF_ERROR(SetFlashWidths(preset, hp));
   } else {
-    return InvalidArgument("unknown preset '{}' (expected tiny or small)", preset);
+    return InvalidArgument("unknown preset '{}' (expected tiny, small or flash[:LAYERS])", preset);
   }
   hp.n_layer = static_cast<uint32_t>(hp.compress_ratios.size());
   hp.swiglu_clamp.assign(hp.n_layer, 10.0f);
@@ -234,7 +300,7 @@ Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset) {
 }
 
 Status AddTinyModel(const Ds4Hparams& hp, const Vocab& vocab, uint64_t seed,
-                    const std::string& name, GgufWriter& w) {
+                    const std::string& name, GgufWriter& w, int threads) {
   FLASHKV_RETURN_IF_ERROR(hp.Validate());
   if (vocab.size() != hp.n_vocab)
     return InvalidArgument("vocabulary has {} tokens, the model {} rows", vocab.size(), hp.n_vocab);
@@ -244,7 +310,10 @@ Status AddTinyModel(const Ds4Hparams& hp, const Vocab& vocab, uint64_t seed,
     const DType type = Ds4TensorType(spec, Ds4WeightScheme::kQ2);
     FLASHKV_ASSIGN_OR_RETURN(uint64_t nbytes,
                              TensorBytes(type, spec.ne.data(), static_cast<int>(spec.ne.size())));
-    auto produce = [spec, type, nbytes, seed, hp]() -> Expected<std::vector<uint8_t>> {
+    auto produce = [spec, type, nbytes, seed, hp, threads]() -> Expected<std::vector<uint8_t>> {
+      if (threads > 0 && type != DType::kI32) {
+        return ProduceChunked(spec, type, nbytes, seed, threads);
+      }
       Rng rng(seed, spec.name);
       switch (type) {
         case DType::kIQ2_XXS:
@@ -254,7 +323,7 @@ Status AddTinyModel(const Ds4Hparams& hp, const Vocab& vocab, uint64_t seed,
         case DType::kI32:
           return RandomTokenExperts(hp, rng);
         default:
-          return EncodeTensorRows(FloatValues(spec, rng), type, spec.ne);
+          return EncodeTensorRows(FloatValues(spec, ElementCount(spec), rng), type, spec.ne);
       }
     };
     FLASHKV_RETURN_IF_ERROR(w.AddTensorDeferred(spec.name, type, spec.ne, std::move(produce)));
@@ -266,15 +335,23 @@ Expected<TinyModelReport> MakeTinyModel(const TinyModelOptions& opt) {
   FLASHKV_ASSIGN_OR_RETURN(Ds4Hparams hp, TinyPresetHparams(opt.preset));
   FLASHKV_ASSIGN_OR_RETURN(Vocab vocab, LoadVocabFromTokenizerJson(opt.tokenizer_path));
   FLASHKV_RETURN_IF_ERROR(FitVocabToModel(vocab, hp.n_vocab, nullptr));
+  // Flash-width files are large: chunked streams on every core (tiny and small keep the
+  // per-tensor streams their pinned bytes come from).
+  const int threads =
+      IsFlashPreset(opt.preset) ? int(std::max(1u, std::thread::hardware_concurrency())) : 0;
   GgufWriter w;
-  FLASHKV_RETURN_IF_ERROR(
-      AddTinyModel(hp, vocab, opt.seed,
-                   fmt::format("flashkv-{} (random weights, seed {})", opt.preset, opt.seed), w));
+  FLASHKV_RETURN_IF_ERROR(AddTinyModel(
+      hp, vocab, opt.seed,
+      fmt::format("flashkv-{} (random weights, seed {})", opt.preset, opt.seed), w, threads));
   {
-    Progress progress("make-tiny", w.tensor_count(), "tensors");
+    FLASHKV_ASSIGN_OR_RETURN(std::vector<TinyTensorEntry> dir, TinyModelDirectory(hp));
+    Progress progress("make-tiny", (dir.back().offset + dir.back().nbytes) >> 20, "MiB");
     GgufWriter::ProgressFn on_tensor;
-    if (opt.show_progress)
-      on_tensor = [&](size_t done, size_t, const std::string& t) { progress.Update(done, t); };
+    if (opt.show_progress) {
+      on_tensor = [&](size_t done, size_t, const std::string& t) {
+        progress.Update((dir[done - 1].offset + dir[done - 1].nbytes) >> 20, t);
+      };
+    }
     FLASHKV_RETURN_IF_ERROR(w.Write(opt.out_path, on_tensor));
   }
   TinyModelReport report;

@@ -36,14 +36,18 @@ inline constexpr uint32_t kDs4VocabSize = 129280;
 //           the window crossed at 32.
 //   small — 8 layers [0, 0, 4, 128, 4, 128, 4, 128], D 512, 8 heads x 192, window 128,
 //           indexer 16 x 128 top-64, 16 experts top-4 of width 512: for benchmarks.
+//   flash[:LAYERS] — DeepSeek V4 Flash's widths, its first LAYERS (default all 43) layers
+//           (convert/flash_preset.h): ~81 GB at 43 layers.
 Expected<Ds4Hparams> TinyPresetHparams(std::string_view preset);
 std::vector<std::string> TinyPresetNames();
 
 // Writes the metadata (general.name "flashkv-<preset> (random weights, seed N)"), the
 // vocabulary and every tensor of Ds4Layout(hp) under the q2 scheme, generated lazily by
-// Write(). `vocab` must already have hp.n_vocab tokens.
+// Write(). `vocab` must already have hp.n_vocab tokens. threads 0: one stream per tensor
+// (the bytes of the tiny and small presets); N >= 1: one stream per chunk of rows, produced
+// on N threads, the same bytes for every N (MakeTinyModel uses it for flash).
 Status AddTinyModel(const Ds4Hparams& hp, const Vocab& vocab, uint64_t seed,
-                    const std::string& name, GgufWriter& writer);
+                    const std::string& name, GgufWriter& writer, int threads = 0);
 
 struct TinyModelOptions {
   std::string preset = "tiny";

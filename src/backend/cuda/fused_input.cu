@@ -6,14 +6,18 @@
 //   __fmul_rn(x, scale) — the value HcNormKernel stores), then in the last block
 //   (fused_sync.cuh) the Sinkhorn split, post and comb, the stream sum u, RMSNorm(u) · norm
 //   with RmsNormKernel's tree, and xn quantized to Q8_0 with act_quant.cuh's quantizer;
-// - ProjectSetKernel: every Q8_0 projection of that row in one launch, each output row as
-//   MatVecKernel's one-token path forms it (WarpRowDotQ8, staged).
+// - ProjectSetKernel: every Q8_0 projection of that row in one launch, a block per tile of
+//   rows (matvec_tile.cuh), each output row with MatVecKernel's one-token bits.
+#include <algorithm>
+
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/fused_launch.h"
 #include "backend/cuda/fused_sync.cuh"
 #include "backend/cuda/hc_dev.cuh"
+#include "backend/cuda/imma_ptx.cuh"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/norm_rope_dev.cuh"
 
 namespace flashkv::cuda {
@@ -48,21 +52,49 @@ struct InputArgs {
   float eps;          // the sublayer norm
 };
 
+// Dynamic shared memory: the streams [hc_dim floats], the block's fn row, then [n_embd].
+__host__ __device__ inline unsigned InputFnOffset(int hc_dim) {
+  return 4u * unsigned(hc_dim);
+}
+__host__ __device__ inline unsigned InputRowOffset(int hc_dim, uint64_t fn_row_bytes) {
+  return InputFnOffset(hc_dim) + unsigned(fn_row_bytes);
+}
+
 template <DType TF>
 __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a) {
-  extern __shared__ float row[];  // [n_embd]: u, then xn
+  extern __shared__ __align__(16) uint8_t input_smem[];
   __shared__ double dsum[32];
   __shared__ float part[kSplitWarps][1];
   __shared__ float mix[(2 + kMaxHc) * kMaxHc];
   __shared__ float split[(2 + kMaxHc) * kMaxHc];
   const int n = a.n_hc;
   const int hc_dim = n * a.n_embd;
+  float* xs = reinterpret_cast<float*>(input_smem);
+  uint8_t* fns = input_smem + InputFnOffset(hc_dim);
+  float* row = reinterpret_cast<float*>(input_smem + InputRowOffset(hc_dim, a.fn_row_bytes));
+
+  // The streams and this block's fn row into shared memory, every load in flight at once
+  // (the sums below then wait on one round trip instead of a chain of them).
+  {
+    const uint4* xsrc = reinterpret_cast<const uint4*>(a.x_hc);
+    for (int c = threadIdx.x; c < hc_dim / 4; c += kInputThreads) {
+      CpAsync16(SmemAddr(xs + 4 * c), xsrc + c);
+    }
+    const uint4* fsrc =
+        reinterpret_cast<const uint4*>(a.fn + uint64_t(blockIdx.x) * a.fn_row_bytes);
+    for (int c = threadIdx.x; c < int(a.fn_row_bytes / 16); c += kInputThreads) {
+      CpAsync16(SmemAddr(fns + 16 * c), fsrc + c);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+    __syncthreads();
+  }
 
   // mix[r] = fn[r] · RMS_1(x_hc).
-  const float scale = RmsScale(HcNormSumSquares(a.x_hc, hc_dim, dsum), hc_dim, a.hc_norm_eps);
-  const float* xf[1] = {a.x_hc};
-  const float m = SplitRowDotsF32<TF, 1>(a.fn + uint64_t(blockIdx.x) * a.fn_row_bytes, xf, 1,
-                                         hc_dim, a.iq2_grid, part, ScaleXMap{scale});
+  const float scale = RmsScale(HcNormSumSquares(xs, hc_dim, dsum), hc_dim, a.hc_norm_eps);
+  const float* xf[1] = {xs};
+  const float m = SplitRowDotsF32<TF, 1, ScaleXMap, false>(fns, xf, 1, hc_dim, a.iq2_grid, part,
+                                                           ScaleXMap{scale});
   if (threadIdx.x == 0) a.mix[blockIdx.x] = m;
   if (!ArriveLast(a.counter, gridDim.x)) return;
 
@@ -86,7 +118,7 @@ __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a
     }
   }
   for (int d = threadIdx.x; d < a.n_embd; d += blockDim.x) {
-    const float v = HcStreamSum(a.x_hc, split, n, a.n_embd, d);
+    const float v = HcStreamSum(xs, split, n, a.n_embd, d);
     row[d] = v;
     a.u[d] = v;
   }
@@ -111,39 +143,54 @@ __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a
   }
 }
 
-constexpr int kProjectWarps = 4;  // MatVecKernel's warps per block
-
 struct ProjectSetArgs {
   const uint8_t* w[kMaxInputProjections];
   uint64_t row_bytes[kMaxInputProjections];
   float* y[kMaxInputProjections];
   int rows[kMaxInputProjections];
-  int first_block[kMaxInputProjections + 1];
+  int tile_rows[kMaxInputProjections];
+  int first_block[kMaxInputProjections + 1];  // first tile of each projection; then the count
   int n_proj;
-  const uint8_t* x;  // the Q8_0 row of xn
+  unsigned buf_bytes;  // one tile buffer
+  const uint8_t* x;    // the Q8_0 row of xn
   int n;
   const uint64_t* iq2_grid;
 };
 
-__global__ void __launch_bounds__(kProjectWarps * 32) ProjectSetKernel(ProjectSetArgs a) {
-  __shared__ __align__(16) uint8_t stage[kProjectWarps * kQ8_0StageBytes];
-  const int warp = threadIdx.x >> 5;
-  int p = 0;
-  while (p + 1 < a.n_proj && int(blockIdx.x) >= a.first_block[p + 1]) ++p;
-  const int r = (int(blockIdx.x) - a.first_block[p]) * kProjectWarps + warp;
-  if (r >= a.rows[p]) return;
-  const uint8_t* wrow[1] = {a.w[p] + uint64_t(r) * a.row_bytes[p]};
-  const uint8_t* xb[1] = {a.x};
-  float out[1];
-  WarpRowDotQ8<DType::kQ8_0, 1, 1>(wrow, xb, 1, a.n, nullptr, a.iq2_grid, out,
-                                   stage + warp * kQ8_0StageBytes);
-  if ((threadIdx.x & 31) == 0) a.y[p][r] = out[0];
+// Tiles of every projection in one grid (matvec_tile.cuh: MatVecKernel's one-token bits).
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) ProjectSetKernel(ProjectSetArgs a) {
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  int p_hint = 0;  // the tiles a block takes only grow
+  TileLoop<DType::kQ8_0, 1>(
+      a.first_block[a.n_proj], a.n, tile_smem, a.buf_bytes, nullptr, a.iq2_grid,
+      [&](int t) {
+        int p = p_hint;
+        while (p + 1 < a.n_proj && t >= a.first_block[p + 1]) ++p;
+        p_hint = p;
+        const int row0 = (t - a.first_block[p]) * a.tile_rows[p];
+        return TileJob<1>{{a.w[p] + uint64_t(row0) * a.row_bytes[p]},
+                          row0,
+                          min(a.tile_rows[p], a.rows[p] - row0),
+                          int(a.row_bytes[p]),
+                          TileX{a.x},
+                          p};
+      },
+      [&](const TileJob<1>& j, const float(&out)[1]) {
+        if (int(threadIdx.x) < j.rows) a.y[j.tag][j.row0 + threadIdx.x] = out[0];
+      });
 }
 
+// The most dynamic shared memory SublayerInputKernel asks for (Flash: 64 KiB of streams,
+// a 32 KiB F16 row and 16 KiB of row).
+constexpr int kMaxInputSmem = 160 * 1024;
+
 template <DType TF>
-void LaunchInput(CudaBackend::State& s, int mix, unsigned smem, const InputArgs& k,
+bool LaunchInput(CudaBackend::State& s, int mix, unsigned smem, const InputArgs& k,
                  uint64_t bytes) {
+  static const cudaError_t raised = AllowSharedMemory(SublayerInputKernel<TF>, kMaxInputSmem);
+  if (raised != cudaSuccess && smem > 48 * 1024) return false;
   s.Launch(SublayerInputKernel<TF>, dim3(mix), dim3(kInputThreads), smem, k, bytes);
+  return true;
 }
 
 }  // namespace
@@ -163,16 +210,25 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     return -1;
   }
   if (a.norm != nullptr && a.norm->type != DType::kF32) return -1;
+  // The streams and the fn rows are copied in 16-byte pieces.
+  const unsigned smem = InputRowOffset(hc_dim, fn.row_bytes) + unsigned(sizeof(float) * p.n_embd);
+  if (reinterpret_cast<uintptr_t>(a.x_hc.get()) % 16 != 0 || hc_dim % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(fn.data.get()) % 16 != 0 || fn.row_bytes % 16 != 0 ||
+      smem > unsigned(kMaxInputSmem)) {
+    return -1;
+  }
 
   // Projections the set kernel takes: Q8_0 weights over the whole row, q8 activations.
   int mask = 0;
   ProjectSetArgs ps{};
   uint64_t ps_bytes = 0;
   int blocks = 0;
+  unsigned ps_smem = 0;
   for (int i = 0; i < a.n_proj; ++i) {
     const Weight& w = *a.proj[i].w;
+    const int tile_rows = TileRowsFor(w.row_bytes, 1);
     if (a.aq != ActQuantMode::kQ8 || w.type != DType::kQ8_0 || w.ne[0] != uint64_t(p.n_embd) ||
-        p.n_embd % 32 != 0 || w.ne[1] == 0) {
+        p.n_embd % 32 != 0 || w.ne[1] == 0 || tile_rows == 0) {
       continue;
     }
     const int j = ps.n_proj++;
@@ -180,8 +236,10 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     ps.row_bytes[j] = w.row_bytes;
     ps.y[j] = a.proj[i].y.get();
     ps.rows[j] = int(w.ne[1]);
+    ps.tile_rows[j] = tile_rows;
     ps.first_block[j] = blocks;
-    blocks += int(CeilDiv(w.ne[1], kProjectWarps));
+    blocks += int(CeilDiv(w.ne[1], tile_rows));
+    ps_smem = std::max(ps_smem, TileSmemBytes(w.row_bytes, 1, tile_rows, p.n_embd / 32));
     ps_bytes += w.matrix_bytes();
     mask |= 1 << i;
   }
@@ -217,24 +275,30 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
   k.hc_norm_eps = p.norm_eps;
   k.hc_eps = p.hc_eps;
   k.eps = a.eps;
-  const unsigned smem = unsigned(sizeof(float) * p.n_embd);
   const uint64_t fn_bytes = fn.matrix_bytes();
+  bool launched = false;
   switch (fn.type) {
     case DType::kF16:
-      LaunchInput<DType::kF16>(s, mix, smem, k, fn_bytes);
+      launched = LaunchInput<DType::kF16>(s, mix, smem, k, fn_bytes);
       break;
     case DType::kBF16:
-      LaunchInput<DType::kBF16>(s, mix, smem, k, fn_bytes);
+      launched = LaunchInput<DType::kBF16>(s, mix, smem, k, fn_bytes);
       break;
     default:
-      LaunchInput<DType::kF32>(s, mix, smem, k, fn_bytes);
+      launched = LaunchInput<DType::kF32>(s, mix, smem, k, fn_bytes);
       break;
   }
+  if (!launched) return -1;
   if (ps.n_proj > 0) {
     ps.x = xq;
     ps.n = p.n_embd;
     ps.iq2_grid = s.iq2_grid;
-    s.Launch(ProjectSetKernel, dim3(blocks), dim3(kProjectWarps * 32), 0, ps, ps_bytes);
+    PreferSharedForTiles(ProjectSetKernel);
+    ps.buf_bytes = ps_smem;
+    bool loops = false;
+    const int grid = TileGrid(blocks, s.prop.multiProcessorCount, &loops);
+    s.Launch(ProjectSetKernel, dim3(grid), dim3(kTileThreads), loops ? 2 * ps_smem : ps_smem, ps,
+             ps_bytes);
   }
   return mask;
 }

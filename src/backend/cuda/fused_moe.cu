@@ -22,12 +22,11 @@
 #include "backend/cuda/hc_dev.cuh"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/router_dev.cuh"
 
 namespace flashkv::cuda {
 namespace {
-
-constexpr int kRowWarps = 4;  // MatVecKernel / GateUpKernel's warps per block: one row each
 
 // ---- routing ---------------------------------------------------------------------------
 struct RouteArgs {
@@ -101,53 +100,64 @@ struct GateUpArgs2 {
   int n_ff_shared;
   int n_expert;
   int n_used;
+  int tiles;  // tiles of tile_rows rows per expert slot
+  int tile_rows;
+  int sh_tiles;
+  int sh_tile_rows;
   float clamp;
 };
 
+// Blocks [0, n_used · tiles) take the experts' tiles (slot-major), the next sh_tiles the shared
+// expert's; each a tile of gate and up rows (matvec_tile.cuh).
+// (Two tile types in one kernel: with kTileMinBlocks' registers it would spill.)
 template <DType TE, DType TS>
-__global__ void __launch_bounds__(kRowWarps * 32) MoeGateUpKernel(GateUpArgs2 a) {
-  extern __shared__ float mids[];  // the last block's copy of its slot's mid row
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2) MoeGateUpKernel(GateUpArgs2 a) {
+  extern __shared__ __align__(16) uint8_t smem[];  // the tile; then the last block's mid row
+  __shared__ uint64_t grid_smem[kIq2TableEntries];
   const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int slot = blockIdx.y;
-  const bool shared = slot == a.n_used;
+  const int expert_blocks = a.n_used * a.tiles;
+  const bool shared = int(blockIdx.x) >= expert_blocks;
+  const int slot = shared ? a.n_used : int(blockIdx.x) / a.tiles;
+  const int tile = shared ? int(blockIdx.x) - expert_blocks : int(blockIdx.x) % a.tiles;
   const int rows = shared ? a.n_ff_shared : a.n_ff;
-  const int r = blockIdx.x * kRowWarps + warp;
-  if (r < rows) {
-    float gu[2];
-    if (!shared) {
-      int e = a.selected[slot];
-      if (e < 0 || e >= a.n_expert) e = 0;  // TileBuildKernel's rule
-      const uint64_t off = uint64_t(e) * a.expert_bytes + uint64_t(r) * a.row_bytes;
-      const uint8_t* wrows[2] = {a.gate + off, a.up + off};
-      const uint8_t* xb[1] = {a.xq_experts};
-      WarpRowDotQ8<TE, 1, 2>(wrows, xb, 1, a.n_embd, nullptr, a.iq2_grid, gu);
-      if (lane == 0) {
-        a.mid[uint64_t(slot) * a.n_ff + r] =
-            __fmul_rn(ClampedSwiGlu(gu[0], gu[1], a.clamp), a.weights[slot]);
-      }
-    } else {
-      const uint64_t off = uint64_t(r) * a.sh_row_bytes;
-      const uint8_t* wrows[2] = {a.sh_gate + off, a.sh_up + off};
-      const uint8_t* xb[1] = {a.xq_shared};
-      WarpRowDotQ8<TS, 1, 2>(wrows, xb, 1, a.n_embd, nullptr, a.iq2_grid, gu);
-      if (lane == 0) {
-        a.sh_gate_out[r] = gu[0];
-        a.sh_up_out[r] = gu[1];
-        a.sh_mid[r] = ClampedSwiGlu(gu[0], gu[1], a.clamp);
-      }
+  const int tile_rows = shared ? a.sh_tile_rows : a.tile_rows;
+  const int row0 = tile * tile_rows;
+  const int nr = min(tile_rows, rows - row0);
+  float gu[2];
+  if (!shared) {
+    int e = a.selected[slot];
+    if (e < 0 || e >= a.n_expert) e = 0;  // TileBuildKernel's rule
+    const uint64_t off = uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes;
+    const uint8_t* w[2] = {a.gate + off, a.up + off};
+    TileRowDots<TE, 2>(w, nr, int(a.row_bytes), a.n_embd, TileX{a.xq_experts}, smem, grid_smem,
+                       a.iq2_grid, gu);
+    if (int(threadIdx.x) < nr) {
+      a.mid[uint64_t(slot) * a.n_ff + row0 + threadIdx.x] =
+          __fmul_rn(ClampedSwiGlu(gu[0], gu[1], a.clamp), a.weights[slot]);
+    }
+  } else {
+    const uint64_t off = uint64_t(row0) * a.sh_row_bytes;
+    const uint8_t* w[2] = {a.sh_gate + off, a.sh_up + off};
+    TileRowDots<TS, 2>(w, nr, int(a.sh_row_bytes), a.n_embd, TileX{a.xq_shared}, smem, grid_smem,
+                       a.iq2_grid, gu);
+    if (int(threadIdx.x) < nr) {
+      const int r = row0 + threadIdx.x;
+      a.sh_gate_out[r] = gu[0];
+      a.sh_up_out[r] = gu[1];
+      a.sh_mid[r] = ClampedSwiGlu(gu[0], gu[1], a.clamp);
     }
   }
-  if (!ArriveLast(a.counters + slot, gridDim.x)) return;
+  if (!ArriveLast(a.counters + slot, shared ? a.sh_tiles : a.tiles)) return;
 
+  float* mids = reinterpret_cast<float*>(smem);
   const float* src = shared ? a.sh_mid : a.mid + uint64_t(slot) * a.n_ff;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) mids[i] = __ldcg(src + i);
   __syncthreads();
   if (shared) {
-    QuantizeRowByWarps(mids, a.sh_midq, rows, false, warp, kRowWarps);
+    QuantizeRowByWarps(mids, a.sh_midq, rows, false, warp, kTileThreads / 32);
   } else {
     QuantizeRowByWarps(mids, a.midq + uint64_t(slot) * a.mid_row_bytes, rows, true, warp,
-                       kRowWarps);
+                       kTileThreads / 32);
   }
 }
 
@@ -177,38 +187,39 @@ struct DownArgs {
   int n_expert;
   int n_used;
   int n_hc;
+  int tile_rows;  // rows per row group, every slot
 };
 
+// grid (row groups of tile_rows rows, slots + 1): a tile of each slot's down rows
+// (matvec_tile.cuh); the last block of a row group finishes its rows.
 template <DType TD, DType TSD>
-__global__ void __launch_bounds__(kRowWarps * 32) MoeDownKernel(DownArgs a) {
-  __shared__ __align__(16) uint8_t stage[kRowWarps * kQ8_0StageBytes];
-  const int warp = threadIdx.x >> 5;
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) MoeDownKernel(DownArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
   const int slot = blockIdx.y;
   const bool shared = slot == a.n_used;
-  const int r = blockIdx.x * kRowWarps + warp;
-  if (r < a.n_embd) {
-    float y[1];
-    if (!shared) {
-      int e = a.selected[slot];
-      if (e < 0 || e >= a.n_expert) e = 0;
-      const uint8_t* wrow[1] = {a.down + uint64_t(e) * a.expert_bytes + uint64_t(r) * a.row_bytes};
-      const uint8_t* xb[1] = {a.midq + uint64_t(slot) * a.mid_row_bytes};
-      WarpRowDotQ8<TD, 1, 1>(wrow, xb, 1, a.n_ff, nullptr, a.iq2_grid, y);
-    } else {
-      const uint8_t* wrow[1] = {a.sh_down + uint64_t(r) * a.sh_row_bytes};
-      const uint8_t* xb[1] = {a.sh_midq};
-      WarpRowDotQ8<TSD, 1, 1>(wrow, xb, 1, a.n_ff_shared, nullptr, a.iq2_grid, y,
-                              TSD == DType::kQ8_0 ? stage + warp * kQ8_0StageBytes : nullptr);
-    }
-    if ((threadIdx.x & 31) == 0) a.part[uint64_t(slot) * a.n_embd + r] = y[0];
+  const int row0 = blockIdx.x * a.tile_rows;
+  const int nr = min(a.tile_rows, a.n_embd - row0);
+  float y[1];
+  if (!shared) {
+    int e = a.selected[slot];
+    if (e < 0 || e >= a.n_expert) e = 0;
+    const uint8_t* w[1] = {a.down + uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes};
+    TileRowDots<TD, 1>(w, nr, int(a.row_bytes), a.n_ff,
+                       TileX{a.midq + uint64_t(slot) * a.mid_row_bytes}, smem, nullptr, a.iq2_grid,
+                       y);
+  } else {
+    const uint8_t* w[1] = {a.sh_down + uint64_t(row0) * a.sh_row_bytes};
+    TileRowDots<TSD, 1>(w, nr, int(a.sh_row_bytes), a.n_ff_shared, TileX{a.sh_midq}, smem, nullptr,
+                        a.iq2_grid, y);
   }
+  if (int(threadIdx.x) < nr) a.part[uint64_t(slot) * a.n_embd + row0 + threadIdx.x] = y[0];
   if (!ArriveLast(a.counters + blockIdx.x, gridDim.y)) return;
 
   // Thread (row, stream): the routed sum in slot order, + the shared expert, HC_post.
   const int rr = threadIdx.x / a.n_hc;
   const int k = threadIdx.x % a.n_hc;
-  const int d = blockIdx.x * kRowWarps + rr;
-  if (rr >= kRowWarps || d >= a.n_embd) return;
+  const int d = row0 + rr;
+  if (rr >= nr) return;
   float routed = 0.0f;
   for (int s = 0; s < a.n_used; ++s) {
     routed = __fadd_rn(routed, __ldcg(a.part + uint64_t(s) * a.n_embd + d));
@@ -255,9 +266,20 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
       sd.ne[1] != uint64_t(D)) {
     return false;
   }
+  // Tiles (matvec_tile.cuh): gate/up rows of the experts and of the shared expert; the down
+  // products share one row partition (the slot sum runs per row group), as large as the
+  // shared expert's longer rows allow.
+  const int ge_rows = TileRowsFor(gate.row_bytes, 2);
+  const int gs_rows = TileRowsFor(sg.row_bytes, 2);
+  const int dn_rows =
+      std::min({TileRowsFor(down.row_bytes, 1),
+                sd.row_bytes <= kTileMaxBytes ? int(kTileMaxBytes / sd.row_bytes) : 0,
+                kTileThreads / std::max(a.hc.n_hc, 1)});
+  if (ge_rows == 0 || gs_rows == 0 || dn_rows <= 0 || dn_rows * a.hc.n_hc > kTileThreads) {
+    return false;
+  }
   if (D % 256 != 0 || F % 256 != 0 || Fs % 32 != 0 || k < 1 || k > kMaxExpertsUsed ||
-      a.hc.n_hc < 1 || a.hc.n_hc > kMaxHc ||
-      kSyncDown + int(CeilDiv(D, kRowWarps)) > kSyncCounters ||
+      a.hc.n_hc < 1 || a.hc.n_hc > kMaxHc || kSyncDown + int(CeilDiv(D, dn_rows)) > kSyncCounters ||
       size_t(std::max(F, Fs)) * sizeof(float) > 48 * 1024 ||
       size_t(3 * E) * sizeof(float) > 48 * 1024) {
     return false;
@@ -341,11 +363,18 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   g.n_ff_shared = Fs;
   g.n_expert = E;
   g.n_used = k;
+  g.tile_rows = ge_rows;
+  g.tiles = int(CeilDiv(F, ge_rows));
+  g.sh_tile_rows = gs_rows;
+  g.sh_tiles = int(CeilDiv(Fs, gs_rows));
   g.clamp = a.clamp;
   const uint64_t gu_bytes = 2 * (uint64_t(k) * gate.matrix_bytes() + sg.matrix_bytes());
-  s.Launch(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>,
-           dim3(CeilDiv(std::max(F, Fs), kRowWarps), k + 1), dim3(kRowWarps * 32),
-           unsigned(sizeof(float) * std::max(F, Fs)), g, gu_bytes);
+  const unsigned gu_smem = std::max({TileSmemBytes(gate.row_bytes, 2, ge_rows, D / 256),
+                                     TileSmemBytes(sg.row_bytes, 2, gs_rows, D / 32),
+                                     unsigned(sizeof(float) * std::max(F, Fs))});
+  PreferSharedForTiles(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>);
+  s.Launch(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>, dim3(k * g.tiles + g.sh_tiles),
+           dim3(kTileThreads), gu_smem, g, gu_bytes);
 
   DownArgs dn{};
   dn.down = down.data.get();
@@ -372,9 +401,13 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   dn.n_expert = E;
   dn.n_used = k;
   dn.n_hc = a.hc.n_hc;
+  dn.tile_rows = dn_rows;
   const uint64_t dn_bytes = uint64_t(k) * down.matrix_bytes() + sd.matrix_bytes();
-  s.Launch(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>, dim3(CeilDiv(D, kRowWarps), k + 1),
-           dim3(kRowWarps * 32), 0, dn, dn_bytes);
+  const unsigned dn_smem = std::max(TileSmemBytes(down.row_bytes, 1, dn_rows, F / 256),
+                                    TileSmemBytes(sd.row_bytes, 1, dn_rows, Fs / 32));
+  PreferSharedForTiles(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>);
+  s.Launch(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>, dim3(CeilDiv(D, dn_rows), k + 1),
+           dim3(kTileThreads), dn_smem, dn, dn_bytes);
   return true;
 }
 

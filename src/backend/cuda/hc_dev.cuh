@@ -58,11 +58,76 @@ __device__ inline void SplitSinkhorn(const float* mix, const float* scale, const
   }
 }
 
+// SplitSinkhorn for N streams with the whole N×N matrix in registers (every calling lane
+// computes all of it; lane l < N·N stores entry l): the same operations in the same order,
+// with no shuffle or shared-memory round trip in the 20 dependent iterations.
+template <int N>
+__device__ inline void SplitSinkhornRegs(const float* mix, const float* scale, const float* base,
+                                         int iters, float eps, float* out) {
+  const int l = threadIdx.x & 31;
+  if (l < N) {
+    const float z = __fadd_rn(__fmul_rn(mix[l], scale[0]), base[l]);
+    out[l] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
+    const float z2 = __fadd_rn(__fmul_rn(mix[N + l], scale[1]), base[N + l]);
+    out[N + l] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z2)));
+  }
+  float c[N][N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float row_max = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      c[j][k] = __fadd_rn(__fmul_rn(mix[2 * N + j * N + k], scale[2]), base[2 * N + j * N + k]);
+      if (c[j][k] > row_max) row_max = c[j][k];
+    }
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      c[j][k] = expf(__fsub_rn(c[j][k], row_max));
+      row_sum = __fadd_rn(row_sum, c[j][k]);
+    }
+    const float inv = __fdiv_rn(1.0f, row_sum);
+#pragma unroll
+    for (int k = 0; k < N; ++k) c[j][k] = __fadd_rn(__fmul_rn(c[j][k], inv), eps);
+  }
+  for (int it = 0; it < max(iters, 1); ++it) {
+    if (it > 0) {  // rows, then columns; the first pass is columns only
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; ++k) sum = __fadd_rn(sum, c[j][k]);
+        const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
+#pragma unroll
+        for (int k = 0; k < N; ++k) c[j][k] = __fmul_rn(c[j][k], inv);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum = __fadd_rn(sum, c[j][k]);
+      const float inv = __fdiv_rn(1.0f, __fadd_rn(sum, eps));
+#pragma unroll
+      for (int j = 0; j < N; ++j) c[j][k] = __fmul_rn(c[j][k], inv);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (l == j * N + k) out[2 * N + l] = c[j][k];
+    }
+  }
+}
+
 // Sinkhorn with one lane per matrix entry (n·n <= 32): each row or column sum reads its n
 // entries by shuffles and adds them in the CPU's order, so the values match the serial
-// SplitSinkhorn bit for bit while the 20 iterations run in parallel.
+// SplitSinkhorn bit for bit while the 20 iterations run in parallel. Four streams (ds4)
+// take SplitSinkhornRegs.
 __device__ inline void SplitSinkhornWarp(const float* mix, const float* scale, const float* base,
                                          int n, int iters, float eps, float* out) {
+  if (n == 4) return SplitSinkhornRegs<4>(mix, scale, base, iters, eps, out);
   const int l = threadIdx.x & 31;
   if (l < n) {
     const float z = __fadd_rn(__fmul_rn(mix[l], scale[0]), base[l]);

@@ -35,8 +35,9 @@ struct ScaleXMap {
 // fp32 activations. The lane handles units unit0, unit0 + stride, … (stride a multiple of
 // 32: one warp, or several warps splitting a row); acc[r][t] gets the lane's partial sums
 // reduced over the warp (every lane holds them). NR weight rows share the activations;
-// xmap turns each loaded float4 of x into the values multiplied.
-template <DType T, int NT, int NR, typename XMap = NoXMap>
+// xmap turns each loaded float4 of x into the values multiplied. kGlobalX: x is in global
+// memory (read through the read-only cache), else anywhere (shared memory).
+template <DType T, int NT, int NR, typename XMap = NoXMap, bool kGlobalX = true>
 __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const float* const* x,
                                               int nt, int n, int unit0, int stride,
                                               const uint64_t* iq2_grid, float (&acc)[NR][NT],
@@ -59,7 +60,7 @@ __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const
         const float4* xt = reinterpret_cast<const float4*>(x[t] + size_t(u) * U);
 #pragma unroll
         for (int j = 0; j < U / 4; ++j) {
-          const float4 q = xmap(__ldg(xt + j));
+          const float4 q = xmap(kGlobalX ? __ldg(xt + j) : xt[j]);
 #pragma unroll
           for (int r = 0; r < NR; ++r) {
             acc[r][t] = __fmaf_rn(v[r][4 * j], q.x, acc[r][t]);
@@ -84,7 +85,7 @@ __device__ __forceinline__ void WarpRowDotF32(const uint8_t* const* wrows, const
 // return thread t < nt holds the dot of activation row t. part: kSplitWarps × NT floats of
 // shared memory. Called by every thread of a kSplitWarps-warp block.
 inline constexpr int kSplitWarps = 8;
-template <DType T, int NT, typename XMap = NoXMap>
+template <DType T, int NT, typename XMap = NoXMap, bool kGlobalX = true>
 __device__ __forceinline__ float SplitRowDotsF32(const uint8_t* wrow, const float* const* xf,
                                                  int nt, int n, const uint64_t* iq2_grid,
                                                  float (*part)[NT], XMap xmap = XMap()) {
@@ -92,8 +93,8 @@ __device__ __forceinline__ float SplitRowDotsF32(const uint8_t* wrow, const floa
   const int lane = threadIdx.x & 31;
   const uint8_t* wrows[1] = {wrow};
   float acc[1][NT];
-  WarpRowDotF32<T, NT, 1>(wrows, xf, nt, n, warp * 32 + lane, kSplitWarps * 32, iq2_grid, acc,
-                          xmap);
+  WarpRowDotF32<T, NT, 1, XMap, kGlobalX>(wrows, xf, nt, n, warp * 32 + lane, kSplitWarps * 32,
+                                          iq2_grid, acc, xmap);
   if (lane == 0) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) part[warp][t] = acc[0][t];

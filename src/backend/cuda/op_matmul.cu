@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/matvec_tp.cuh"
 #include "backend/cuda/mxfp4_launch.h"
 
@@ -174,99 +175,95 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpKernel(GateUpArgs g
   }
 }
 
-// One activation row (decode), q8: the 4 warps of a block share a weight row (or a
-// gate/up pair), each forming the terms of every 4th pass of blocks into shared memory;
-// thread 0 then folds them in block order. Same terms and order as WarpRowDotQ8, so the
-// same bits, with 4× the warps in flight on the short rows decoding is made of.
-constexpr int kRowTerms = 1024;  // blocks (Q8_0) or super-blocks per row held in shared memory
-// Rows of at least this many blocks take the row-block kernel (none of Flash's: measured).
-constexpr int kRowKernelMinBlocks = 1 << 30;
-template <DType T, int NR>
-__device__ __forceinline__ void RowBlockDots(const MatVecArgs& a, const uint8_t* const* wrows,
-                                             const uint8_t* xr, float (&out)[NR]) {
-  __shared__ float terms[NR][kRowTerms];
-  __shared__ __align__(16) uint8_t stage[kWarpsPerBlock][34 * 32];
-  constexpr bool kQ8_0 = T == DType::kQ8_0;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int nblk = kQ8_0 ? a.n / 32 : a.n / 256;
-  const int per_pass = kQ8_0 ? 32 : 4;
-  const int mine = kQ8_0 ? lane : lane >> 3;
-  const int w = lane & 7;
-  const bool staged = kQ8_0 && NR == 1 && nblk % 8 == 0;
-  for (int pass = warp; pass * per_pass < nblk; pass += kWarpsPerBlock) {
-    const int blk = pass * per_pass + mine;
-    const bool valid = blk < nblk;
-    if constexpr (kQ8_0) {
-      if (staged) {
-        const uint4* src = reinterpret_cast<const uint4*>(wrows[0] + 34 * size_t(pass * 32));
-        uint4* dst = reinterpret_cast<uint4*>(stage[warp]);
-        const int n16 = 34 * min(32, nblk - pass * 32) / 16;
-        for (int i = lane; i < n16; i += 32) dst[i] = src[i];
-        __syncwarp();
-        if (valid) {
-          const uint8_t* sblk = stage[warp] + 34 * lane;
-          const Q8Row x = Q8_0RowOf(xr, a.n);
-          terms[0][blk] = __fmul_rn(__fmul_rn(LoadHalfDev(sblk), x.d[blk]),
-                                    float(Q8_0BlockIsum(sblk, x.qs + 32 * blk)));
-        }
-        __syncwarp();
-        continue;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const float t = BlockTerm<T>(wrows[r], xr, a.n, blk, valid, w, a.iq2_grid);
-      if (valid && (kQ8_0 || w == 0)) terms[r][blk] = t;
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < NR) {
-    float facc = 0.0f;
-    for (int i = 0; i < nblk; ++i) facc = __fadd_rn(facc, terms[threadIdx.x][i]);
-    if (T == DType::kIQ2_XXS) facc = __fmul_rn(0.125f, facc);
-    terms[threadIdx.x][0] = facc;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < NR; ++r) out[r] = terms[r][0];
-}
+// One activation row (decode), q8, the ds4 types: a block per tile of consecutive weight rows
+// (matvec_tile.cuh), grid (tiles, activation rows); plain mode or tile mode with tiles of one.
+template <typename A>
+struct TileLaunch {
+  A args;
+  int tile_rows;
+  unsigned buf_bytes;  // one tile buffer (TileSmemBytes); two when the blocks loop
+};
 
-// grid (rows, activation rows): one weight row per block; plain or tile mode (tiles of one).
 template <DType T>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecRowKernel(MatVecArgs a) {
-  const int row = blockIdx.x;
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
+    MatVecTileKernel(TileLaunch<MatVecArgs> l) {
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
+  const MatVecArgs& a = l.args;
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
-  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
-  const uint8_t* xr =
-      a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
-  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
-                            uint64_t(row) * a.row_bytes};
-  float r[1];
-  RowBlockDots<T, 1>(a, wrow, xr, r);
-  if (threadIdx.x == 0) a.y[uint64_t(tr.yrow[0]) * a.y_row_floats + row] = r[0];
+  const uint8_t* w = a.w + uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
+  float* y = a.y + uint64_t(tr.yrow[0]) * a.y_row_floats;
+  const int tile_rows = l.tile_rows;
+  TileLoop<T, 1>((a.rows + tile_rows - 1) / tile_rows, a.n, tile_smem, l.buf_bytes, grid_smem,
+                 a.iq2_grid,
+                 [&](int t) {
+                   const int row0 = t * tile_rows;
+                   return TileJob<1>{{w + uint64_t(row0) * a.row_bytes},
+                                     row0,
+                                     min(tile_rows, a.rows - row0),
+                                     int(a.row_bytes),
+                                     TileX{x, row0, a.rows_per_group, a.x_group_bytes}};
+                 },
+                 [&](const TileJob<1>& j, const float(&out)[1]) {
+                   if (int(threadIdx.x) < j.rows) y[j.row0 + threadIdx.x] = out[0];
+                 });
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpRowKernel(GateUpArgs g) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
+    GateUpTileKernel(TileLaunch<GateUpArgs> l) {
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
+  const GateUpArgs& g = l.args;
   const MatVecArgs& a = g.mv;
-  const int row = blockIdx.x;
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
-  const uint8_t* xr = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  const uint8_t* wrows[2] = {a.w + off, g.w_up + off};
-  float gu[2];
-  RowBlockDots<T, 2>(a, wrows, xr, gu);
-  if (threadIdx.x == 0) {
-    const int p = tr.yrow[0];
-    a.y[uint64_t(p) * a.y_row_floats + row] =
-        __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), g.route_w[p]);
-  }
+  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
+  const int p = tr.yrow[0];
+  float* y = a.y + uint64_t(p) * a.y_row_floats;
+  const float route_w = g.route_w[p];
+  const int tile_rows = l.tile_rows;
+  TileLoop<T, 2>(
+      (a.rows + tile_rows - 1) / tile_rows, a.n, tile_smem, l.buf_bytes, grid_smem, a.iq2_grid,
+      [&](int t) {
+        const int row0 = t * tile_rows;
+        const uint64_t o = off + uint64_t(row0) * a.row_bytes;
+        return TileJob<2>{
+            {a.w + o, g.w_up + o}, row0, min(tile_rows, a.rows - row0), int(a.row_bytes), TileX{x}};
+      },
+      [&](const TileJob<2>& j, const float(&gu)[2]) {
+        if (int(threadIdx.x) < j.rows) {
+          y[j.row0 + threadIdx.x] = __fmul_rn(ClampedSwiGlu(gu[0], gu[1], g.clamp), route_w);
+        }
+      });
 }
 
-// Plain batches of at least this many tokens take the token-parallel kernels.
-constexpr int kTpMinTokens = 1 << 30;  // plain batches: see LaunchTyped
+// The tile kernels for one activation row of a ds4 decode type, when a row fits a tile; false
+// otherwise (the warp-per-row kernel takes it).
+template <DType T, typename A>
+bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
+  constexpr int kNR = std::is_same_v<A, GateUpArgs> ? 2 : 1;
+  const int tile_rows = TileRowsFor(a.row_bytes, kNR);
+  if (tile_rows == 0) return false;
+  const int nblk = a.n / TileFormat<T>::kValues;
+  const unsigned buf = TileSmemBytes(a.row_bytes, kNR, tile_rows, nblk);
+  bool loops = false;
+  const int gx = TileGrid(int(CeilDiv(a.rows, tile_rows)), s.prop.multiProcessorCount, &loops);
+  const dim3 grid(gx, a.tiles != nullptr ? a.n_tiles : 1);
+  const TileLaunch<A> l{args, tile_rows, buf};
+  const unsigned smem = loops ? 2 * buf : buf;
+  if constexpr (kNR == 2) {
+    PreferSharedForTiles(GateUpTileKernel<T>);
+    s.Launch(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+  } else {
+    PreferSharedForTiles(MatVecTileKernel<T>);
+    s.Launch(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+  }
+  return true;
+}
 
 template <DType T, bool kQ8, typename A>
 bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int nt) {
@@ -293,26 +290,13 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
       return true;
     }
   }
-  if constexpr (kQ8 && (T == DType::kQ8_0 || T == DType::kQ2_K || T == DType::kIQ2_XXS)) {
-    // Token-parallel for expert tiles of 32; for plain batches the 8-token warp kernel reads
-    // its activations coalesced and measured faster (docs/CUDA.md).
-    const bool tp = a.tiles != nullptr ? a.tile_nt > 8 : a.n_tokens >= kTpMinTokens;
-    const bool one = a.tiles != nullptr ? a.tile_nt == 1 : a.n_tokens == 1;
-    // Measured slower than the warp-per-row kernel on every Flash matrix (rows of 1 to 16
-    // passes): kept for rows long enough to give each of the 4 warps several passes.
-    if (one && a.n / (T == DType::kQ8_0 ? 32 : 256) >= kRowKernelMinBlocks &&
-        a.n / (T == DType::kQ8_0 ? 32 : 256) <= kRowTerms) {
-      const dim3 grid(a.rows, a.tiles != nullptr ? a.n_tiles : 1);
-      if constexpr (std::is_same_v<A, GateUpArgs>) {
-        s.Launch(GateUpRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
-      } else {
-        s.Launch(MatVecRowKernel<T>, grid, dim3(kWarpsPerBlock * 32), 0, args, a.weight_bytes);
-      }
-      return true;
-    }
-    if (tp) {
-      const dim3 grid(CeilDiv(a.rows, kTpWarps),
-                      a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, kTpTokens)));
+  if constexpr (kQ8 && TileType(T)) {
+    if (a.tiles != nullptr ? a.tile_nt == 1 : a.n_tokens == 1) {
+      if (LaunchTile<T>(s, args, a)) return true;
+    } else if (a.tiles != nullptr && a.tile_nt > 8) {
+      // Expert tiles of 32 pairs: token-parallel. Plain batches take the 8-token warp kernel,
+      // which reads its activations coalesced and measured faster (docs/CUDA.md).
+      const dim3 grid(CeilDiv(a.rows, kTpWarps), a.n_tiles);
       if constexpr (std::is_same_v<A, GateUpArgs>) {
         s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
       } else {

@@ -150,6 +150,42 @@ TEST_F(CudaOpsTest, MatMulIsBatchInvariant) {
   }
 }
 
+// One token of the ds4 decode types takes the block-per-tile kernels (matvec_tile.cuh): many
+// tiles with a partial last one, rows of one to 256 blocks, rows that are not 16-byte
+// multiples (their tiles start anywhere in a 16-byte piece), and a grouped projection whose
+// tiles straddle the groups — every output with the CPU's bits. The 4,000-row case has more
+// tiles than a looping grid (FLASHKV_CUDA_TILE_BLOCKS_PER_SM) has blocks.
+TEST_F(CudaOpsTest, MatMulQ8OneTokenTilesAreBitIdenticalToCpu) {
+  struct Shape {
+    DType t;
+    int n, rows;
+  };
+  const Shape shapes[] = {
+      {DType::kQ8_0, 1024, 300},  {DType::kQ8_0, 8192, 5},    {DType::kQ8_0, 4096, 131},
+      {DType::kQ8_0, 32, 70},     {DType::kQ8_0, 96, 41},     {DType::kQ2_K, 2048, 100},
+      {DType::kQ2_K, 768, 50},    {DType::kQ2_K, 256, 9},     {DType::kIQ2_XXS, 4096, 40},
+      {DType::kIQ2_XXS, 768, 33}, {DType::kIQ2_XXS, 256, 70}, {DType::kQ8_0, 1024, 4000}};
+  for (const Shape& sh : shapes) {
+    auto w = PlaceBoth(cpu_, *gpu_, sh.t, {uint64_t(sh.n), uint64_t(sh.rows), 1},
+                       RandomWeightBytes(sh.t, sh.n, sh.rows, 71 + sh.n + sh.rows));
+    auto x = PutBoth(cpu_, *gpu_, RandomFloats(size_t(sh.n), 72 + sh.rows, -3, 3));
+    auto y = PutBoth(cpu_, *gpu_, std::vector<float>(size_t(sh.rows)));
+    cpu_.MatMul(w->cpu, x.cpu.ptr(), 1, y.cpu.ptr(), ActQuantMode::kQ8);
+    gpu_->MatMul(w->gpu, x.gpu.ptr(), 1, y.gpu.ptr(), ActQuantMode::kQ8);
+    const Diff d = Compare(Get(cpu_, y.cpu), Get(*gpu_, y.gpu));
+    EXPECT_EQ(d.mismatches, 0u) << GetDTypeInfo(sh.t).name << " n " << sh.n << " rows " << sh.rows
+                                << " max|d| " << d.max_abs;
+  }
+  const int in_g = 1024, groups = 4, rows_g = 40;  // 15-row tiles across 40-row groups
+  auto w = PlaceBoth(cpu_, *gpu_, DType::kQ8_0, {uint64_t(in_g), uint64_t(rows_g * groups), 1},
+                     RandomWeightBytes(DType::kQ8_0, in_g, rows_g * groups, 73));
+  auto x = PutBoth(cpu_, *gpu_, RandomFloats(size_t(groups) * in_g, 74, -2, 2));
+  auto y = PutBoth(cpu_, *gpu_, std::vector<float>(size_t(groups) * rows_g));
+  cpu_.MatMulGrouped(w->cpu, x.cpu.ptr(), 1, groups, y.cpu.ptr(), ActQuantMode::kQ8);
+  gpu_->MatMulGrouped(w->gpu, x.gpu.ptr(), 1, groups, y.gpu.ptr(), ActQuantMode::kQ8);
+  EXPECT_EQ(Compare(Get(cpu_, y.cpu), Get(*gpu_, y.gpu)).mismatches, 0u) << "grouped";
+}
+
 TEST_F(CudaOpsTest, MatMulGroupedMatchesCpu) {
   const int in_g = 256, groups = 4, rows_g = 24, T = 5;
   for (DType t : {DType::kQ8_0, DType::kF32, DType::kQ2_K}) {
