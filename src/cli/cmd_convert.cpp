@@ -15,6 +15,7 @@ struct ConvertArgs {
   std::string hf_dir;
   std::string out;
   std::string type = "q8_0";
+  std::string experts = "type";
   std::string tokenizer;
   std::string name;
 };
@@ -27,6 +28,7 @@ void RunConvert(const ConvertArgs& a) {
   auto scheme = ParseDs4WeightScheme(a.type);
   if (!scheme.ok()) Fail("convert", scheme.status(), 2);
   opt.scheme = *scheme;
+  opt.keep_mxfp4_experts = a.experts == "mxfp4";
   if (!a.tokenizer.empty()) {
     opt.tokenizer_path = a.tokenizer;
   } else if (std::filesystem::exists(std::filesystem::path(a.hf_dir) / "tokenizer.json")) {
@@ -39,9 +41,9 @@ void RunConvert(const ConvertArgs& a) {
   }
   auto report = ConvertHfCheckpoint(opt);
   if (!report.ok()) Fail("convert", report.status());
-  std::printf("wrote %s: %zu tensors, %.1f MiB (%s weights, tokenizer %s)\n", a.out.c_str(),
+  std::printf("wrote %s: %zu tensors, %.1f MiB (%s weights%s, tokenizer %s)\n", a.out.c_str(),
               report->tensors, static_cast<double>(report->bytes) / (1 << 20), a.type.c_str(),
-              opt.tokenizer_path.c_str());
+              opt.keep_mxfp4_experts ? ", MXFP4 experts" : "", opt.tokenizer_path.c_str());
 }
 
 void RegisterConvert(CLI::App& app) {
@@ -55,6 +57,11 @@ void RegisterConvert(CLI::App& app) {
                   "weight types: f32 (everything exact), f16, or q8_0 (ds4's scheme: Q8_0 "
                   "projections and experts, F16 dense, F32 vectors)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
+      ->capture_default_str();
+  cmd->add_option("--experts", args->experts,
+                  "routed experts: type (as --type says) or mxfp4 (keep the checkpoint's "
+                  "FP4-packed experts as MXFP4 blocks, unchanged, as ds4's 0731 files do)")
+      ->check(CLI::IsMember({"type", "mxfp4"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json to embed (default: HF_DIR/tokenizer.json, else "

@@ -83,11 +83,24 @@ Expected<ConvertReport> ConvertHfCheckpoint(const ConvertOptions& opt) {
   WriteVocabToGguf(vocab, w);
 
   std::vector<std::string> fell_back;
+  size_t kept_mxfp4 = 0;
   for (size_t i = 0; i < layout.size(); ++i) {
     const Ds4TensorSpec* spec = &layout[i];
     const HfTensorSource* src = &plan.sources[i];
     bool fb = false;
-    const DType type = Ds4TensorType(*spec, opt.scheme, &fb);
+    DType type = Ds4TensorType(*spec, opt.scheme, &fb);
+    const bool expert = spec->role == Ds4Role::kExpertGateUp || spec->role == Ds4Role::kExpertDown;
+    if (opt.keep_mxfp4_experts && expert) {
+      if (!src->fp4)
+        return Unsupported(
+                   "{}: keeping MXFP4 experts needs FP4-packed (I8 + F8_E8M0 scale) "
+                   "routed experts, but {} is not",
+                   spec->name, src->names.empty() ? "?" : src->names.front())
+            .WithContext(opt.hf_dir);
+      type = DType::kMXFP4;
+      fb = false;
+      ++kept_mxfp4;
+    }
     if (fb) fell_back.push_back(spec->name);
     GgufWriter::TensorProducer produce;
     if (src->kind == HfTensorSource::Kind::kTokenExperts) {
@@ -98,6 +111,20 @@ Expected<ConvertReport> ConvertHfCheckpoint(const ConvertOptions& opt) {
         std::memcpy(bytes.data(), ids.data(), bytes.size());
         return bytes;
       };
+    } else if (type == DType::kMXFP4) {
+      produce = [spec, src, &ck]() { return ReadHfMxfp4(*src, *spec, ck); };
+    } else if (src->kind == HfTensorSource::Kind::kStackExperts) {
+      // One expert at a time: only the output bytes and one expert's f32 values are held.
+      produce = [spec, src, type, &ck]() -> Expected<std::vector<uint8_t>> {
+        std::vector<uint8_t> out;
+        const std::vector<uint64_t> one = {spec->ne[0], spec->ne[1]};
+        for (uint64_t e = 0; e < spec->ne[2]; ++e) {
+          FLASHKV_ASSIGN_OR_RETURN(std::vector<float> values, ReadHfExpertFloat(*src, e, ck));
+          FLASHKV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeTensorRows(values, type, one));
+          out.insert(out.end(), bytes.begin(), bytes.end());
+        }
+        return out;
+      };
     } else {
       produce = [spec, src, type, &ck]() -> Expected<std::vector<uint8_t>> {
         FLASHKV_ASSIGN_OR_RETURN(std::vector<float> values, ReadHfFloat(*src, *spec, ck));
@@ -106,6 +133,9 @@ Expected<ConvertReport> ConvertHfCheckpoint(const ConvertOptions& opt) {
     }
     FLASHKV_RETURN_IF_ERROR(w.AddTensorDeferred(spec->name, type, spec->ne, std::move(produce)));
   }
+  if (kept_mxfp4)
+    report.notes.push_back(fmt::format(
+        "{} routed-expert tensors kept as MXFP4 (the checkpoint's FP4 blocks)", kept_mxfp4));
   if (!fell_back.empty())
     report.notes.push_back(fmt::format(
         "{} tensors stored as F16 because a row is not a whole number of quant blocks: {}",

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "convert/hf_dequant.h"
+#include "tensor/quant_blocks.h"
+
 namespace flashkv {
 namespace {
 
@@ -122,44 +125,28 @@ std::string ShapeText(const std::vector<uint64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-// The block-scale tensor of an FP8 weight, or nullptr.
-const SafetensorsTensor* FindFp8Scale(const SafetensorsCheckpoint& ck, const std::string& name,
-                                      std::string* scale_name) {
-  std::vector<std::string> candidates = {name + "_scale_inv"};
-  const std::string suffix = ".weight";
-  if (name.size() > suffix.size() &&
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-    candidates.push_back(name.substr(0, name.size() - suffix.size()) + ".scale");
-  for (const std::string& c : candidates) {
-    if (const SafetensorsTensor* t = ck.Find(c)) {
-      *scale_name = c;
-      return t;
-    }
-  }
-  return nullptr;
+// One checkpoint tensor as f32 in its logical shape, FP8 / FP4 weights dequantized.
+Expected<std::vector<float>> LoadF32(const SafetensorsCheckpoint& ck, const std::string& name) {
+  FLASHKV_ASSIGN_OR_RETURN(HfWeight w, InspectHfWeight(ck, name));
+  return DequantHfWeight(w);
 }
 
-// One checkpoint tensor as f32, FP8 weights dequantized with their 128x128 block scales.
-Expected<std::vector<float>> LoadF32(const SafetensorsCheckpoint& ck, const std::string& name) {
-  const SafetensorsTensor* t = ck.Find(name);
-  if (!t) return NotFound("checkpoint tensor '{}' not found", name);
-  FLASHKV_ASSIGN_OR_RETURN(std::vector<float> v, t->ToF32());
-  if (t->dtype != StDType::kF8_E4M3) return v;
-  std::string scale_name;
-  const SafetensorsTensor* s = FindFp8Scale(ck, name, &scale_name);
-  if (!s) return Unsupported("FP8 tensor '{}' has no block scale tensor", name);
-  if (t->shape.size() != 2 || s->shape.size() != 2)
-    return Unsupported("FP8 tensor '{}': only 2-D weights with 2-D scales are supported", name);
-  constexpr uint64_t kBlock = 128;
-  const uint64_t rows = t->shape[0], cols = t->shape[1];
-  const uint64_t srows = (rows + kBlock - 1) / kBlock, scols = (cols + kBlock - 1) / kBlock;
-  if (s->shape[0] != srows || s->shape[1] != scols)
-    return Corrupt("FP8 tensor '{}' {}: scale '{}' is {}, expected [{}, {}] (128x128 blocks)", name,
-                   ShapeText(t->shape), scale_name, ShapeText(s->shape), srows, scols);
-  FLASHKV_ASSIGN_OR_RETURN(std::vector<float> scale, s->ToF32());
-  for (uint64_t r = 0; r < rows; ++r)
-    for (uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= scale[(r / kBlock) * scols + c / kBlock];
-  return v;
+Expected<std::vector<uint8_t>> LoadMxfp4(const SafetensorsCheckpoint& ck, const std::string& name) {
+  FLASHKV_ASSIGN_OR_RETURN(HfWeight w, InspectHfWeight(ck, name));
+  return Fp4ToMxfp4(w);
+}
+
+// gate_up_proj [E, 2F, D] holds, per expert, F gate rows then F up rows: the rows of one half,
+// `unit` elements (floats or bytes) to a row.
+template <typename T>
+std::vector<T> SplitFusedGateUp(const std::vector<T>& all, uint64_t unit, uint64_t F, uint64_t E,
+                                bool up) {
+  std::vector<T> out(unit * F * E);
+  const uint64_t skip = up ? F * unit : 0;
+  for (uint64_t e = 0; e < E; ++e)
+    std::copy_n(all.begin() + static_cast<ptrdiff_t>(e * 2 * F * unit + skip), F * unit,
+                out.begin() + static_cast<ptrdiff_t>(e * F * unit));
+  return out;
 }
 
 }  // namespace
@@ -170,17 +157,21 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
   std::vector<std::string> missing, mismatched;
   std::set<std::string> used;
 
-  // Records `name` (and its FP8 scale) as read and checks its shape.
+  // Records `name` (and its FP8 / FP4 scale) as read and checks its logical shape; returns
+  // whether it is FP4-packed.
   auto use = [&](const std::string& name, const std::vector<uint64_t>& want,
                  const std::string& what) {
     used.insert(name);
-    const SafetensorsTensor* t = ck.Find(name);
-    std::string scale_name;
-    if (t->dtype == StDType::kF8_E4M3 && FindFp8Scale(ck, name, &scale_name))
-      used.insert(scale_name);
-    if (t->shape != want)
+    auto w = InspectHfWeight(ck, name);
+    if (!w.ok()) {
+      mismatched.push_back(fmt::format("{} ({}): {}", name, what, w.status().message()));
+      return false;
+    }
+    if (w->scale) used.insert(w->scale_name);
+    if (w->shape != want)
       mismatched.push_back(fmt::format("{} ({}): {} in the checkpoint, expected {}", name, what,
-                                       ShapeText(t->shape), ShapeText(want)));
+                                       ShapeText(w->shape), ShapeText(want)));
+    return w->format == HfWeightFormat::kFp4Packed;
   };
   auto first_present = [&](const std::vector<std::string>& candidates) -> std::string {
     for (const std::string& c : candidates)
@@ -198,7 +189,7 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
       if (name.empty()) {
         missing.push_back(fmt::format("{} (tried {})", spec.name, fmt::join(cands, ", ")));
       } else {
-        use(name, want, spec.name);
+        src.fp4 = use(name, want, spec.name);
         src.names = {name};
       }
       plan.sources.push_back(std::move(src));
@@ -224,12 +215,14 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
       if (!per.empty()) {
         src.kind = HfTensorSource::Kind::kStackExperts;
         const std::vector<uint64_t> one = {spec.ne[1], spec.ne[0]};
+        src.fp4 = true;
         for (const std::string& n : per) {
           if (!ck.Find(n)) {
             missing.push_back(fmt::format("{} (expert tensor for {})", n, spec.name));
+            src.fp4 = false;
             continue;
           }
-          use(n, one, spec.name);
+          src.fp4 = use(n, one, spec.name) && src.fp4;
         }
         src.names = std::move(per);
       } else {
@@ -245,7 +238,7 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
           src.kind = expert->fused_kind;
           std::vector<uint64_t> fused_want = want;  // [E, F, D] or [E, D, F]
           if (src.kind != HfTensorSource::Kind::kFusedDown) fused_want[1] *= 2;
-          use(name, fused_want, spec.name);
+          src.fp4 = use(name, fused_want, spec.name);
           src.names = {name};
         }
       }
@@ -264,7 +257,7 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
       missing.push_back(fmt::format("{} (tried {})", spec.name, fmt::join(cands, ", ")));
     } else {
       if (spec.role == Ds4Role::kTokenExperts) src.kind = HfTensorSource::Kind::kTokenExperts;
-      use(name, want, spec.name);
+      src.fp4 = use(name, want, spec.name);
       src.names = {name};
     }
     plan.sources.push_back(std::move(src));
@@ -326,20 +319,47 @@ Expected<std::vector<float>> ReadHfFloat(const HfTensorSource& src, const Ds4Ten
     }
     case Kind::kFusedGate:
     case Kind::kFusedUp: {
-      // gate_up_proj [E, 2F, D]: per expert, F gate rows then F up rows.
       FLASHKV_ASSIGN_OR_RETURN(std::vector<float> all, LoadF32(ck, src.names.at(0)));
-      const uint64_t D = spec.ne[0], F = spec.ne[1], E = spec.ne[2];
-      const uint64_t skip = src.kind == Kind::kFusedUp ? F * D : 0;
-      std::vector<float> out(D * F * E);
-      for (uint64_t e = 0; e < E; ++e)
-        std::copy_n(all.begin() + static_cast<ptrdiff_t>(e * 2 * F * D + skip), F * D,
-                    out.begin() + static_cast<ptrdiff_t>(e * F * D));
-      return out;
+      return SplitFusedGateUp(all, spec.ne[0], spec.ne[1], spec.ne[2], src.kind == Kind::kFusedUp);
     }
     case Kind::kTokenExperts:
       return InvalidArgument("{} is an integer table", spec.name);
   }
   return Internal("unhandled source kind for {}", spec.name);
+}
+
+Expected<std::vector<float>> ReadHfExpertFloat(const HfTensorSource& src, uint64_t e,
+                                               const SafetensorsCheckpoint& ck) {
+  if (src.kind != HfTensorSource::Kind::kStackExperts || e >= src.names.size())
+    return Internal("expert {} requested from a source that does not hold it per expert", e);
+  return LoadF32(ck, src.names[e]);
+}
+
+Expected<std::vector<uint8_t>> ReadHfMxfp4(const HfTensorSource& src, const Ds4TensorSpec& spec,
+                                           const SafetensorsCheckpoint& ck) {
+  using Kind = HfTensorSource::Kind;
+  switch (src.kind) {
+    case Kind::kSingle:
+    case Kind::kFusedDown:
+      return LoadMxfp4(ck, src.names.at(0));
+    case Kind::kStackExperts: {
+      std::vector<uint8_t> out;
+      for (const std::string& n : src.names) {
+        FLASHKV_ASSIGN_OR_RETURN(std::vector<uint8_t> e, LoadMxfp4(ck, n));
+        out.insert(out.end(), e.begin(), e.end());
+      }
+      return out;
+    }
+    case Kind::kFusedGate:
+    case Kind::kFusedUp: {
+      FLASHKV_ASSIGN_OR_RETURN(std::vector<uint8_t> all, LoadMxfp4(ck, src.names.at(0)));
+      const uint64_t row_bytes = spec.ne[0] / kQKMxfp4 * sizeof(BlockMXFP4);
+      return SplitFusedGateUp(all, row_bytes, spec.ne[1], spec.ne[2], src.kind == Kind::kFusedUp);
+    }
+    case Kind::kTokenExperts:
+      break;
+  }
+  return InvalidArgument("{} is an integer table", spec.name);
 }
 
 Expected<std::vector<int32_t>> ReadHfTokenExperts(const HfTensorSource& src,

@@ -10,8 +10,9 @@
 // [D, F, E] / [F, D, E]. `tid2eid` int64 [V, k] becomes int32 ne [k, V]. Everything else is
 // a reinterpretation: PyTorch [out, in] is GGML ne [in, out], no transposes.
 //
-// FP8 (F8_E4M3) weights are multiplied by their 128x128 block scales (`<name>.scale` or
-// `<name>_scale_inv`); FP4-packed experts are not supported.
+// FP8 (F8_E4M3) weights with their 128x128 block scales and FP4-packed (I8) weights with their
+// 32-value E8M0 scales are dequantized per hf_dequant.h; an FP4 source can instead be handed
+// over as GGUF MXFP4 blocks unchanged.
 #pragma once
 
 #include <string>
@@ -34,6 +35,7 @@ struct HfTensorSource {
   };
   Kind kind;
   std::vector<std::string> names;
+  bool fp4 = false;  // every tensor named is FP4-packed (so ReadHfMxfp4 can serve it)
 };
 
 struct HfTensorPlan {
@@ -51,6 +53,13 @@ Expected<HfTensorPlan> PlanHfTensors(const std::vector<Ds4TensorSpec>& layout, c
 // but kTokenExperts.
 Expected<std::vector<float>> ReadHfFloat(const HfTensorSource& src, const Ds4TensorSpec& spec,
                                          const SafetensorsCheckpoint& ck);
+// One expert's values [ne[1], ne[0]] of a kStackExperts source, so experts can be encoded one
+// at a time (a full V4 expert tensor is 8 GiB as f32).
+Expected<std::vector<float>> ReadHfExpertFloat(const HfTensorSource& src, uint64_t e,
+                                               const SafetensorsCheckpoint& ck);
+// An FP4 source (src.fp4) as GGUF MXFP4 rows in GGML element order, without requantizing.
+Expected<std::vector<uint8_t>> ReadHfMxfp4(const HfTensorSource& src, const Ds4TensorSpec& spec,
+                                           const SafetensorsCheckpoint& ck);
 // tid2eid as int32, each id checked to lie in [0, n_expert).
 Expected<std::vector<int32_t>> ReadHfTokenExperts(const HfTensorSource& src,
                                                   const Ds4TensorSpec& spec, uint32_t n_expert,

@@ -24,7 +24,7 @@ struct DTypeEntry {
 constexpr DTypeEntry kDTypes[] = {
     {"F32", StDType::kF32, 4},         {"F16", StDType::kF16, 2}, {"BF16", StDType::kBF16, 2},
     {"I64", StDType::kI64, 8},         {"I32", StDType::kI32, 4}, {"F8_E4M3", StDType::kF8_E4M3, 1},
-    {"F8_E8M0", StDType::kF8_E8M0, 1},
+    {"F8_E8M0", StDType::kF8_E8M0, 1}, {"I8", StDType::kI8, 1},   {"U8", StDType::kU8, 1},
 };
 
 const DTypeEntry* FindDType(std::string_view name) {
@@ -105,6 +105,11 @@ Expected<std::vector<float>> SafetensorsTensor::ToF32() const {
     case StDType::kI32:
       return InvalidArgument("tensor '{}' is {}, not a floating-point tensor", name,
                              StDTypeName(dtype));
+    case StDType::kI8:
+    case StDType::kU8:
+      return InvalidArgument(
+          "tensor '{}' is {}: packed bytes (FP4 weights decode with their scale)", name,
+          StDTypeName(dtype));
   }
   return out;
 }
@@ -198,7 +203,7 @@ Status SafetensorsFile::ParseHeader() {
     if (!dtype)
       return Unsupported(
           "tensor '{}': dtype {} is not supported (flashkv converts F32, F16, BF16, I64, I32, "
-          "F8_E4M3, F8_E8M0)",
+          "I8, U8, F8_E4M3, F8_E8M0)",
           name, dtype_name);
     SafetensorsTensor t;
     t.name = name;

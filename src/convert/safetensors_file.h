@@ -22,8 +22,9 @@
 namespace flashkv {
 
 // The safetensors dtypes flashkv converts from. F8_E8M0 (power-of-two scales) appears in
-// DeepSeek's FP8 checkpoints next to F8_E4M3 weights.
-enum class StDType { kF32, kF16, kBF16, kI64, kI32, kF8_E4M3, kF8_E8M0 };
+// DeepSeek's FP8 checkpoints next to F8_E4M3 weights; I8 (or U8) holds their FP4-packed
+// routed experts, two E2M1 codes a byte (hf_dequant.h).
+enum class StDType { kF32, kF16, kBF16, kI64, kI32, kI8, kU8, kF8_E4M3, kF8_E8M0 };
 
 std::string_view StDTypeName(StDType t);  // the safetensors spelling: "F32", "BF16", ...
 uint64_t StDTypeSize(StDType t);
@@ -100,7 +101,7 @@ inline bool DTypeMatches<uint16_t>(StDType d) {
 }
 template <>
 inline bool DTypeMatches<uint8_t>(StDType d) {
-  return d == StDType::kF8_E4M3 || d == StDType::kF8_E8M0;
+  return d == StDType::kF8_E4M3 || d == StDType::kF8_E8M0 || d == StDType::kI8 || d == StDType::kU8;
 }
 }  // namespace safetensors_internal
 

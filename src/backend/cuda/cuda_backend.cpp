@@ -543,7 +543,8 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
   // Refused before anything is uploaded: the CPU backend computes more types than these
-  // kernels do (Q3_K, Q5_K, Q6_K, MXFP4; docs/GGUF.md "Tensor types").
+  // kernels do (Q3_K, Q5_K, Q6_K; docs/GGUF.md "Tensor types"). MXFP4 runs with q8
+  // activations only (mxfp4_launch.h).
   switch (src.type) {
     case DType::kF32:
     case DType::kF16:
@@ -552,6 +553,7 @@ Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
     case DType::kQ2_K:
     case DType::kQ4_K:
     case DType::kIQ2_XXS:
+    case DType::kMXFP4:
     case DType::kI32:
       break;
     default:

@@ -11,6 +11,7 @@
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/matvec_tp.cuh"
+#include "backend/cuda/mxfp4_launch.h"
 
 namespace flashkv {
 namespace cuda {
@@ -350,6 +351,8 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
         return LaunchTyped<DType::kQ4_K, true>(s, args, a, nt);
       case DType::kIQ2_XXS:
         return LaunchTyped<DType::kIQ2_XXS, true>(s, args, a, nt);
+      case DType::kMXFP4:
+        return LaunchMxfp4(s, args);
       default:
         break;  // F32/F16/BF16 take fp32 activations in q8 mode too
     }
@@ -385,6 +388,7 @@ int TileTokens(const MatVecArgs& a) {
 ActQuant Q8ActFor(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0:
+    case DType::kMXFP4:
       return ActQuant::kQ8_0;
     case DType::kQ2_K:
     case DType::kQ4_K:

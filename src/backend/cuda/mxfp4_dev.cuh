@@ -1,0 +1,57 @@
+// Device-side MXFP4 (GGUF type 39) against Q8_0 activations: the integer block sum and the
+// block term of ref::DotMXFP4 (tensor/dot_ref.cpp), so a fold of the terms in block order
+// with unfused adds has the CPU's bits. Block layout: tensor/quant_blocks.h (BlockMXFP4:
+// scale byte e, then 16 bytes, byte j = element j low nibble, element j + 16 high nibble).
+// Must not: know rows, tokens or warps (mxfp4_matvec.cu arranges lanes).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace flashkv::cuda {
+
+inline constexpr int kMxfp4BlockBytes = 17;
+
+// 2^(e - 128) from its bits (a subnormal for e < 2), as tensor/quant_internal.h builds it.
+__device__ __forceinline__ float Mxfp4HalfScaleDev(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  return __uint_as_float(bits);
+}
+
+// Four E2M1 codes (one per byte, 0..15) to their doubled values as packed int8:
+// magnitudes {0, 1, 2, 3, 4, 6, 8, 12} by the low three bits (a byte permute of the two
+// table words), negated where bit 3 is set (code 8, E2M1's -0, gives 0 as GGML does).
+__device__ __forceinline__ int Mxfp4Doubled4(uint32_t codes) {
+  const uint32_t sel =
+      (codes & 0x7u) | ((codes >> 4) & 0x70u) | ((codes >> 8) & 0x700u) | ((codes >> 12) & 0x7000u);
+  const uint32_t mag = __byte_perm(0x03020100u, 0x0C080604u, sel);
+  const uint32_t neg = ((codes >> 3) & 0x01010101u) * 0xFFu;
+  return int(__vsub4(mag ^ neg, neg));
+}
+
+// Σ doubled(w) · q8 over one block; xq: the block's 32 activation quants, 16-byte aligned.
+// An integer, so the order of the partial sums does not matter.
+__device__ __forceinline__ int Mxfp4BlockIsum(const uint8_t* wblk, const int8_t* xq) {
+  const int4 x0 = *reinterpret_cast<const int4*>(xq);
+  const int4 x1 = *reinterpret_cast<const int4*>(xq + 16);
+  const int xlo[4] = {x0.x, x0.y, x0.z, x0.w};  // elements 0..15
+  const int xhi[4] = {x1.x, x1.y, x1.z, x1.w};  // elements 16..31
+  const uint8_t* qs = wblk + 1;                 // 17-byte blocks: no alignment to lean on
+  int s = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t q = uint32_t(qs[4 * k]) | (uint32_t(qs[4 * k + 1]) << 8) |
+                       (uint32_t(qs[4 * k + 2]) << 16) | (uint32_t(qs[4 * k + 3]) << 24);
+    s = __dp4a(Mxfp4Doubled4(q & 0x0F0F0F0Fu), xlo[k], s);
+    s = __dp4a(Mxfp4Doubled4((q >> 4) & 0x0F0F0F0Fu), xhi[k], s);
+  }
+  return s;
+}
+
+// The block's term as ref::DotMXFP4 forms it: (2^(e-128) · d_x) · isum, unfused.
+__device__ __forceinline__ float Mxfp4BlockTerm(const uint8_t* wblk, const int8_t* xq, float dx) {
+  return __fmul_rn(__fmul_rn(Mxfp4HalfScaleDev(wblk[0]), dx), float(Mxfp4BlockIsum(wblk, xq)));
+}
+
+}  // namespace flashkv::cuda
