@@ -474,6 +474,8 @@ class DiskCache::Impl {
       }
       hit.tokens = std::move(loaded->tokens);
       hit.logits = std::move(loaded->logits);
+      hit.tail = std::move(loaded->tail);
+      hit.replay = std::move(loaded->replay);
       hit.extensions = std::move(loaded->extensions);
       hit.bytes = loaded->bytes_read;
       hit.text = entry.text;
@@ -523,16 +525,17 @@ class DiskCache::Impl {
     FLASHKV_RETURN_IF_ERROR(CheckDirectory());
     const Sha1Digest digest = TokensKey(content.tokens);
     const std::string key = Sha1Hex(digest);
+    const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
     const uint64_t bytes =
         SnapshotFileBytes(state.shape(), int64_t(content.tokens.size()),
-                          int64_t(content.logits.size()), content.text.size(), content.extensions);
+                          int64_t(content.logits.size()), content.text.size(), extensions);
     std::vector<Victim> victims;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (pending_keys_.count(key)) return key;
       auto it = records_.find(key);
       if (it != records_.end()) {
-        if (it->second.entry.loadable && it->second.extensions == SignatureOf(content.extensions)) {
+        if (it->second.entry.loadable && it->second.extensions == SignatureOf(extensions)) {
           return key;  // already cached; kept as is (hits, reason, times)
         }
         // Another model's entry or other extensions: replaced.
@@ -952,6 +955,22 @@ Status DiskCache::Touch(std::string_view key) {
 std::vector<DiskCacheEntry> DiskCache::List() const {
   return impl_->List();
 }
+std::vector<std::string> DiskCache::ReplaySections() const {
+  std::vector<std::string> out;
+  for (const DiskCacheEntry& e : List()) {
+    if (!e.loadable) continue;
+    Expected<File> f = File::OpenRead(e.path);
+    if (!f.ok()) continue;
+    Expected<SnapshotHeader> h = ReadSnapshotHeader(*f);
+    if (!h.ok()) continue;
+    const SnapshotSection* sec = h->Find(SnapshotSectionKind::kExtension, kSnapshotReplayTag);
+    if (sec == nullptr) continue;
+    Expected<std::string> bytes = ReadSnapshotSection(*f, *sec);
+    if (bytes.ok()) out.push_back(std::move(*bytes));
+  }
+  return out;
+}
+
 Status DiskCache::Remove(std::string_view key_prefix) {
   return impl_->Remove(key_prefix);
 }

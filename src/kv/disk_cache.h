@@ -138,6 +138,10 @@ class DiskCache {
   // Marks an entry used (hit count + 1, last used = now) without touching its payload.
   Status Touch(std::string_view key);
   std::vector<DiskCacheEntry> List() const;  // longest first
+  // The tool replay section (kSnapshotReplayTag) of every loadable entry that has one,
+  // longest entry first; unreadable ones are skipped (a load would quarantine them). Read
+  // at start so that tool calls made before a restart still replay.
+  std::vector<std::string> ReplaySections() const;
   // Deletes an entry (a unique key prefix of at least 4 hex digits is enough).
   Status Remove(std::string_view key_prefix);
   // Evicts by the rule above until the directory holds at most `budget_bytes` (the
