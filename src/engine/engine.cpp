@@ -149,7 +149,7 @@ void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
     return;
   }
   session.set_last_saved_tokens(n);
-  spdlog::info("kv: {} snapshot of session {} ({} tokens) queued as {}", SaveReasonName(reason),
+  spdlog::info("kv: saving {} snapshot of session {} ({} tokens) as {}", SaveReasonName(reason),
                session.id(), n, *key);
 }
 
@@ -170,6 +170,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   lookup.max_tokens = options_.ctx_size - 1;
   const char* name = CacheSourceName(tier);
   Expected<ResumeHit> hit = NotFound("");
+  std::string origin;
   if (tier == CacheSource::kRam) {
     r->ram_looked_up = true;
     hit = ram_->Load(lookup, s.state());
@@ -177,6 +178,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   } else {
     r->disk_looked_up = true;
     Expected<DiskHit> d = disk_->Load(lookup, s.state());
+    if (d.ok()) origin = d->entry.path;
     hit = d.ok() ? Expected<ResumeHit>(std::move(static_cast<ResumeHit&>(*d))) : d.status();
   }
   if (!hit.ok()) {
@@ -237,6 +239,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   r->cache.prompt_tokens = effective;
   r->cache.restore_ms = hit->load_ms;
   r->cache.restore_bytes = hit->bytes;
+  r->cache.origin = std::move(origin);
   return true;
 }
 
