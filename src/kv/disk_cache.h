@@ -4,6 +4,10 @@
 // eviction, quarantine of damaged files, and the background writer thread. Must not: run
 // the model or decide *when* to save (CachePolicy and the engine do).
 //
+// This class is the facade; the parts live beside it: kv/disk_index.h (the index, byte
+// accounting and eviction plan), kv/disk_writer.h (the writer thread), kv/disk_scan.h
+// (reading entry files' headers), kv/disk_cache_impl.h (the state they share).
+//
 // Start-up: takes an exclusive lock on `<dir>/.lock` (one flashkv per directory),
 // removes stale temp files, reads every entry's header, tokens and text (never whole
 // payloads) into the index, moves damaged entries to `<dir>/quarantine/` (or deletes them
