@@ -19,9 +19,9 @@
 #include "cli/kv_cache_flags.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
-#include "engine/runtime.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "util/progress.h"
 
