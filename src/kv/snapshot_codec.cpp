@@ -274,45 +274,6 @@ Sha1Digest TokensKey(std::span<const int32_t> tokens) {
   return h.Final();
 }
 
-std::vector<SnapshotExtension> SnapshotExtensionsOf(const SnapshotContent& content) {
-  std::vector<SnapshotExtension> out;
-  if (!content.tail.empty()) {
-    std::string bytes(content.tail.size() * 4, '\0');
-    for (size_t i = 0; i < content.tail.size(); ++i) {
-      Put<uint32_t>(reinterpret_cast<uint8_t*>(bytes.data()), i * 4, uint32_t(content.tail[i]));
-    }
-    out.push_back({kSnapshotTailTag, std::move(bytes)});
-  }
-  if (!content.replay.empty()) out.push_back({kSnapshotReplayTag, std::string(content.replay)});
-  out.insert(out.end(), content.extensions.begin(), content.extensions.end());
-  return out;
-}
-
-Status TakeKvSections(std::vector<SnapshotExtension>* extensions, std::vector<int32_t>* tail,
-                      std::string* replay) {
-  tail->clear();
-  replay->clear();
-  std::vector<SnapshotExtension> own;
-  for (SnapshotExtension& e : *extensions) {
-    if (e.tag == kSnapshotReplayTag) {
-      *replay = std::move(e.bytes);
-    } else if (e.tag == kSnapshotTailTag) {
-      if (e.bytes.size() % 4 != 0) {
-        return Corrupt("tail section of {} bytes is not whole u32 ids", e.bytes.size());
-      }
-      for (size_t i = 0; i < e.bytes.size(); i += 4) {
-        const uint32_t v = Get<uint32_t>(reinterpret_cast<const uint8_t*>(e.bytes.data()), i);
-        if (v > uint32_t(INT32_MAX)) return Corrupt("tail id {} at index {} is negative", v, i / 4);
-        tail->push_back(int32_t(v));
-      }
-    } else {
-      own.push_back(std::move(e));
-    }
-  }
-  *extensions = std::move(own);
-  return Status::Ok();
-}
-
 uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
                            size_t text_bytes, std::span<const SnapshotExtension> extensions) {
   std::vector<SnapshotSection> sections;
