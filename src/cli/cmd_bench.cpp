@@ -1,6 +1,6 @@
 // `flashkv bench`: throughput at context frontiers (docs/PERFORMANCE.md "Bench sweeps",
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
-// runs the sweep of engine/bench_sweep.h and writes one CSV row per frontier (stdout or
+// runs the sweep of tools/bench_sweep.h and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
 // saved run. `--model random:flash[:LAYERS]` runs the same Model code on weights generated
 // on the backend (model/random_model.h), tokenized with --tokenizer (a file carrying the
@@ -14,11 +14,11 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/project_files.h"
-#include "engine/bench_csv.h"
-#include "engine/bench_plot.h"
-#include "engine/bench_sweep.h"
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/bench_csv.h"
+#include "tools/bench_plot.h"
+#include "tools/bench_sweep.h"
 #include "util/file_io.h"
 #include "util/progress.h"
 

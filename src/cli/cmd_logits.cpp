@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "tokenizer/token_id_list.h"
 
 namespace flashkv::cli {

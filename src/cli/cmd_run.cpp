@@ -1,23 +1,27 @@
 // `flashkv run`: one-shot generation. Renders -p as one user turn of the DS4 chat template
-// (or uses it verbatim with --raw), prefills it in chunks with a progress line on a TTY,
-// then samples up to -n tokens, streaming the text as it is produced, and prints prefill
-// and decode tokens/s on stderr at the end. With --kv-disk-dir the prompt's longest cached
-// prefix is restored from the disk KV cache instead of prefilled, and CachePolicy's cold and
-// continued snapshots are written while prefilling; stderr says where the prefix came from.
+// (or uses it verbatim with --raw) and runs it as one request through the engine — the
+// resume, chunked prefill and decode path the server uses — streaming the text as it is
+// produced, with a progress line on a TTY while prefilling and prefill and decode tokens/s
+// on stderr at the end. With --kv-disk-dir the prompt's longest cached prefix is restored
+// from the disk KV cache (a text match continues with the snapshot's resume tail, as in
+// the server), and CachePolicy's cold and continued snapshots are written while
+// prefilling; stderr says where the prefix came from.
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chat/prompt_renderer.h"
 #include "cli/commands.h"
 #include "cli/kv_cache_flags.h"
 #include "cli/model_flags.h"
-#include "engine/runtime.h"
-#include "engine/sampler.h"
+#include "engine/engine.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
-#include "tokenizer/stream_decoder.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "util/progress.h"
 
@@ -40,57 +44,61 @@ struct RunFlags {
   KvDiskFlags kv;  // disk KV cache (tier 2)
 };
 
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+// Room beyond prompt + -n in the default context: a text hit continues with the
+// snapshot's tail and the re-tokenized rest, which may be longer than the prompt's ids.
+constexpr int kSeamRoom = 256;
 
-// Queues a snapshot of the state after `ids` (written in the background); a refusal (budget)
-// or failure is reported, never fatal.
-void SaveSnapshot(DiskCache& cache, const Tokenizer& tok, const KvState& state,
-                  std::span<const int32_t> ids, std::span<const float> logits, SaveReason reason) {
-  auto text = tok.Decode(ids);
-  SnapshotContent c;
-  c.tokens = ids;
-  c.logits = logits;
-  c.text = text.ok() ? std::string_view(*text) : std::string_view();
-  c.reason = reason;
-  auto key = cache.Save(state, c);
-  if (key.ok()) {
-    std::fprintf(stderr, "kv: saving %s snapshot of %zu tokens as %s.kv\n",
-                 std::string(SaveReasonName(reason)).c_str(), ids.size(), key->c_str());
-  } else {
-    std::fprintf(stderr, "kv: snapshot of %zu tokens not saved: %s\n", ids.size(),
-                 key.status().message().c_str());
+// What stderr says once the engine has decided where the prompt resumes from.
+void ReportResume(const CacheInfo& cache, const RunFlags& f, const CachePolicy& policy,
+                  const Tokenizer& tokenizer, const std::vector<int32_t>& prompt) {
+  if (cache.source == CacheSource::kDisk) {
+    std::fprintf(
+        stderr,
+        "kv: prefix from disk: %lld of %lld tokens reused (matched by %s), load %.1f ms, "
+        "%s\n",
+        static_cast<long long>(cache.cached_tokens), static_cast<long long>(cache.prompt_tokens),
+        cache.detail == "disk-text" ? "text" : "tokens", cache.restore_ms, cache.origin.c_str());
+    return;
+  }
+  std::fprintf(stderr, "kv: prefix from prefill: no usable disk kv entry\n");
+  const ChatMarkerIds markers{tokenizer.FindToken(kUserMarker),
+                              tokenizer.FindToken(kAssistantMarker)};
+  if (!policy.ColdBoundary(prompt, markers)) {
+    std::fprintf(stderr,
+                 "kv: no cold snapshot for a prompt of %zu tokens (--kv-cache-min-tokens %lld, "
+                 "--kv-cache-cold-max-tokens %lld)\n",
+                 prompt.size(), static_cast<long long>(f.kv.policy.min_tokens),
+                 static_cast<long long>(f.kv.policy.cold_max_tokens));
   }
 }
 
 Status RunOnce(const RunFlags& f) {
-  if (f.n_predict < 0) return InvalidArgument("-n must be >= 0");
+  // The engine reads max_tokens <= 0 as "to the end of the context".
+  if (f.n_predict < 1) return InvalidArgument("-n must be >= 1");
   if (f.chunk <= 0) return InvalidArgument("--chunk must be positive");
 
   // Options from the file, then the flags; the tokenizer from the same file.
   FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
   const Tokenizer& tokenizer = setup.tokenizer;
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
-  Model& model = rt->model();
-  const int vocab = model.config().n_vocab;
 
-  std::string text = f.prompt;
+  GenerationRequest req;
+  req.prompt_text = f.prompt;
   if (!f.raw) {
     ChatMessage user;
     user.role = ChatRole::kUser;
     user.content = f.prompt;
     PromptOptions po;
     po.thinking = f.think ? ThinkingMode::kHigh : ThinkingMode::kNone;
-    text = RenderPrompt({user}, po);
+    req.prompt_text = RenderPrompt({user}, po);
   }
-  std::vector<int32_t> prompt = tokenizer.Encode(text, /*allow_specials=*/true);
-  if (prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
-  const int ctx = f.ctx > 0 ? f.ctx : int(prompt.size()) + f.n_predict;
-  FLASHKV_ASSIGN_OR_RETURN(KvState state, model.NewState(ctx));
+  req.prompt_tokens = tokenizer.Encode(req.prompt_text, /*allow_specials=*/true);
+  if (req.prompt_tokens.empty()) return InvalidArgument("the prompt encodes to no tokens");
+  req.output = OutputMode::kRaw;
+  req.max_tokens = f.n_predict;
+  req.sampling = SamplerOptions{f.temperature, f.top_k, f.top_p, f.min_p, f.seed};
 
-  // Tier 2: the longest usable disk snapshot. A cache that cannot open is reported and
-  // the run continues without it.
+  // The disk tier. A cache that cannot open is reported and the run continues without it.
   std::unique_ptr<DiskCache> cache;
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
   if (!f.kv.dir.empty()) {
@@ -101,111 +109,74 @@ Status RunOnce(const RunFlags& f) {
       std::fprintf(stderr, "kv: disk cache disabled: %s\n", opened.status().ToString().c_str());
     }
   }
-  std::vector<float> logits(vocab);
-  size_t reused = 0;
-  if (cache) {
-    DiskLookup lookup{
-        .tokens = prompt, .text = text, .min_tokens = policy.min_load_tokens(), .max_tokens = ctx};
-    auto hit = cache->Load(lookup, state);
-    if (hit.ok()) {
-      reused = hit->tokens.size();
-      if (hit->by_text) {
-        // The snapshot's ids are authoritative; only the text after it is tokenized.
-        std::vector<int32_t> rest =
-            tokenizer.Encode(std::string_view(text).substr(hit->text_bytes), true);
-        prompt = hit->tokens;
-        prompt.insert(prompt.end(), rest.begin(), rest.end());
-      }
-      logits = hit->logits;
-      std::fprintf(stderr,
-                   "kv: prefix from disk: %zu of %zu tokens reused (matched by %s), "
-                   "load %.1f ms, %s\n",
-                   reused, prompt.size(), hit->by_text ? "text" : "tokens", hit->load_ms,
-                   hit->entry.path.c_str());
-    } else {
-      std::fprintf(stderr, "kv: prefix from prefill: %s\n", hit.status().message().c_str());
-    }
-  }
-  if (int64_t(prompt.size()) + f.n_predict > ctx && f.ctx <= 0) {
-    return ResourceExhausted("the prompt grew to {} tokens at the cached seam; pass --ctx",
-                             prompt.size());
-  }
 
-  // Prefill the rest, chunk by chunk, pausing where a snapshot is due.
-  const auto t_prefill = std::chrono::steady_clock::now();
-  {
-    std::vector<int64_t> save_points;
-    std::optional<int64_t> cold;
-    if (cache) {
-      if (reused == 0) {
-        cold = policy.ColdBoundary(prompt, ChatMarkerIds{tokenizer.FindToken(kUserMarker),
-                                                         tokenizer.FindToken(kAssistantMarker)});
-        if (!cold) {
-          std::fprintf(stderr,
-                       "kv: no cold snapshot for a prompt of %zu tokens (--kv-cache-min-"
-                       "tokens %lld, --kv-cache-cold-max-tokens %lld)\n",
-                       prompt.size(), static_cast<long long>(f.kv.policy.min_tokens),
-                       static_cast<long long>(f.kv.policy.cold_max_tokens));
-        }
-      }
-      save_points =
-          policy.SavePoints(int64_t(reused), int64_t(prompt.size()), cold, int64_t(reused));
-    }
-    Progress progress("prefill", prompt.size(), "tok");
-    size_t done = reused;
-    size_t next_point = 0;
-    while (done < prompt.size()) {
-      size_t stop = std::min(prompt.size(), done + size_t(f.chunk));
-      if (next_point < save_points.size()) stop = std::min(stop, size_t(save_points[next_point]));
-      const bool at_point =
-          next_point < save_points.size() && stop == size_t(save_points[next_point]);
-      const bool last = stop == prompt.size();
-      FLASHKV_RETURN_IF_ERROR(model.Forward(std::span(prompt).subspan(done, stop - done), state,
-                                            last || at_point ? LogitsFor::kLast : LogitsFor::kNone,
-                                            logits.data()));
-      done = stop;
-      progress.Update(done);
-      if (at_point) {
-        ++next_point;
-        SaveSnapshot(*cache, tokenizer, state, std::span(prompt).first(done), logits,
-                     cold && int64_t(done) == *cold ? SaveReason::kCold : SaveReason::kContinued);
-      }
-    }
-  }
-  const double prefill_s = Seconds(std::chrono::steady_clock::now() - t_prefill);
+  EngineOptions eo;
+  eo.ctx_size = f.ctx > 0 ? f.ctx : int(req.prompt_tokens.size()) + f.n_predict + kSeamRoom;
+  eo.live_sessions = 1;
+  eo.prefill_chunk = f.chunk;
+  eo.disk = cache.get();
+  eo.policy = policy;
+  EngineMetrics metrics;
+  ToolReplayMap replay;
+  Engine engine(rt->model(), tokenizer, replay, metrics, eo);
 
-  // Decode: sample, print, feed back.
-  Sampler sampler(SamplerOptions{f.temperature, f.top_k, f.top_p, f.min_p, f.seed});
-  StreamDecoder decoder(tokenizer);
-  const int32_t eos = tokenizer.eos_id();
-  int generated = 0;
-  const auto t_decode = std::chrono::steady_clock::now();
-  while (generated < f.n_predict) {
-    const int32_t next = sampler.Sample(logits);
-    ++generated;
-    if (next == eos) break;
-    FLASHKV_ASSIGN_OR_RETURN(std::string piece, decoder.Push(next));
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    if (generated == f.n_predict) break;
-    FLASHKV_RETURN_IF_ERROR(model.Forward({&next, 1}, state, LogitsFor::kLast, logits.data()));
+  const std::vector<int32_t> prompt = req.prompt_tokens;
+  auto handle = std::make_shared<RequestHandle>(std::move(req));
+  // The engine's own worker, as under the server's scheduler: this thread streams.
+  std::thread worker([&] { engine.Run(*handle); });
+  std::optional<Progress> progress;
+  int64_t cached = 0;
+  std::shared_ptr<const GenerationResult> result;
+  Status failed;
+  while (!result && failed.ok()) {
+    std::optional<GenerationEvent> ev = handle->Next(std::chrono::milliseconds(100));
+    if (!ev) continue;
+    switch (ev->kind) {
+      case GenerationEvent::Kind::kStarted:
+        if (cache) ReportResume(ev->cache, f, policy, tokenizer, prompt);
+        cached = ev->cache.cached_tokens;
+        progress.emplace("prefill", uint64_t(ev->cache.prompt_tokens), "tok");
+        progress->Update(uint64_t(cached));
+        break;
+      case GenerationEvent::Kind::kPrefill:
+        if (progress) progress->Update(uint64_t(cached + ev->done));
+        break;
+      case GenerationEvent::Kind::kText:
+        if (progress) progress.reset();
+        std::fwrite(ev->text.data(), 1, ev->text.size(), stdout);
+        std::fflush(stdout);
+        break;
+      case GenerationEvent::Kind::kDone:
+        result = ev->result;
+        break;
+      case GenerationEvent::Kind::kError:
+        failed = ev->error.ok() ? Internal("the request failed") : ev->error;
+        break;
+      case GenerationEvent::Kind::kChat:
+        break;
+    }
   }
-  const std::string tail = decoder.Flush();
-  std::fwrite(tail.data(), 1, tail.size(), stdout);
+  worker.join();
+  progress.reset();
+  FLASHKV_RETURN_IF_ERROR(failed);
+  if (result->finish == FinishReason::kError) return Internal("{}", result->error);
   std::printf("\n");
-  const double decode_s = Seconds(std::chrono::steady_clock::now() - t_decode);
 
-  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f tok/s)\n", prompt.size() - reused,
-               prefill_s, prefill_s > 0 ? (prompt.size() - reused) / prefill_s : 0.0);
+  const RequestTiming& t = result->timing;
+  const double prefill_s = t.prefill_ms / 1000.0;
+  const double decode_s = t.decode_ms / 1000.0;
+  std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.2f tok/s)\n",
+               static_cast<long long>(t.prefill_tokens), prefill_s,
+               prefill_s > 0 ? double(t.prefill_tokens) / prefill_s : 0.0);
   if (cache) {
     Status st = cache->Flush();
     if (!st.ok()) std::fprintf(stderr, "kv: %s\n", st.ToString().c_str());
   }
-  std::fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", generated, decode_s,
-               decode_s > 0 ? generated / decode_s : 0.0);
+  std::fprintf(stderr, "decode: %lld tokens in %.3f s (%.2f tok/s)\n",
+               static_cast<long long>(t.decode_tokens), decode_s,
+               decode_s > 0 ? double(t.decode_tokens) / decode_s : 0.0);
   return Status::Ok();
 }
-
 void RegisterRun(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate a reply to one prompt, streaming it");
   auto f = std::make_shared<RunFlags>();

@@ -13,11 +13,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/runtime.h"
 #include "gguf/gguf_file.h"
 #include "kv/snapshot_format.h"
 #include "model/model_options.h"
 #include "model/random_model.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "util/sha1.h"
 #include "util/status.h"

@@ -9,7 +9,6 @@
 #include "engine/decode_step.h"
 #include "engine/output_stream.h"
 #include "tokenizer/stream_decoder.h"
-#include "util/file_io.h"
 
 namespace flashkv {
 namespace {
@@ -77,37 +76,25 @@ void Engine::PublishRamStats() {
   if (ram_ != nullptr) metrics_.SetRamStats(ram_->stats());
 }
 
-void Engine::ImportReplay(const std::vector<SnapshotExtension>& extensions) {
-  for (const SnapshotExtension& e : extensions) {
-    if (e.tag != kReplayMapTag) continue;
-    Expected<size_t> n = replay_.DecodeTrailer(e.bytes);
-    if (!n.ok()) spdlog::warn("tool replay map in snapshot: {}", n.status().ToString());
-  }
+void Engine::ImportReplay(std::string_view section) {
+  if (section.empty()) return;
+  Expected<size_t> n = replay_.DecodeTrailer(section);
+  if (!n.ok()) spdlog::warn("tool replay map in snapshot: {}", n.status().ToString());
 }
 
 void Engine::LoadReplayFromDisk() {
   // Clients resend tool calls from before a restart; their exact bytes live in the
-  // snapshots' trailers. Reading them up front lets the first request after a restart
-  // render the sampled DSML, so its text still matches the snapshot it continues.
-  size_t files = 0;
-  for (const DiskCacheEntry& e : disk_->List()) {
-    if (!e.loadable) continue;
-    Expected<File> f = File::OpenRead(e.path);
-    if (!f.ok()) continue;
-    Expected<SnapshotHeader> h = ReadSnapshotHeader(*f);
-    if (!h.ok()) continue;
-    const SnapshotSection* sec = h->Find(SnapshotSectionKind::kExtension, kReplayMapTag);
-    if (sec == nullptr) continue;
-    Expected<std::string> bytes = ReadSnapshotSection(*f, *sec);
-    if (!bytes.ok()) continue;
-    ImportReplay({SnapshotExtension{kReplayMapTag, std::move(*bytes)}});
-    ++files;
+  // snapshots' replay sections. Reading them up front lets the first request after a
+  // restart render the sampled DSML, so its text still matches the snapshot it continues.
+  const std::vector<std::string> sections = disk_->ReplaySections();
+  for (const std::string& section : sections) ImportReplay(section);
+  if (!sections.empty()) {
+    spdlog::info("tool replay map: {} ids from {} snapshot(s)", replay_.size(), sections.size());
   }
-  if (files > 0) spdlog::info("tool replay map: {} ids from {} snapshot(s)", replay_.size(), files);
 }
 
 SnapshotContent Engine::ContentOf(const Session& session, SaveReason reason, bool visible,
-                                  std::string* text_storage) const {
+                                  std::string* text_storage, std::string* replay_storage) const {
   SnapshotContent c;
   c.tokens = session.tokens();
   c.logits = session.logits();
@@ -119,16 +106,10 @@ SnapshotContent Engine::ContentOf(const Session& session, SaveReason reason, boo
     // the ids that text covers beyond the evaluated ones travel with it.
     const VisibleKey& key = session.visible_keys().front();
     text = key.text;
-    std::string tail;
-    auto put = [&tail](int32_t id) {
-      for (int i = 0; i < 4; ++i) tail.push_back(char((uint32_t(id) >> (8 * i)) & 0xff));
-    };
-    for (int32_t id : session.pending()) put(id);
-    for (int32_t id : key.append) put(id);
-    if (!tail.empty()) c.extensions.push_back({kVisibleTailTag, std::move(tail)});
+    c.tail = key.tail;
   }
-  std::string trailer = replay_.EncodeTrailer(text);
-  if (!trailer.empty()) c.extensions.push_back({kReplayMapTag, std::move(trailer)});
+  *replay_storage = replay_.EncodeTrailer(text);
+  c.replay = *replay_storage;
   c.text = text;
   return c;
 }
@@ -146,8 +127,8 @@ void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
       !options_.policy.ShouldSaveSession(n)) {
     return;
   }
-  std::string text;
-  const SnapshotContent c = ContentOf(session, reason, visible, &text);
+  std::string text, replay;
+  const SnapshotContent c = ContentOf(session, reason, visible, &text, &replay);
   if (to_ram) {
     const auto t0 = Clock::now();
     Expected<std::string> key = ram_->Put(session.state(), c);
@@ -168,7 +149,7 @@ void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
     return;
   }
   session.set_last_saved_tokens(n);
-  spdlog::info("kv: {} snapshot of session {} ({} tokens) queued as {}", SaveReasonName(reason),
+  spdlog::info("kv: saving {} snapshot of session {} ({} tokens) as {}", SaveReasonName(reason),
                session.id(), n, *key);
 }
 
@@ -189,6 +170,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   lookup.max_tokens = options_.ctx_size - 1;
   const char* name = CacheSourceName(tier);
   Expected<ResumeHit> hit = NotFound("");
+  std::string origin;
   if (tier == CacheSource::kRam) {
     r->ram_looked_up = true;
     hit = ram_->Load(lookup, s.state());
@@ -196,6 +178,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   } else {
     r->disk_looked_up = true;
     Expected<DiskHit> d = disk_->Load(lookup, s.state());
+    if (d.ok()) origin = d->entry.path;
     hit = d.ok() ? Expected<ResumeHit>(std::move(static_cast<ResumeHit&>(*d))) : d.status();
   }
   if (!hit.ok()) {
@@ -208,23 +191,9 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   }
   // The snapshot's ids are authoritative. A token hit continues with the request's own
   // ids; a text hit tokenizes only the text after the snapshot's.
-  std::vector<int32_t> continuation;
-  if (hit->by_text) {
-    for (const SnapshotExtension& e : hit->extensions) {
-      if (e.tag != kVisibleTailTag) continue;
-      for (size_t i = 0; i + 4 <= e.bytes.size(); i += 4) {
-        uint32_t v = 0;
-        for (int b = 0; b < 4; ++b) v |= uint32_t(uint8_t(e.bytes[i + size_t(b)])) << (8 * b);
-        continuation.push_back(int32_t(v));
-      }
-    }
-    std::vector<int32_t> rest =
-        tokenizer_.EncodeChatPrompt(std::string_view(request.prompt_text).substr(hit->text_bytes));
-    continuation.insert(continuation.end(), rest.begin(), rest.end());
-  } else {
-    continuation.assign(request.prompt_tokens.begin() + ptrdiff_t(hit->tokens.size()),
-                        request.prompt_tokens.end());
-  }
+  const std::vector<int32_t> continuation =
+      ResumeContinuation(hit->key(), hit->match(), lookup,
+                         [this](std::string_view t) { return tokenizer_.EncodeChatPrompt(t); });
   for (int32_t id : continuation) {
     if (id < 0 || size_t(id) >= tokenizer_.vocab_size()) {
       *error = Corrupt("{} snapshot of {} tokens continues with token id {} outside the vocabulary",
@@ -233,13 +202,15 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
       return true;
     }
   }
-  ImportReplay(hit->extensions);
+  ImportReplay(hit->replay);
   // Kept in RAM too: the next session of the same agent will look for the same prefix.
   if (tier == CacheSource::kDisk && ram_ != nullptr) {
     SnapshotContent c;
     c.tokens = hit->tokens;
     c.logits = hit->logits;
     c.text = hit->text;
+    c.tail = hit->tail;
+    c.replay = hit->replay;
     c.reason = SaveReason::kUnknown;
     c.extensions = hit->extensions;
     const auto t0 = Clock::now();
@@ -268,6 +239,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   r->cache.prompt_tokens = effective;
   r->cache.restore_ms = hit->load_ms;
   r->cache.restore_bytes = hit->bytes;
+  r->cache.origin = std::move(origin);
   return true;
 }
 
@@ -283,8 +255,11 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   if (std::optional<LiveMatch> m =
           pool_.FindBest(request.prompt_text, request.prompt_tokens, tokenizer_)) {
     Session& s = pool_.at(m->slot);
-    const int64_t effective = int64_t(s.total_tokens() + m->continuation.size());
+    const int64_t effective = int64_t(s.tokens().size() + m->continuation.size());
     if (effective >= ctx) return too_long(effective);
+    // Like a restored snapshot, the session continues from its evaluated ids; its pending
+    // ids come back through the continuation when the prompt still holds them.
+    s.DropPending();
     for (int32_t id : m->continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
     pool_.Touch(m->slot);
     r.slot = m->slot;
@@ -501,7 +476,8 @@ std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
     text.resize(cut);
     VisibleKey key;
     key.text = std::move(text);
-    if (!ended_with_eos) key.append.push_back(tokenizer_.eos_id());
+    key.tail = session.pending();
+    if (!ended_with_eos) key.tail.push_back(tokenizer_.eos_id());
     // The session's own text plus the EOS is found by the byte-prefix path already.
     std::string exact = session.text();
     if (!ended_with_eos) exact += tokenizer_.TokenBytes(tokenizer_.eos_id());

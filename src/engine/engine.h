@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "engine/engine_metrics.h"
 #include "engine/generation.h"
@@ -38,12 +39,6 @@ struct EngineOptions {
   DiskCache* disk = nullptr;  // tier 3 (snapshots on disk); null: none
   CachePolicy policy;         // when to write snapshots (with a disk cache)
 };
-
-// Extension tags of the snapshots the engine writes.
-inline constexpr uint32_t kReplayMapTag = SnapshotTag("KTM1");  // ToolReplayMap trailer
-// u32 ids the snapshot's text covers beyond its tokens (a visible key's pending ids and
-// appended EOS): a text hit continues after them.
-inline constexpr uint32_t kVisibleTailTag = SnapshotTag("VKA1");
 
 class Engine : public RequestRunner {
  public:
@@ -75,10 +70,10 @@ class Engine : public RequestRunner {
   bool TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
                Status* error);
   // The snapshot's content for the tiers: the session's evaluated ids and logits, its
-  // text or (`visible`) its preferred visible key with the ids that key covers beyond
-  // them, and the tool replay trailer. Views into `session` and `*text_storage`.
+  // text or (`visible`) its preferred visible key with that key's tail, and the tool
+  // replay map. Views into `session`, `*text_storage` and `*replay_storage`.
   SnapshotContent ContentOf(const Session& session, SaveReason reason, bool visible,
-                            std::string* text_storage) const;
+                            std::string* text_storage, std::string* replay_storage) const;
   void PublishRamStats();
   // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
   // progress, pausing at `save_points` (absolute token counts) to write snapshots
@@ -89,8 +84,8 @@ class Engine : public RequestRunner {
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
-  // Merges the replay-map trailers of a restored snapshot, or of every entry at start.
-  void ImportReplay(const std::vector<SnapshotExtension>& extensions);
+  // Merges the replay section of a restored snapshot, or of every disk entry at start.
+  void ImportReplay(std::string_view section);
   void LoadReplayFromDisk();
   // Evaluates the first n pending ids in one forward call.
   Status Evaluate(Session& session, size_t n, bool want_logits);

@@ -54,11 +54,12 @@ const char* FinishReasonName(FinishReason reason);  // OpenAI spelling; "cancell
 // How the prompt was resumed; known when the worker starts the request.
 struct CacheInfo {
   CacheSource source = CacheSource::kNone;
-  std::string detail;         // "memory-token", "memory-text", "memory-visible", "", ...
-  int64_t prompt_tokens = 0;  // the effective prompt: reused + evaluated ids
-  int64_t cached_tokens = 0;  // ids reused without evaluation
-  double restore_ms = 0;      // RAM or disk restore time (0 otherwise)
+  std::string detail;          // "memory-token", "memory-text", "memory-visible", "", ...
+  int64_t prompt_tokens = 0;   // the effective prompt: reused + evaluated ids
+  int64_t cached_tokens = 0;   // ids reused without evaluation
+  double restore_ms = 0;       // RAM or disk restore time (0 otherwise)
   uint64_t restore_bytes = 0;  // bytes the restore moved into the state
+  std::string origin;          // the file a disk hit came from
 };
 
 struct GenerationResult {

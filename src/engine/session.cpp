@@ -26,6 +26,21 @@ void Session::CommitPending(size_t n, bool logits_valid) {
   visible_keys_.clear();
 }
 
+void Session::DropPending() {
+  text_.resize(text_.size() - pending_bytes_);
+  pending_.clear();
+  pending_piece_bytes_.clear();
+  pending_bytes_ = 0;
+  visible_keys_.clear();
+}
+
+std::vector<ResumeKey> Session::ResumeKeys() const {
+  std::vector<ResumeKey> keys;
+  keys.push_back(ResumeKey{tokens_, text_, pending_});
+  for (const VisibleKey& k : visible_keys_) keys.push_back(ResumeKey{tokens_, k.text, k.tail});
+  return keys;
+}
+
 void Session::AdoptRestored(std::vector<int32_t> tokens, std::string text,
                             std::span<const float> logits) {
   tokens_ = std::move(tokens);

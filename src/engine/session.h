@@ -18,16 +18,19 @@
 #include <vector>
 
 #include "kv/kv_state.h"
+#include "kv/resume_point.h"
 
 namespace flashkv {
 
 // A text that a client is expected to resend as the start of its next prompt although it
 // is not the decoded text of the session's tokens — e.g. the rendered turn without the
 // hidden reasoning the KV holds (docs/SERVER.md §2.3, visible keys). A prompt that starts
-// with `text` continues the session after its tokens, pending tokens and `append`.
+// with `text` continues the session after its tokens and `tail`.
 struct VisibleKey {
   std::string text;
-  std::vector<int32_t> append;  // ids the visible text implies beyond the session (the EOS)
+  // Ids the visible text covers beyond the evaluated tokens: the session's pending ids,
+  // then those the text implies (the EOS) — the key's resume tail (kv/resume_point.h).
+  std::vector<int32_t> tail;
 };
 
 class Session {
@@ -66,6 +69,14 @@ class Session {
   // The first n pending ids have been evaluated into state(); `logits_valid` says whether
   // logits() now hold the next-token logits after them.
   void CommitPending(size_t n, bool logits_valid);
+
+  // Drops the pending ids (never evaluated, so the state is unchanged); logits() stay
+  // those after tokens().
+  void DropPending();
+
+  // The resume points the session offers (kv/resume_point.h): its own (tokens, text,
+  // pending ids), then one per visible key. Views into the session.
+  std::vector<ResumeKey> ResumeKeys() const;
 
   const std::vector<VisibleKey>& visible_keys() const { return visible_keys_; }
   // Replaces the visible keys; valid until the session changes.

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/prefix_match.h"
-
 namespace flashkv {
 
 const char* LiveMatchKindName(LiveMatchKind kind) {
@@ -32,76 +30,49 @@ int SessionPool::live_count() const {
 std::optional<LiveMatch> SessionPool::FindBest(std::string_view prompt_text,
                                                std::span<const int32_t> prompt_tokens,
                                                const Tokenizer& tokenizer) const {
-  // First pass: decide each session's best key by comparisons only; tokenize the text
-  // continuation of the winner alone (tokenizing is the expensive part).
+  // The resume rule and order of every tier (kv/resume_point.h) over each session's keys,
+  // ties between sessions going to the most recent. Only the winner's text continuation
+  // is tokenized (tokenizing is the expensive part).
+  ResumeLookup lookup;
+  lookup.tokens = prompt_tokens;
+  lookup.text = prompt_text;
   struct Candidate {
     int slot = -1;
-    LiveMatchKind kind = LiveMatchKind::kToken;
-    size_t reused = 0;
-    const VisibleKey* key = nullptr;
+    size_t key = 0;  // index into the session's ResumeKeys()
+    ResumeMatch match = ResumeMatch::kNone;
+    ResumeKey resume;
     uint64_t last_used = 0;
   };
-  std::optional<Candidate> best;
-  auto better = [&](const Candidate& c) {
-    if (!best) return true;
-    if (c.reused != best->reused) return c.reused > best->reused;
-    if ((c.kind == LiveMatchKind::kToken) != (best->kind == LiveMatchKind::kToken)) {
-      return c.kind == LiveMatchKind::kToken;
-    }
-    return c.last_used > best->last_used;
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ResumeBefore(int64_t(a.resume.tokens.size()), a.match == ResumeMatch::kText,
+                        a.resume.text.size(), int64_t(b.resume.tokens.size()),
+                        b.match == ResumeMatch::kText, b.resume.text.size());
   };
-
+  std::optional<Candidate> best;
   for (size_t i = 0; i < sessions_.size(); ++i) {
     const Session& s = *sessions_[i];
     if (s.total_tokens() == 0) continue;
-    Candidate c;
-    c.slot = int(i);
-    c.reused = s.tokens().size();
-    c.last_used = s.last_used();
-    const bool has_more_tokens = prompt_tokens.size() > s.tokens().size();
-    if (s.total_tokens() <= prompt_tokens.size() && IsTokenPrefix(s.tokens(), prompt_tokens) &&
-        IsTokenPrefix(s.pending(), prompt_tokens.subspan(s.tokens().size())) &&
-        (has_more_tokens || s.has_logits())) {
-      c.kind = LiveMatchKind::kToken;
-    } else if (IsBytePrefix(s.text(), prompt_text) &&
-               (prompt_text.size() > s.text().size() || !s.pending().empty() || s.has_logits())) {
-      c.kind = LiveMatchKind::kText;
-    } else {
-      const VisibleKey* hit = nullptr;
-      for (const VisibleKey& k : s.visible_keys()) {
-        if (IsBytePrefix(k.text, prompt_text) && (!hit || k.text.size() > hit->text.size())) {
-          hit = &k;
-        }
+    const std::vector<ResumeKey> keys = s.ResumeKeys();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      Candidate c{int(i), k, MatchResumeKey(keys[k], lookup, s.logits_valid()), keys[k],
+                  s.last_used()};
+      if (c.match == ResumeMatch::kNone) continue;
+      if (!best || before(c, *best) || (!before(*best, c) && c.last_used > best->last_used)) {
+        best = c;
       }
-      if (hit == nullptr) continue;
-      c.kind = LiveMatchKind::kVisible;
-      c.key = hit;
     }
-    if (better(c)) best = c;
   }
   if (!best) return std::nullopt;
 
-  const Session& s = *sessions_[size_t(best->slot)];
   LiveMatch m;
   m.slot = best->slot;
-  m.kind = best->kind;
-  m.reused = best->reused;
-  switch (best->kind) {
-    case LiveMatchKind::kToken:
-      m.continuation.assign(prompt_tokens.begin() + ptrdiff_t(s.total_tokens()),
-                            prompt_tokens.end());
-      break;
-    case LiveMatchKind::kText:
-      m.continuation = tokenizer.EncodeChatPrompt(prompt_text.substr(s.text().size()));
-      break;
-    case LiveMatchKind::kVisible: {
-      m.continuation = best->key->append;
-      std::vector<int32_t> rest =
-          tokenizer.EncodeChatPrompt(prompt_text.substr(best->key->text.size()));
-      m.continuation.insert(m.continuation.end(), rest.begin(), rest.end());
-      break;
-    }
-  }
+  m.kind = best->match == ResumeMatch::kTokens ? LiveMatchKind::kToken
+           : best->key == 0                    ? LiveMatchKind::kText
+                                               : LiveMatchKind::kVisible;
+  m.reused = best->resume.tokens.size();
+  m.continuation = ResumeContinuation(best->resume, best->match, lookup, [&](std::string_view t) {
+    return tokenizer.EncodeChatPrompt(t);
+  });
   return m;
 }
 

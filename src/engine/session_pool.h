@@ -1,8 +1,8 @@
 // SessionPool: the live tier — up to `capacity` Sessions kept in memory, the search for
-// the one a new prompt continues (exact token prefix, rendered-byte prefix, visible
-// transcript key; docs/SERVER.md §2.2), and LRU replacement when a prompt continues none.
-// Must not: run the model, read or write disk (the engine saves an evicted session through
-// the hook it passes), or parse requests.
+// the one a new prompt continues (the resume rule of kv/resume_point.h over each
+// session's own key and its visible keys; docs/SERVER.md §2.2), and LRU replacement when a prompt
+// continues none. Must not: run the model, read or write disk (the engine saves an evicted session
+// through the hook it passes), or parse requests.
 //
 // Threading: owned by the engine worker; not thread-safe.
 #pragma once
@@ -32,7 +32,8 @@ struct LiveMatch {
   int slot = -1;
   LiveMatchKind kind = LiveMatchKind::kToken;
   size_t reused = 0;  // ids already evaluated in the session that the request keeps
-  // Ids to decide after the session's tokens and pending ids: the rest of the prompt.
+  // Ids to decide after the session's evaluated tokens (its pending ids are dropped first,
+  // Session::DropPending): the rest of the prompt, as for a restored snapshot.
   std::vector<int32_t> continuation;
 };
 
@@ -51,9 +52,10 @@ class SessionPool {
   // Sessions that hold at least one id.
   int live_count() const;
 
-  // The session the prompt continues with the most reused ids (ties: the exact token key,
-  // then the most recent), or nullopt. A match always leaves at least one id to evaluate
-  // or logits to sample from. `tokenizer` encodes a text continuation (EncodeChatPrompt).
+  // The session the prompt continues by the resume rule and order of every tier
+  // (kv/resume_point.h: most evaluated ids, an id match before a text match), ties going
+  // to the most recent, or nullopt. A match always leaves at least one id to evaluate or
+  // logits to sample from. `tokenizer` encodes a text continuation (EncodeChatPrompt).
   std::optional<LiveMatch> FindBest(std::string_view prompt_text,
                                     std::span<const int32_t> prompt_tokens,
                                     const Tokenizer& tokenizer) const;

@@ -4,6 +4,10 @@
 // eviction, quarantine of damaged files, and the background writer thread. Must not: run
 // the model or decide *when* to save (CachePolicy and the engine do).
 //
+// This class is the facade; the parts live beside it: kv/disk_index.h (the index, byte
+// accounting and eviction plan), kv/disk_writer.h (the writer thread), kv/disk_scan.h
+// (reading entry files' headers), kv/disk_cache_impl.h (the state they share).
+//
 // Start-up: takes an exclusive lock on `<dir>/.lock` (one flashkv per directory),
 // removes stale temp files, reads every entry's header, tokens and text (never whole
 // payloads) into the index, moves damaged entries to `<dir>/quarantine/` (or deletes them
@@ -138,6 +142,10 @@ class DiskCache {
   // Marks an entry used (hit count + 1, last used = now) without touching its payload.
   Status Touch(std::string_view key);
   std::vector<DiskCacheEntry> List() const;  // longest first
+  // The tool replay section (kSnapshotReplayTag) of every loadable entry that has one,
+  // longest entry first; unreadable ones are skipped (a load would quarantine them). Read
+  // at start so that tool calls made before a restart still replay.
+  std::vector<std::string> ReplaySections() const;
   // Deletes an entry (a unique key prefix of at least 4 hex digits is enough).
   Status Remove(std::string_view key_prefix);
   // Evicts by the rule above until the directory holds at most `budget_bytes` (the

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kv/resume_point.h"
+
 namespace flashkv {
 
 struct TokenPrefixIndex::Node {
@@ -173,11 +175,12 @@ std::vector<PrefixMatch> MatchPrefixes(
   }
   std::vector<PrefixMatch> out;
   for (const auto& [key, by_text] : found) {
-    if (std::optional<int64_t> n = usable(key)) out.push_back(PrefixMatch{key, *n, by_text});
+    if (std::optional<int64_t> n = usable(key)) {
+      out.push_back(PrefixMatch{key, *n, by_text, by_text ? text_of(key).size() : 0});
+    }
   }
   std::sort(out.begin(), out.end(), [](const PrefixMatch& a, const PrefixMatch& b) {
-    if (a.n_tokens != b.n_tokens) return a.n_tokens > b.n_tokens;
-    return !a.by_text && b.by_text;
+    return ResumeBefore(a.n_tokens, a.by_text, a.text_bytes, b.n_tokens, b.by_text, b.text_bytes);
   });
   return out;
 }

@@ -65,12 +65,14 @@ struct PrefixMatch {
   std::string key;
   int64_t n_tokens = 0;
   bool by_text = false;
+  uint64_t text_bytes = 0;  // of a text match
 };
 
 // The entries of both indexes a request continues: each whose ids are a prefix of `tokens`
 // or whose text is a byte prefix of `text` (once; an id match wins where both match), kept
-// when `usable` gives its token count, ordered longest first and an id match before a text
-// match of the same length — the order every snapshot tier tries them in (kv/resume_point.h).
+// when `usable` gives its token count, in the resume order (kv/resume_point.h ResumeBefore:
+// longest first, an id match before a text match of the same length) — the candidates of
+// the resume rule, found through the indexes instead of entry by entry.
 // `text_of` returns an entry's text for the text index's confirmation.
 std::vector<PrefixMatch> MatchPrefixes(
     const TokenPrefixIndex& ids, const TextPrefixIndex& texts, std::span<const int32_t> tokens,

@@ -47,7 +47,7 @@ SnapshotImage RamCache::Take(const std::string& key) {
 Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent& content) {
   const uint64_t need =
       SnapshotFileBytes(state.shape(), state.n_tokens(), int64_t(content.logits.size()),
-                        content.text.size(), content.extensions);
+                        content.text.size(), SnapshotExtensionsOf(content));
   if (need > options_.budget_bytes) {
     ++stats_.put_skipped;
     return ResourceExhausted("a {} MiB snapshot does not fit the RAM tier's {} MiB", need >> 20,
@@ -151,6 +151,8 @@ Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
           s.tag,
           std::string(reinterpret_cast<const char*>(e.image.data() + s.offset), size_t(s.bytes))});
     }
+    // This process wrote the image: its own sections cannot be malformed.
+    (void)TakeKvSections(&hit.extensions, &hit.tail, &hit.replay);
     hit.text = e.text;
     hit.bytes = restored->layer_bytes;
     hit.load_ms =

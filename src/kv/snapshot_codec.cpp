@@ -308,11 +308,22 @@ Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIden
                            kNumericsBytes - 1);
   }
   if (shape.layers.size() > kMaxLayers) return InvalidArgument("too many layers");
-  if (content.extensions.size() > kMaxExtensions) {
-    return InvalidArgument("at most {} extensions, got {}", kMaxExtensions,
-                           content.extensions.size());
+  for (size_t i = 0; i < content.tail.size(); ++i) {
+    if (content.tail[i] < 0) {
+      return InvalidArgument("tail id {} at index {} is negative", content.tail[i], i);
+    }
   }
   for (const SnapshotExtension& e : content.extensions) {
+    if (e.tag == kSnapshotTailTag || e.tag == kSnapshotReplayTag) {
+      return InvalidArgument("extension tag 0x{:08x} is kv's own section (tail or replay map)",
+                             e.tag);
+    }
+  }
+  const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
+  if (extensions.size() > kMaxExtensions) {
+    return InvalidArgument("at most {} extensions, got {}", kMaxExtensions, extensions.size());
+  }
+  for (const SnapshotExtension& e : extensions) {
     if (e.bytes.size() > kMaxExtensionBytes) {
       return InvalidArgument("extension 0x{:08x} of {} bytes is too large", e.tag, e.bytes.size());
     }
@@ -329,12 +340,12 @@ Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIden
   h.n_tokens = uint32_t(n_tokens);
   h.ctx_size = uint32_t(shape.ctx_size);
   h.reason = content.reason;
-  h.flags = content.extensions.empty() ? 0 : kSnapshotFlagHasExtensions;
+  h.flags = extensions.empty() ? 0 : kSnapshotFlagHasExtensions;
   h.created_ms = now_ms;
   h.last_used_ms = now_ms;
   h.hit_count = 0;
   h.file_bytes = AssignOffsets(PlanSections(shape, n_tokens, int64_t(content.logits.size()),
-                                            content.text.size(), content.extensions),
+                                            content.text.size(), extensions),
                                &h.sections);
   img.size_ = h.file_bytes;
   if (reuse != nullptr && reuse->bytes_ && reuse->capacity_ >= img.size_) {
@@ -389,7 +400,7 @@ Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIden
         break;
       case SnapshotSectionKind::kExtension: {
         const size_t e = i - (4 + shape.layers.size());
-        std::memcpy(dst, content.extensions[e].bytes.data(), s.bytes);
+        std::memcpy(dst, extensions[e].bytes.data(), s.bytes);
         break;
       }
     }
@@ -921,6 +932,7 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const SnapshotIdentity& iden
   out.bytes_read = kSnapshotHeaderBytes + h.sections.size() * kSnapshotSectionRowBytes +
                    table.size() + out.text.size() + tokens.size() + logits.size();
   for (const SnapshotExtension& e : out.extensions) out.bytes_read += e.bytes.size();
+  FLASHKV_RETURN_IF_ERROR(TakeKvSections(&out.extensions, &out.tail, &out.replay));
 
   std::vector<const SnapshotSection*> layers;
   for (const SnapshotSection& s : h.sections) {

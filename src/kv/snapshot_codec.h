@@ -40,26 +40,33 @@
 
 namespace flashkv {
 
-// An opaque blob stored beside the state (the server keeps its tool-id replay map in one).
-// Tags are the caller's; use four ASCII bytes, e.g. SnapshotTag("KTM1").
+// An opaque blob stored beside the state. Tags are the writer's (four ASCII bytes,
+// SnapshotTag("ABC1")), except kv's own kSnapshotTailTag and kSnapshotReplayTag.
 struct SnapshotExtension {
   uint32_t tag = 0;
   std::string bytes;
   bool operator==(const SnapshotExtension&) const = default;
 };
-constexpr uint32_t SnapshotTag(const char (&s)[5]) {
-  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
-         uint32_t(uint8_t(s[3])) << 24;
-}
 
-// What goes into a snapshot besides the KvState.
+// What goes into a snapshot besides the KvState: its resume key (tokens, text, tail;
+// kv/resume_point.h) and next-token logits, the tool replay map, the writer's extensions.
 struct SnapshotContent {
   std::span<const int32_t> tokens;  // [n_tokens] == state.n_tokens() ids, all >= 0
   std::span<const float> logits;    // [n_vocab] next-token logits after tokens
-  std::string_view text;            // rendered bytes of tokens (for text-prefix reuse)
+  std::string_view text;            // rendered bytes the snapshot is filed under
+  std::span<const int32_t> tail;    // ids `text` covers beyond tokens, all >= 0
+  std::string_view replay;          // tool replay map bytes (empty: none)
   SaveReason reason = SaveReason::kUnknown;
   std::vector<SnapshotExtension> extensions;
 };
+
+// The extension sections a snapshot of `content` holds, in file order: its tail and
+// replay map (when non-empty) in kv's sections, then the writer's extensions.
+std::vector<SnapshotExtension> SnapshotExtensionsOf(const SnapshotContent& content);
+// Takes kv's own sections out of `extensions` (as read from a file) into `tail` and
+// `replay`; kCorrupt when the tail is not whole u32 ids >= 0.
+Status TakeKvSections(std::vector<SnapshotExtension>* extensions, std::vector<int32_t>* tail,
+                      std::string* replay);
 
 struct SnapshotWriteOptions {
   size_t chunk_bytes = size_t(16) << 20;  // one pwrite; rounded up to 4 KiB
@@ -225,7 +232,9 @@ struct LoadedSnapshot {
   std::vector<int32_t> tokens;  // [n_tokens]
   std::vector<float> logits;    // [n_vocab]
   std::string text;
-  std::vector<SnapshotExtension> extensions;
+  std::vector<int32_t> tail;                  // kSnapshotTailTag, decoded
+  std::string replay;                         // kSnapshotReplayTag
+  std::vector<SnapshotExtension> extensions;  // the writer's own
   uint64_t bytes_read = 0;
 };
 

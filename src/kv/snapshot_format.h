@@ -96,6 +96,18 @@ struct SnapshotHeader {
 
 inline constexpr uint32_t kSnapshotFlagHasExtensions = 1u << 0;
 
+// Four ASCII bytes as an extension tag ('KTM1' is the u32 0x314d544b).
+constexpr uint32_t SnapshotTag(const char (&s)[5]) {
+  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
+         uint32_t(uint8_t(s[3])) << 24;
+}
+// The two extension sections kv itself defines (docs/KV_FORMAT.md), written before the
+// writer's own extensions and never accepted as one:
+// the resume tail — u32 ids the text covers beyond the tokens (kv/resume_point.h);
+inline constexpr uint32_t kSnapshotTailTag = SnapshotTag("VKA1");
+// the tool replay map — opaque bytes the server's ToolReplayMap encodes.
+inline constexpr uint32_t kSnapshotReplayTag = SnapshotTag("KTM1");
+
 // Offsets of the stats block inside the header, for in-place touches.
 inline constexpr uint32_t kSnapshotStatsOffset = 224;
 inline constexpr uint32_t kSnapshotStatsBytes = 32;

@@ -3,6 +3,8 @@
 // RAM, or from disk without a RAM tier, with the same greedy answer from every tier;
 // /metrics counts prompt tokens by source and lookups per tier.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import { test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -164,4 +166,49 @@ test('the greedy second turn is byte-identical from the live, RAM and disk tiers
   assert.equal(await cold.stop(), 0);
   assert.ok(replies[0].length > 0);
   for (const r of replies) assert.equal(r, replies[0]);
+});
+
+// A server-written snapshot filed under a visible key (the thinking turn without its
+// reasoning) carries a resume tail (the pending ids the text covers). `flashkv run` goes
+// through the same resume step as the server: a text match continues with that tail, so
+// the effective prompt is the snapshot's ids plus the tail.
+test('flashkv run resumes a visible-key snapshot with its pending tail', async () => {
+  const dir = tempDir('kv-run-visible');
+  const args = ['--ctx', '4096', '--kv-disk-dir', dir, '--kv-cache-min-tokens', '64'];
+  const server = await startServer(args, 'run-visible');
+  const anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  const first = await anthropic.messages.create({
+    model: 'claude', max_tokens: 8, thinking: { type: 'enabled', budget_tokens: 2000 },
+    system: longSystem(30), messages: [{ role: 'user', content: 'Plan a trip.' }],
+  });
+  assert.equal(first.content[0].type, 'thinking');
+  assert.equal(await server.stop(), 0);
+
+  const bin = process.env.FLASHKV_BIN;
+  const model = process.env.FLASHKV_MODEL;
+  const tailTag = 0x31414b56;  // 'VKA1', little-endian
+  let text = null;
+  let tailIds = 0;
+  for (const name of fs.readdirSync(dir).filter((n) => n.endsWith('.kv'))) {
+    const show = spawnSync(bin, ['kv', 'show', '--dir', dir, name.slice(0, 12)]);
+    assert.equal(show.status, 0, show.stderr.toString());
+    const out = show.stdout;
+    const tail = out.toString().match(new RegExp(`kind 6 tag ${tailTag} +offset +\\d+ bytes +(\\d+)`));
+    if (!tail) continue;
+    const head = out.toString('latin1').match(/text \((\d+) bytes\):\n/);
+    const start = head.index + head[0].length;  // latin1: one char per byte
+    text = out.subarray(start, start + Number(head[1])).toString();
+    tailIds = Number(tail[1]) / 4;
+  }
+  assert.ok(text !== null, 'the shutdown snapshot should be filed under a visible key with a tail');
+  assert.ok(tailIds > 0);
+
+  const run = spawnSync(bin, ['run', '--model', model, '--raw', '-n', '4', '--ctx', '4096', '--kv-disk-dir', dir,
+    '--kv-cache-min-tokens', '64', '-p', text]);
+  const err = run.stderr.toString();
+  assert.equal(run.status, 0, err);
+  const m = err.match(/kv: prefix from disk: (\d+) of (\d+) tokens reused \(matched by text\)/);
+  assert.ok(m, err);
+  assert.equal(Number(m[2]) - Number(m[1]), tailIds, 'the tail ids are evaluated after the snapshot');
+  assert.match(err, new RegExp(`prefill: ${tailIds} tokens in`));
 });

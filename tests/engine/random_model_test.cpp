@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
-#include "engine/bench_sweep.h"
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "tensor/quant.h"
+#include "tools/bench_sweep.h"
 
 namespace flashkv {
 namespace {

@@ -59,14 +59,15 @@ TEST(SessionPoolTest, TokenTextAndVisibleKeysAreFoundWithTheirContinuations) {
   ASSERT_TRUE(s0.ok());
   Hold(pool.at(*s0), base, /*pending=*/1);
 
-  // Exact ids: the continuation is the rest of the prompt after tokens and pending.
+  // Exact ids: the continuation is the rest of the prompt after the evaluated tokens
+  // (the pending id included: the engine drops the session's pending ids first).
   std::vector<int32_t> prompt = base;
   prompt.insert(prompt.end(), {266, 1020, 1022});
   auto m = pool.FindBest(Text(prompt), prompt, *Tiny().tokenizer);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, LiveMatchKind::kToken);
   EXPECT_EQ(m->reused, base.size() - 1);
-  EXPECT_EQ(m->continuation, (std::vector<int32_t>{266, 1020, 1022}));
+  EXPECT_EQ(m->continuation, (std::vector<int32_t>{270, 266, 1020, 1022}));
 
   // Same bytes, other ids: the text key, continuing with the text after the session's.
   const std::string text = Text(base) + "<｜Assistant｜>";
@@ -75,20 +76,44 @@ TEST(SessionPoolTest, TokenTextAndVisibleKeysAreFoundWithTheirContinuations) {
   m = pool.FindBest(text, retok, *Tiny().tokenizer);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, LiveMatchKind::kText);
-  EXPECT_EQ(m->continuation, Tiny().tokenizer->EncodeChatPrompt("<｜Assistant｜>"));
+  std::vector<int32_t> want = {270};  // the session's tail: its pending id
+  for (int32_t id : Tiny().tokenizer->EncodeChatPrompt("<｜Assistant｜>")) want.push_back(id);
+  EXPECT_EQ(m->continuation, want);
 
-  // A visible key: text the session does not hold, continuing after `append`.
-  pool.at(*s0).SetVisibleKeys({VisibleKey{"VISIBLE", {1}}});
+  // A visible key: text the session does not hold, continuing after the key's tail.
+  pool.at(*s0).SetVisibleKeys({VisibleKey{"VISIBLE", {270, 1}}});
   m = pool.FindBest("VISIBLE tail", std::vector<int32_t>{5, 6}, *Tiny().tokenizer);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, LiveMatchKind::kVisible);
-  std::vector<int32_t> want = {1};
+  want = {270, 1};
   for (int32_t id : Tiny().tokenizer->EncodeChatPrompt(" tail")) want.push_back(id);
   EXPECT_EQ(m->continuation, want);
 
   // Shorter prompts and diverging ones match nothing (no rewind).
   EXPECT_FALSE(pool.FindBest(Text({0, 263}), std::vector<int32_t>{0, 263}, *Tiny().tokenizer));
   EXPECT_FALSE(pool.FindBest("zzz", std::vector<int32_t>{5}, *Tiny().tokenizer));
+}
+
+// The live pool follows the rule of the snapshot tiers (kv/resume_point.h): the evaluated
+// ids are the key, so a prompt that holds them but not the pending id still continues the
+// session (the pending id was never evaluated and is dropped).
+TEST(SessionPoolTest, APromptWithoutThePendingIdStillContinuesTheEvaluatedIds) {
+  SessionPool pool = MakePool(2);
+  auto noop = [](Session&) {};
+  auto s0 = pool.AcquireFresh(1, noop);
+  ASSERT_TRUE(s0.ok());
+  Hold(pool.at(*s0), {0, 263, 862, 81}, /*pending=*/1);
+  const std::vector<int32_t> prompt = {0, 263, 862, 74, 75};
+  auto m = pool.FindBest(Text(prompt), prompt, *Tiny().tokenizer);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind, LiveMatchKind::kToken);
+  EXPECT_EQ(m->reused, 3u);
+  EXPECT_EQ(m->continuation, (std::vector<int32_t>{74, 75}));
+  Session& s = pool.at(*s0);
+  s.DropPending();
+  EXPECT_TRUE(s.pending().empty());
+  EXPECT_EQ(s.text(), Text({0, 263, 862}));
+  EXPECT_TRUE(s.has_logits());
 }
 
 TEST(SessionPoolTest, LongestReuseWinsAndAnExactMatchNeedsLogits) {

@@ -13,8 +13,8 @@
 #include "chat/prompt_renderer.h"
 #include "engine/engine.h"
 #include "engine/request_handle.h"
-#include "engine/runtime.h"
 #include "gguf/gguf_file.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashkv::testing {

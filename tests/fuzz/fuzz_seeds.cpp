@@ -162,7 +162,7 @@ std::vector<Bytes> SnapshotSeeds() {
     c.logits = logits;
     c.text = n > 1 ? "rendered text of the tokens" : "";
     c.reason = SaveReason::kCold;
-    if (n == 13) c.extensions.push_back({SnapshotTag("KTM1"), std::string("tool ids")});
+    if (n == 13) c.replay = "tool ids";
     auto img = CaptureSnapshot(*st, SeedIdentity(), c, 1700000000000);
     if (!img.ok()) continue;
     SealSnapshot(*img);

@@ -189,6 +189,44 @@ TEST_F(DiskCacheTest, TextPrefixHit) {
   EXPECT_TRUE((*cache)->Candidates(DiskLookup{.tokens = request, .text = "<system>hello"}).empty());
 }
 
+// A text hit brings the entry's resume tail; the replay sections of every entry are read
+// back after a restart through the cache (the engine opens no .kv file).
+TEST_F(DiskCacheTest, TailAndReplaySectionsComeBackThroughTheCache) {
+  const auto ids = Tokens(40);
+  const std::vector<int32_t> tail = {7, 8};
+  {
+    auto cache = DiskCache::Open(Options(dir_));
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    KvState st = RandomState(be_, SmallShape(), 24, 5);
+    const std::vector<int32_t> first(ids.begin(), ids.begin() + 24);
+    const auto logits = Logits(kVocab, 5.0f);
+    SnapshotContent c;
+    c.tokens = first;
+    c.logits = logits;
+    c.text = "visible turn";
+    c.tail = tail;
+    c.replay = "replay bytes";
+    c.reason = SaveReason::kEvict;
+    ASSERT_TRUE((*cache)->Save(st, c).ok());
+    SaveEntry(**cache, Tokens(40, 9), 16, "", 16);  // no replay section
+    ASSERT_TRUE((*cache)->Flush().ok());
+  }
+  auto cache = DiskCache::Open(Options(dir_));
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_EQ((*cache)->ReplaySections(), std::vector<std::string>{"replay bytes"});
+  KvState dst = RandomState(be_, SmallShape(), 30, 1);
+  const std::vector<int32_t> other = {1, 2, 3};  // ids that match nothing
+  DiskLookup lookup;
+  lookup.tokens = other;
+  lookup.text = "visible turn and more";
+  auto hit = (*cache)->Load(lookup, dst);
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_TRUE(hit->by_text);
+  EXPECT_EQ(hit->tail, tail);
+  EXPECT_EQ(hit->replay, "replay bytes");
+  EXPECT_TRUE(hit->extensions.empty());
+}
+
 TEST_F(DiskCacheTest, DamagedEntriesAreQuarantinedAndTheNextCandidateLoads) {
   const auto ids = Tokens(60);
   std::string k30, k40;

@@ -62,11 +62,14 @@ class RamCacheTest : public ::testing::Test {
   }
   // Puts a random state of `n` tokens whose ids start with `tokens`' first n.
   Expected<std::string> Put(RamCache& ram, const KvState& st, const Saved& s,
-                            std::vector<SnapshotExtension> ext = {}) {
+                            std::vector<SnapshotExtension> ext = {},
+                            std::span<const int32_t> tail = {}, std::string_view replay = {}) {
     SnapshotContent c;
     c.tokens = s.tokens;
     c.logits = s.logits;
     c.text = s.text;
+    c.tail = tail;
+    c.replay = replay;
     c.reason = SaveReason::kEvict;
     c.extensions = std::move(ext);
     return ram.Put(st, c);
@@ -84,11 +87,11 @@ class RamCacheTest : public ::testing::Test {
 TEST_F(RamCacheTest, RestoresBitExactlyWithIdsLogitsTextAndExtensions) {
   KvState src = RandomState(be_, SmallShape(64), 37, 1);
   const Saved s = Make(37, 0, "system prompt and turn one");
-  const std::vector<SnapshotExtension> ext = {
-      {SnapshotTag("VKA1"), std::string("\x01\x02\x03\x04", 4)}, {SnapshotTag("KTM1"), "replay"}};
+  const std::vector<SnapshotExtension> ext = {{SnapshotTag("TST1"), std::string("own", 3)}};
+  const std::vector<int32_t> tail = {67305985, 9};
   {
     RamCache ram(Options(1 << 20));
-    auto key = Put(ram, src, s, ext);
+    auto key = Put(ram, src, s, ext, tail, "replay");
     ASSERT_TRUE(key.ok()) << key.status().ToString();
     EXPECT_EQ(*key, Sha1Hex(TokensKey(s.tokens)));
     EXPECT_TRUE(ram.Contains(s.tokens));
@@ -108,6 +111,8 @@ TEST_F(RamCacheTest, RestoresBitExactlyWithIdsLogitsTextAndExtensions) {
     EXPECT_EQ(hit->logits, s.logits);
     EXPECT_EQ(hit->text, s.text);
     EXPECT_EQ(hit->extensions, ext);
+    EXPECT_EQ(hit->tail, tail);
+    EXPECT_EQ(hit->replay, "replay");
     EXPECT_EQ(dst.n_tokens(), 37);
     uint64_t layer_bytes = 0;
     for (int l = 0; l < 3; ++l) {
@@ -120,7 +125,11 @@ TEST_F(RamCacheTest, RestoresBitExactlyWithIdsLogitsTextAndExtensions) {
     EXPECT_EQ(st.hits, 1u);
     EXPECT_EQ(st.puts, 1u);
     EXPECT_EQ(st.bytes_out, layer_bytes);
-    EXPECT_EQ(st.used_bytes, Bytes(37, s, ext));
+    SnapshotContent all;
+    all.tail = tail;
+    all.replay = "replay";
+    all.extensions = ext;
+    EXPECT_EQ(st.used_bytes, Bytes(37, s, SnapshotExtensionsOf(all)));
   }
   // Destroying the tier unpins what it pinned, before the memory is freed.
   EXPECT_EQ(be_.unpins, 1);

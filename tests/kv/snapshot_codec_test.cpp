@@ -58,7 +58,7 @@ TEST(SnapshotCodecTest, RoundTripIsExactAtManyPositions) {
     const auto tokens = Tokens(n);
     const auto logits = Logits(kVocab, float(n));
     SnapshotImage img = Capture(st, tokens, logits, "text " + std::to_string(n),
-                                {SnapshotExtension{SnapshotTag("KTM1"), "blob"}});
+                                {SnapshotExtension{SnapshotTag("TST1"), "blob"}});
     EXPECT_EQ(img.size(), SnapshotFileBytes(SmallShape(), n, kVocab, img.text().size(),
                                             std::vector{SnapshotExtension{1, "blob"}}));
     const std::string path = WriteImage(dir, img);
@@ -71,7 +71,7 @@ TEST(SnapshotCodecTest, RoundTripIsExactAtManyPositions) {
     EXPECT_EQ(loaded->logits, logits);
     EXPECT_EQ(loaded->text, "text " + std::to_string(n));
     ASSERT_EQ(loaded->extensions.size(), 1u);
-    EXPECT_EQ(loaded->extensions[0].tag, SnapshotTag("KTM1"));
+    EXPECT_EQ(loaded->extensions[0].tag, SnapshotTag("TST1"));
     EXPECT_EQ(loaded->extensions[0].bytes, "blob");
     EXPECT_EQ(loaded->header.reason, SaveReason::kCold);
     EXPECT_EQ(loaded->header.created_ms, 1700000000000);
@@ -92,6 +92,70 @@ TEST(SnapshotCodecTest, KeyIsSha1OfLittleEndianIds) {
   const std::vector<int32_t> ids = {1, 0x01020304};
   const char bytes[] = {1, 0, 0, 0, 4, 3, 2, 1};
   EXPECT_EQ(TokensKey(ids), Sha1Of(std::string_view(bytes, 8)));
+}
+
+// The resume tail and the tool replay map are kv's own sections: extension rows tagged
+// 'VKA1' (u32 ids) and 'KTM1' (bytes), before the writer's, exactly the bytes the engine
+// wrote into files before kv defined them — so those files load with their tail.
+TEST(SnapshotCodecTest, TailAndReplayAreKvSections) {
+  CpuBackend be(nullptr);
+  const std::string dir = MakeTempDir("codec");
+  KvState st = RandomState(be, SmallShape(), 9, 4);
+  const auto tokens = Tokens(9);
+  const auto logits = Logits(kVocab);
+  const std::vector<int32_t> tail = {0x01020304, 7};
+  SnapshotContent c;
+  c.tokens = tokens;
+  c.logits = logits;
+  c.text = "visible text";
+  c.tail = tail;
+  c.replay = "tool ids";
+  c.extensions = {SnapshotExtension{SnapshotTag("TST1"), "own"}};
+  auto img = CaptureSnapshot(st, TestIdentity(), c, 1);
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  std::vector<const SnapshotSection*> ext;
+  for (const SnapshotSection& s : img->header().sections) {
+    if (s.kind == SnapshotSectionKind::kExtension) ext.push_back(&s);
+  }
+  ASSERT_EQ(ext.size(), 3u);
+  EXPECT_EQ(ext[0]->tag, SnapshotTag("VKA1"));
+  EXPECT_EQ(ext[1]->tag, SnapshotTag("KTM1"));
+  EXPECT_EQ(ext[2]->tag, SnapshotTag("TST1"));
+  const char tail_bytes[] = {4, 3, 2, 1, 7, 0, 0, 0};
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(img->data() + ext[0]->offset),
+                             size_t(ext[0]->bytes)),
+            std::string_view(tail_bytes, 8));
+  EXPECT_EQ(img->size(),
+            SnapshotFileBytes(SmallShape(), 9, kVocab, c.text.size(), SnapshotExtensionsOf(c)));
+
+  const std::string path = WriteImage(dir, *img);
+  KvState dst = RandomState(be, SmallShape(), 20, 8);
+  auto loaded = LoadSnapshot(path, TestIdentity(), dst);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->tail, tail);
+  EXPECT_EQ(loaded->replay, "tool ids");
+  ASSERT_EQ(loaded->extensions.size(), 1u);
+  EXPECT_EQ(loaded->extensions[0].tag, SnapshotTag("TST1"));
+
+  // kv's tags are not the writer's to use, and tail ids are ids.
+  SnapshotContent own = c;
+  own.tail = {};
+  own.extensions = {SnapshotExtension{SnapshotTag("VKA1"), "abcd"}};
+  auto refused = CaptureSnapshot(st, TestIdentity(), own, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  const std::vector<int32_t> negative = {-1};
+  own = c;
+  own.tail = negative;
+  refused = CaptureSnapshot(st, TestIdentity(), own, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+
+  // A tail section that is not whole ids is damage.
+  std::vector<SnapshotExtension> read = {{SnapshotTag("VKA1"), "abc"}};
+  std::vector<int32_t> t;
+  std::string r;
+  EXPECT_EQ(TakeKvSections(&read, &t, &r).code(), StatusCode::kCorrupt);
 }
 
 TEST(SnapshotCodecTest, EqualStatesGiveEqualFiles) {

@@ -34,13 +34,15 @@ struct Fixture {
   std::vector<int32_t> tokens = Tokens(1500);
   std::vector<float> logits = Logits(kVocab);
   std::string text = std::string(777, 't');  // unaligned section ends
+  std::string replay = std::string(333, 'r');
   SnapshotContent Content() const {
     SnapshotContent c;
     c.tokens = tokens;
     c.logits = logits;
     c.text = text;
     c.reason = SaveReason::kContinued;
-    c.extensions = {SnapshotExtension{SnapshotTag("KTM1"), std::string(5000, 'e')}};
+    c.replay = replay;
+    c.extensions = {SnapshotExtension{SnapshotTag("TST1"), std::string(5000, 'e')}};
     return c;
   }
 };

@@ -1,4 +1,4 @@
-// The CSV form of bench rows (engine/bench_sweep.h): the header, one line per row, and a
+// The CSV form of bench rows (tools/bench_sweep.h): the header, one line per row, and a
 // parser that reads such a file back (for checks and for plotting a saved run). Must not:
 // run the model or touch files.
 //
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/bench_sweep.h"
+#include "tools/bench_sweep.h"
 #include "util/status.h"
 
 namespace flashkv {

@@ -1,4 +1,4 @@
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 
 #include <chrono>
 #include <filesystem>
@@ -85,11 +85,11 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     if (model.status().code() == StatusCode::kResourceExhausted && before) {
       std::error_code ec;
       const uintmax_t file = std::filesystem::file_size(options.model_path, ec);
-      return model.status().WithContext(fmt::format(
-          "loading {} ({:.2f} GiB) onto a {} device with {:.2f} GiB free of {:.2f} GiB",
-          options.model_path, ec ? 0.0 : double(file) / double(1ull << 30), backend,
-          double(before->free_bytes) / double(1ull << 30),
-          double(before->total_bytes) / double(1ull << 30)));
+      return model.status().WithContext(
+          fmt::format("loading {} ({:.2f} GiB) onto a {} device with {:.2f} GiB free of {:.2f} GiB",
+                      options.model_path, ec ? 0.0 : double(file) / double(1ull << 30), backend,
+                      double(before->free_bytes) / double(1ull << 30),
+                      double(before->total_bytes) / double(1ull << 30)));
     }
     return model.status();
   }

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "engine/bench_csv.h"
+#include "tools/bench_csv.h"
 
 namespace flashkv {
 

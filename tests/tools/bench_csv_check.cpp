@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/bench_csv.h"
+#include "tools/bench_csv.h"
 #include "util/file_io.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/bench_csv.h"
+#include "tools/bench_csv.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "engine/official_vectors.h"
+#include "tools/official_vectors.h"
 
 #include <fstream>
 #include <set>
@@ -121,15 +121,15 @@ CaseVerdict CompareVectorCase(const VectorCase& official, int our_prompt_tokens,
 }
 
 std::string FormatVerdict(const CaseVerdict& v) {
-  std::string out = fmt::format("case {}: prompt tokens ours={} official={} {}\n", v.id,
-                                v.our_prompt_tokens, v.official_prompt_tokens,
-                                v.prompt_match ? "OK" : "MISMATCH");
+  std::string out =
+      fmt::format("case {}: prompt tokens ours={} official={} {}\n", v.id, v.our_prompt_tokens,
+                  v.official_prompt_tokens, v.prompt_match ? "OK" : "MISMATCH");
   for (const auto& s : v.steps) {
-    out += fmt::format("  step {}: chosen {}  logprob(official)={}  top20 overlap {}/{}\n",
-                       s.step, s.chosen_match ? "OK" : "MISMATCH",
-                       s.official_token_known ? fmt::format("{:.4f}", s.logprob_of_official)
-                                              : std::string("n/a"),
-                       s.top_overlap, s.official_top_count);
+    out += fmt::format(
+        "  step {}: chosen {}  logprob(official)={}  top20 overlap {}/{}\n", s.step,
+        s.chosen_match ? "OK" : "MISMATCH",
+        s.official_token_known ? fmt::format("{:.4f}", s.logprob_of_official) : std::string("n/a"),
+        s.top_overlap, s.official_top_count);
   }
   out += fmt::format("case {}: {}\n", v.id, v.ok() ? "PASS" : "FAIL");
   return out;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/official_vectors.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/official_vectors.h"
 
 namespace flashkv {
 
@@ -19,8 +19,8 @@ namespace flashkv {
 Expected<std::string> RenderVectorPrompt(const VectorCase& c);
 
 struct VectorRunOptions {
-  int top_k = 20;          // alternatives collected per step
-  int prefill_chunk = 0;   // <= 0: the whole prompt at once
+  int top_k = 20;         // alternatives collected per step
+  int prefill_chunk = 0;  // <= 0: the whole prompt at once
   // Called after each prefill chunk with (tokens done, total) — progress for long cases.
   std::function<void(int64_t done, int64_t total)> on_prefill;
 };

@@ -1,6 +1,6 @@
 // The bench CSV: exact header and line format, a parse of what was written, and errors
 // that name the line and column.
-#include "engine/bench_csv.h"
+#include "tools/bench_csv.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "engine/official_vectors.h"
+#include "tools/official_vectors.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "engine/vector_runner.h"
+#include "tools/vector_runner.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "engine/bench_sweep.h"
+#include "tools/bench_sweep.h"
 
 #include <algorithm>
 #include <chrono>

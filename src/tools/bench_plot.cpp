@@ -1,4 +1,4 @@
-#include "engine/bench_plot.h"
+#include "tools/bench_plot.h"
 
 #include "util/svg_plot.h"
 

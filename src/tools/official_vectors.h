@@ -28,16 +28,16 @@ struct VectorAlternative {
 
 struct VectorStep {
   int step = 0;
-  VectorToken token;                     // the greedy choice
+  VectorToken token;  // the greedy choice
   double logprob = 0;
-  std::vector<VectorAlternative> top;    // up to 20, best first
+  std::vector<VectorAlternative> top;  // up to 20, best first
 };
 
 struct VectorCase {
   std::string id;
-  std::string kind;                      // "short" | "long"
-  nlohmann::json request;                // the exact chat/completions request sent
-  int prompt_tokens = 0;                 // the API's usage.prompt_tokens
+  std::string kind;        // "short" | "long"
+  nlohmann::json request;  // the exact chat/completions request sent
+  int prompt_tokens = 0;   // the API's usage.prompt_tokens
   std::vector<VectorStep> steps;
 };
 
@@ -46,19 +46,19 @@ Expected<std::vector<VectorCase>> LoadVectorCases(const std::string& dir);
 
 // What our engine did at one greedy step.
 struct EngineStep {
-  std::string chosen_bytes;                       // bytes of our argmax token
-  std::vector<VectorAlternative> top;             // our top-k (k >= 20), best first
-  double logprob_of_official = 0;                 // our log-probability of the official token
-  bool official_token_known = true;               // false if no vocab entry has its bytes
+  std::string chosen_bytes;            // bytes of our argmax token
+  std::vector<VectorAlternative> top;  // our top-k (k >= 20), best first
+  double logprob_of_official = 0;      // our log-probability of the official token
+  bool official_token_known = true;    // false if no vocab entry has its bytes
 };
 
 struct StepVerdict {
   int step = 0;
-  bool chosen_match = false;       // our argmax bytes == official bytes
+  bool chosen_match = false;  // our argmax bytes == official bytes
   double logprob_of_official = 0;
   bool official_token_known = true;
-  int top_overlap = 0;             // |our top-20 ∩ official top-20| by bytes, counting only
-  int official_top_count = 0;      //   official entries with a real log-probability
+  int top_overlap = 0;         // |our top-20 ∩ official top-20| by bytes, counting only
+  int official_top_count = 0;  //   official entries with a real log-probability
 };
 
 struct CaseVerdict {

@@ -1,7 +1,7 @@
 // The bench sweep: frontier schedules, the live-KV byte count against hand-computed
 // figures, and a real sweep on ds4-tiny (shared fixture) whose probes match uninterrupted
 // runs — so each in-memory snapshot restore put the exact frontier state back.
-#include "engine/bench_sweep.h"
+#include "tools/bench_sweep.h"
 
 #include <map>
 #include <string>

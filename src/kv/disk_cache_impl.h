@@ -1,0 +1,78 @@
+// DiskCache's internals (kv/disk_cache.h), shared by disk_cache.cpp (opening, scanning,
+// quarantine, eviction, maintenance, the facade) and disk_cache_io.cpp (the request path:
+// Load and Save): the directory, the index (kv/disk_index.h) and the writer thread
+// (kv/disk_writer.h) under one mutex. Must not: be included outside kv/.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/cache_directory.h"
+#include "kv/disk_cache.h"
+#include "kv/disk_index.h"
+#include "kv/disk_writer.h"
+#include "kv/pinned_standby.h"
+
+namespace flashkv {
+
+class DiskCache::Impl {
+ public:
+  explicit Impl(DiskCacheOptions o);
+  Status Open();
+
+  // A save checks the directory first: deleted or replaced, the index of the old one is
+  // dropped and the new one scanned (CacheDirectory relocks it or gives it up).
+  Status CheckDirectory();
+
+  // ---- scan ------------------------------------------------------------------------
+  Status Scan();
+  void ScanEntry(const std::string& path, const Sha1Digest& key, uint64_t size);
+  void QuarantineLocked(const std::string& path, uint64_t size, const Status& why);
+
+  // ---- eviction --------------------------------------------------------------------
+  // Deletes planned victims; unlink is cheap, so callers may hold mu_. Returns how many
+  // went.
+  int DeleteVictims(const std::vector<DiskVictim>& victims);
+  void SettleLocked(const std::vector<DiskVictim>& victims, int deleted);
+  // What the writer thread asks of the cache (kv/disk_writer.h).
+  DiskWriter::Host WriterHost();
+
+  // ---- lookup and load ---------------------------------------------------------------
+  Expected<DiskHit> Load(const DiskLookup& lookup_in, KvState& state);
+  void HandleLoadFailure(const DiskCacheEntry& entry, const Status& st);
+
+  // ---- save ------------------------------------------------------------------------
+  Expected<std::string> Save(const KvState& state, const SnapshotContent& content);
+  PinnedStandby& Standby(Backend& backend);
+  void PrepareHostBuffer(Backend& backend, uint64_t bytes);
+  Status Flush();
+
+  // ---- maintenance -----------------------------------------------------------------
+  Status Touch(std::string_view key);
+  std::vector<DiskCacheEntry> List() const;
+  Status Remove(std::string_view prefix);
+  Expected<int> Collect(std::optional<uint64_t> budget);
+  DiskCacheStats stats() const;
+  bool Contains(std::span<const int32_t> tokens) const;
+  std::vector<DiskCacheEntry> Candidates(const DiskLookup& lookup) const;
+
+ private:
+  const DiskCacheOptions opt_;
+  CacheDirectory dir_;
+  mutable std::mutex mu_;  // guards index_, pending_keys_, stats_
+  DiskIndex index_;
+  std::set<std::string> pending_keys_;  // admitted, not yet written (or failed)
+  DiskCacheStats stats_;
+  std::mutex standby_mu_;
+  std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
+  // Last: its thread calls back into everything above, so it stops first.
+  DiskWriter writer_;
+};
+
+}  // namespace flashkv

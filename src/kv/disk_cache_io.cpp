@@ -1,0 +1,186 @@
+// The request path of the disk tier (DiskCache::Impl, kv/disk_cache_impl.h): Load tries
+// the candidates in the resume order and quarantines damage; Save admits an entry against
+// the budget, captures the state and queues it for the writer.
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "kv/disk_cache_impl.h"
+#include "kv/disk_scan.h"
+#include "util/file_io.h"
+
+namespace flashkv {
+
+Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& state) {
+  if (!opt_.identity) return FailedPrecondition("kv cache opened without a model identity");
+  if (dir_.disabled()) return NotFound("{}", dir_.disabled_why().message());
+  DiskLookup lookup = lookup_in;
+  lookup.max_tokens = std::min<int64_t>(lookup.max_tokens, state.ctx_size());
+  std::vector<std::pair<DiskCacheEntry, bool>> cands;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const DiskIndex::Candidate& c : index_.Candidates(lookup)) {
+      cands.emplace_back(c.record->entry, c.by_text);
+    }
+    if (cands.empty()) ++stats_.misses;
+  }
+  if (cands.empty()) return NotFound("no usable disk kv entry");
+  int failed = 0;
+  std::string last_error;
+  for (auto& [entry, by_text] : cands) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto loaded = LoadSnapshot(entry.path, *opt_.identity, state, opt_.load);
+    if (loaded.ok()) {
+      Status bad;
+      if (Sha1Hex(TokensKey(loaded->tokens)) != entry.key) {
+        bad = Corrupt("token ids do not match the file name");
+      } else if (loaded->text != entry.text) {
+        bad = Corrupt("text changed since the scan");
+      }
+      if (!bad.ok()) {
+        (void)state.Clear();
+        loaded = bad.WithContext(entry.path);
+      }
+    }
+    if (!loaded.ok()) {
+      ++failed;
+      last_error = loaded.status().ToString();
+      HandleLoadFailure(entry, loaded.status());
+      continue;
+    }
+    DiskHit hit;
+    hit.load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    hit.entry = entry;
+    hit.by_text = by_text;
+    hit.text_bytes = by_text ? entry.text.size() : 0;
+    if (!by_text && !lookup.text.empty() && lookup.text.starts_with(entry.text)) {
+      hit.text_bytes = entry.text.size();
+    }
+    hit.tokens = std::move(loaded->tokens);
+    hit.logits = std::move(loaded->logits);
+    hit.tail = std::move(loaded->tail);
+    hit.replay = std::move(loaded->replay);
+    hit.extensions = std::move(loaded->extensions);
+    hit.bytes = loaded->bytes_read;
+    hit.text = entry.text;
+    hit.failed_candidates = failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.hits;
+    }
+    Status t = Touch(entry.key);
+    if (!t.ok()) spdlog::warn("kv cache: touching {}: {}", entry.path, t.message());
+    spdlog::info("kv cache hit tokens={} by={} load={:.1f} ms ({:.0f} MiB/s) file={}",
+                 entry.n_tokens, by_text ? "text" : "tokens", hit.load_ms,
+                 CacheMib(entry.file_bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
+    return hit;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.misses;
+  }
+  return NotFound("{} disk kv candidate(s) failed to load; last: {}", failed, last_error);
+}
+
+void DiskCache::Impl::HandleLoadFailure(const DiskCacheEntry& entry, const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.load_failures;
+  const DiskRecord* r = index_.Find(entry.key);
+  const bool still_indexed = r != nullptr && r->entry.path == entry.path;
+  switch (st.code()) {
+    case StatusCode::kCorrupt:
+      if (still_indexed) index_.Drop(entry.key);
+      QuarantineLocked(entry.path, entry.file_bytes, st);
+      break;
+    case StatusCode::kNotFound:
+      spdlog::warn("kv cache: {} vanished", entry.path);
+      if (still_indexed) index_.Drop(entry.key);
+      break;
+    default:  // another model / shape / context, or the OS: keep the file
+      spdlog::warn("kv cache: not loading {}: {}", entry.path, st.ToString());
+      break;
+  }
+}
+
+Expected<std::string> DiskCache::Impl::Save(const KvState& state, const SnapshotContent& content) {
+  if (!opt_.identity) return FailedPrecondition("kv cache opened without a model identity");
+  if (dir_.read_only()) return FailedPrecondition("kv cache {} is read-only", opt_.dir);
+  FLASHKV_RETURN_IF_ERROR(CheckDirectory());
+  const Sha1Digest digest = TokensKey(content.tokens);
+  const std::string key = Sha1Hex(digest);
+  const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
+  const uint64_t bytes =
+      SnapshotFileBytes(state.shape(), int64_t(content.tokens.size()),
+                        int64_t(content.logits.size()), content.text.size(), extensions);
+  std::vector<DiskVictim> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_keys_.count(key)) return key;
+    if (const DiskRecord* r = index_.Find(key)) {
+      if (r->entry.loadable && r->extensions == SignatureOf(extensions)) {
+        return key;  // already cached; kept as is (hits, reason, times)
+      }
+      // Another model's entry or other extensions: replaced.
+      victims.push_back(index_.Evict(key, "replaced"));
+    }
+    DiskCacheEntry probe;
+    probe.n_tokens = uint32_t(content.tokens.size());
+    probe.file_bytes = bytes;
+    std::vector<DiskVictim> more;
+    Status st = index_.Plan(bytes, probe.Value(0, 1), opt_.budget_bytes, CacheNowMs(), &more);
+    if (!st.ok()) {
+      ++stats_.save_skipped;
+      // A replaced (outdated) entry is out of the index already: delete it anyway.
+      if (!victims.empty()) writer_.Submit(DiskWriteJob::DeleteOnly(std::move(victims)));
+      return st.WithContext(fmt::format("kv cache save of {} tokens", content.tokens.size()));
+    }
+    victims.insert(victims.end(), more.begin(), more.end());
+    index_.Reserve(bytes);
+    pending_keys_.insert(key);
+  }
+  // Room in the queue first: the image is allocated (or the spare buffer taken) only
+  // when it may be queued.
+  std::unique_ptr<SnapshotImage> spare = writer_.WaitForRoom(bytes);
+  // No spare large enough (the first save, or the last one still being written): the
+  // buffer made ahead, page-locked, so this capture can still be asynchronous.
+  if (!spare || spare->capacity() < bytes) {
+    PinnedStandby& standby = Standby(state.backend());
+    if (auto ahead = standby.Take(bytes)) spare = std::move(ahead);
+    standby.Prepare(bytes + bytes / 8);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto img = PrepareSnapshot(state, *opt_.identity, content, CacheNowMs(), spare.get());
+  if (!img.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      index_.Unreserve(bytes);
+      pending_keys_.erase(key);
+      ++stats_.save_failures;
+    }
+    // Victims were already taken out of the index; delete them so accounting settles.
+    writer_.Submit(DiskWriteJob::DeleteOnly(std::move(victims)));
+    return img.status();
+  }
+  // Queued before the layers are copied: the writer CRCs and writes each layer as soon
+  // as its copy has landed, so the disk works during the copy. Only the mutable part of
+  // each layer is copied before Save returns; the closed rows follow asynchronously
+  // (CaptureSnapshotLayersAsync), so decoding goes on while they move.
+  auto capture = std::make_shared<CaptureProgress>();
+  auto image = std::make_unique<SnapshotImage>(std::move(*img));
+  SnapshotImage& target = *image;
+  writer_.Submit(DiskWriteJob{std::move(image), key, JoinPath(opt_.dir, SnapshotFileName(digest)),
+                              std::move(victims), capture, &state.backend()});
+  // `target` may be gone once the capture is finished (written and released).
+  capture->Finish(CaptureSnapshotLayersAsync(state, target));
+  if (!capture->status.ok()) return capture->status;  // the writer drops the job
+  spdlog::debug(
+      "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(),
+      CacheMib(bytes),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return key;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,82 @@
+#include "kv/disk_scan.h"
+
+#include <algorithm>
+
+#include "kv/disk_cache.h"
+#include "kv/disk_writer.h"
+#include "util/file_io.h"
+
+namespace flashkv {
+
+Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key) {
+  auto file = File::OpenRead(path);
+  if (!file.ok()) return file.status();
+  Expected<ScannedSnapshot> scan = ScanSnapshotFile(*file);
+  if (scan.ok() && TokensKey(scan->tokens) != key) {
+    return Corrupt("file name does not match the SHA1 of its token ids");
+  }
+  return scan;
+}
+
+DiskRecord RecordOf(ScannedSnapshot scan, const Sha1Digest& key, const std::string& path,
+                    uint64_t size, const std::optional<SnapshotIdentity>& identity) {
+  DiskRecord r;
+  r.entry.key = Sha1Hex(key);
+  r.entry.path = path;
+  r.entry.n_tokens = scan.header.n_tokens;
+  r.entry.file_bytes = size;
+  r.entry.reason = scan.header.reason;
+  r.entry.hit_count = scan.header.hit_count;
+  r.entry.created_ms = scan.header.created_ms;
+  r.entry.last_used_ms = scan.header.last_used_ms;
+  r.entry.numerics = scan.header.identity.numerics;
+  r.entry.loadable = identity && scan.header.identity == *identity;
+  r.entry.text = std::move(scan.text);
+  r.tokens = std::move(scan.tokens);
+  r.extensions = SignatureOf(scan.header);
+  return r;
+}
+
+std::string SnapshotFileName(const Sha1Digest& key) {
+  return Sha1Hex(key) + std::string(kSnapshotSuffix);
+}
+
+bool ParseSnapshotFileName(std::string_view name, Sha1Digest* key) {
+  if (name.size() != 40 + kSnapshotSuffix.size() || !name.ends_with(kSnapshotSuffix)) return false;
+  return ParseSha1Hex(name.substr(0, 40), key);
+}
+
+Expected<CacheDirectoryView> InspectCacheDirectory(
+    const std::string& dir, const std::optional<SnapshotIdentity>& identity) {
+  CacheDirectoryView view;
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<DirEntry> files, ListDirectory(dir));
+  for (const DirEntry& f : files) {
+    const std::string path = JoinPath(dir, f.name);
+    view.total_bytes += f.size;
+    if (f.is_dir && f.name == kQuarantineDirName) {
+      auto q = ListDirectory(path);
+      if (!q.ok()) return q.status();
+      for (const DirEntry& qf : *q) {
+        view.total_bytes += qf.size;
+        ++view.quarantined_files;
+      }
+      continue;
+    }
+    if (f.name.find(kSnapshotTempMarker) != std::string::npos) ++view.temp_files;
+    Sha1Digest key;
+    if (!f.is_regular || !ParseSnapshotFileName(f.name, &key)) continue;
+    Expected<ScannedSnapshot> scan = ScanEntryFile(path, key);
+    if (!scan.ok()) {
+      view.damaged.emplace_back(path, scan.status());
+      continue;
+    }
+    view.entries.push_back(RecordOf(std::move(*scan), key, path, f.size, identity).entry);
+  }
+  std::sort(view.entries.begin(), view.entries.end(),
+            [](const DiskCacheEntry& a, const DiskCacheEntry& b) {
+              return a.n_tokens != b.n_tokens ? a.n_tokens > b.n_tokens : a.key < b.key;
+            });
+  return view;
+}
+
+}  // namespace flashkv

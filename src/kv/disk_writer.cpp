@@ -1,0 +1,182 @@
+#include "kv/disk_writer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "util/file_io.h"
+
+namespace flashkv {
+void CaptureProgress::Finish(Expected<PendingCapture> result) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    status = result.status();
+    if (result.ok()) pending = std::move(*result);
+  }
+  cv.notify_all();
+}
+
+Status CaptureProgress::WaitReady(uint64_t end) {
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (!status.ok()) return status;
+  }
+  return pending.Wait(end);
+}
+
+DiskWriter::DiskWriter(std::string dir, SnapshotWriteOptions write, bool reuse_buffer,
+                       uint64_t max_pending_bytes, Host host)
+    : dir_(std::move(dir)),
+      write_(write),
+      reuse_buffer_(reuse_buffer),
+      max_pending_bytes_(max_pending_bytes),
+      host_(std::move(host)) {}
+
+DiskWriter::~DiskWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void DiskWriter::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void DiskWriter::Submit(DiskWriteJob job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job.image) queued_bytes_ += job.image->size();
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+std::unique_ptr<SnapshotImage> DiskWriter::WaitForRoom(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= max_pending_bytes_; });
+  return std::move(spare_);
+}
+
+Status DiskWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
+  Status st = first_error_;
+  first_error_ = Status::Ok();
+  return st;
+}
+
+void DiskWriter::Loop() {
+  while (true) {
+    DiskWriteJob job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+    }
+    host_.remove(job.victims);
+    Status st;
+    bool capture_failed = false;
+    if (job.image) {
+      st = WriteEntry(job);
+      // The caller and the asynchronous copies may still be writing into the image (a
+      // write that failed early): it is released only once they are done with it.
+      CaptureProgress& c = *job.capture;
+      (void)c.WaitReady(UINT64_MAX);
+      capture_failed = !c.status.ok();
+      // A buffer kept for the next save is page-locked here, off the decoding thread, so
+      // the next capture's closed rows can move asynchronously.
+      bool keep = false;
+      if (reuse_buffer_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        keep = !spare_ || spare_->capacity() < job.image->capacity();
+      }
+      if (keep && job.backend != nullptr) {
+        Status pin = job.image->Pin(*job.backend);
+        if (!pin.ok())
+          spdlog::debug("kv cache: snapshot buffer not page-locked: {}", pin.message());
+      }
+      host_.finished(job, st);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (job.image) {
+        queued_bytes_ -= job.image->size();
+        if (reuse_buffer_ && (!spare_ || spare_->capacity() < job.image->capacity())) {
+          spare_ = std::move(job.image);
+        }
+        // A failed capture was returned by Save itself; Flush reports write errors.
+        if (!st.ok() && first_error_.ok() && !capture_failed) first_error_ = st;
+      }
+      writing_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+Status DiskWriter::WriteEntry(DiskWriteJob& job) {
+  SnapshotImage& img = *job.image;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string& final_path = job.path;
+  const std::string tmp = JoinPath(
+      dir_, fmt::format("{}{}{}.{}", job.key, kSnapshotTempMarker, ::getpid(), ++temp_seq_));
+  Status st = [&]() -> Status {
+    // Saves queue: the directory may have gone since this one was admitted.
+    FLASHKV_RETURN_IF_ERROR(host_.check_directory());
+    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+    CaptureProgress& c = *job.capture;
+    FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
+        img, f, [&c](uint64_t end) { return c.WaitReady(end); }, write_));
+    // One sync for the whole file: writeback of every chunk was started as it was
+    // written, so this mostly waits for the last ones.
+    FLASHKV_RETURN_IF_ERROR(f.SyncData());
+    FLASHKV_RETURN_IF_ERROR(f.Close());
+    // rename replaces a link or FIFO there, but fails on a directory that appeared since.
+    struct stat there;
+    if (::lstat(final_path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
+      host_.set_aside(final_path);
+    }
+    return RenameDurably(tmp, final_path);
+  }();
+  if (!st.ok()) {
+    (void)RemoveFile(tmp);
+    spdlog::warn("kv cache: write failed, entry not stored: {}", st.ToString());
+    return st;
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info(
+      "kv cache stored tokens={} reason={} size={:.1f} MiB write={:.1f} ms ({:.0f} MiB/s) "
+      "file={}",
+      img.header().n_tokens, SaveReasonName(img.header().reason), CacheMib(img.size()), ms,
+      CacheMib(img.size()) / std::max(ms / 1000.0, 1e-9), final_path);
+  DiskRecord r;
+  r.entry.key = job.key;
+  r.entry.path = final_path;
+  r.entry.n_tokens = img.header().n_tokens;
+  r.entry.file_bytes = img.size();
+  r.entry.reason = img.header().reason;
+  r.entry.created_ms = img.header().created_ms;
+  r.entry.last_used_ms = img.header().last_used_ms;
+  r.entry.numerics = img.header().identity.numerics;
+  r.entry.loadable = true;
+  r.entry.text = std::string(img.text());
+  r.tokens.assign(img.tokens().begin(), img.tokens().end());
+  r.extensions = SignatureOf(img.header());
+  host_.stored(std::move(r));
+  return Status::Ok();
+}
+
+}  // namespace flashkv
