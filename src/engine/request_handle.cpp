@@ -18,10 +18,16 @@ bool RequestHandle::finished() const {
   return finished_;
 }
 
+void RequestHandle::SetOnFinish(std::function<void()> on_finish) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_finish_ = std::move(on_finish);
+}
+
 void RequestHandle::Push(GenerationEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (event.kind == GenerationEvent::Kind::kDone || event.kind == GenerationEvent::Kind::kError) {
+      if (!finished_ && on_finish_) on_finish_();
       finished_ = true;
     }
     events_.push_back(std::move(event));

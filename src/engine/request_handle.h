@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -35,6 +36,10 @@ class RequestHandle {
 
   // Producer (the worker).
   void Push(GenerationEvent event);
+  // Called once, by the Push of the first kDone or kError, before that event becomes
+  // visible to Next(): a client that has its answer then never sees the request counted
+  // as still running (src/engine/scheduler.cpp keeps the active-request gauge with it).
+  void SetOnFinish(std::function<void()> on_finish);
 
  private:
   const GenerationRequest request_;
@@ -44,6 +49,7 @@ class RequestHandle {
   std::condition_variable cv_;
   std::deque<GenerationEvent> events_;
   bool finished_ = false;
+  std::function<void()> on_finish_;
 };
 
 }  // namespace flashkv

@@ -65,9 +65,11 @@ void Scheduler::WorkerLoop() {
       metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
       continue;
     }
+    // The gauge drops with the final event, not after Run returns: the client may ask
+    // /health the moment its answer arrives (tests/clients/robustness.test.mjs).
     metrics_.AddActive(1);
+    next->SetOnFinish([this] { metrics_.AddActive(-1); });
     runner_.Run(*next);
-    metrics_.AddActive(-1);
     if (!next->finished()) {
       // A runner that forgot its last event would leave the HTTP thread waiting forever.
       spdlog::error("scheduler: request ended without a final event");

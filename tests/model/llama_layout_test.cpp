@@ -161,9 +161,7 @@ void LlamaCppMetadata(GgufWriter& m) {
 const std::vector<std::string> kNoVocabSize = {"deepseek4.vocab_size"};
 
 std::string TmpPath(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(FLASHKV_BINARY_DIR) / "test-tmp";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  return testing::ProcessTmpPath(name);
 }
 
 enum class Layout {

@@ -28,8 +28,9 @@ constexpr int kCtx = 64;
 // hf-tiny-a (window 8, ratios 4 / 8, indexer top-k 4) converted once per process; kQ8_0
 // makes the q8 activation path reachable (its F32 weights always take fp32 activations).
 std::string HfTinyA(Ds4WeightScheme scheme) {
-  const std::string out = std::string(FLASHKV_BINARY_DIR) + "/test-tmp/batch-hf-tiny-a-" +
-                          (scheme == Ds4WeightScheme::kF32 ? "f32" : "q8_0") + ".gguf";
+  const std::string out =
+      testing::ProcessTmpPath(std::string("batch-hf-tiny-a-") +
+                              (scheme == Ds4WeightScheme::kF32 ? "f32" : "q8_0") + ".gguf");
   static std::vector<std::string> made;
   if (std::find(made.begin(), made.end(), out) != made.end()) return out;
   std::filesystem::create_directories(std::filesystem::path(out).parent_path());

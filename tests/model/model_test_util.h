@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -21,6 +22,26 @@ inline std::string FixturePath(const std::string& rel) {
 }
 inline std::string Ds4TinyPath() {
   return FixturePath("ds4-tiny/ds4-tiny.gguf");
+}
+
+// A path in this process's own scratch folder under the build tree (removed at exit).
+// CTest runs every gtest case as its own process, several at once: a file that each
+// process writes "once" must not share a path (or the writer's `<path>.tmp`) with another.
+inline std::string ProcessTmpPath(const std::string& name) {
+  struct Dir {
+    std::filesystem::path path;
+    Dir()
+        : path(std::filesystem::path(FLASHKV_BINARY_DIR) / "test-tmp" /
+               ("proc-" + std::to_string(::getpid()))) {
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return (dir.path / name).string();
 }
 
 // Reads a float32 file.
@@ -131,15 +152,13 @@ inline GgufFile EditedDs4Tiny(const std::vector<TensorEdit>& edits,
 
 // ds4-tiny cut to its first four layers (sliding, sliding, ratio 4 + indexer, ratio 8)
 // with a 16-token window, the ratio-128 layer at ratio 8 (its position bias cut to 8
-// slots) and indexer top-k 4, written once per process under the build tree. Short prompts
+// slots) and indexer top-k 4, written once per process (ProcessTmpPath). Short prompts
 // then wrap the window, close heavily-compressed windows and make the indexer choose,
 // which keeps whole-model unit tests fast (also under ASan). Layer 4's tensors stay in the
 // file unused.
 inline std::string SmallWindowDs4TinyPath() {
   static const std::string path = [] {
-    const std::filesystem::path dir = std::filesystem::path(FLASHKV_BINARY_DIR) / "test-tmp";
-    std::filesystem::create_directories(dir);
-    const std::string p = (dir / "ds4-tiny-small-window.gguf").string();
+    const std::string p = ProcessTmpPath("ds4-tiny-small-window.gguf");
     GgufWriter w =
         CopyDs4Tiny({ReplaceTensor("blk.3.attn_compressor_ape.weight", {192, 8}, DType::kF16)},
                     [](GgufWriter& m) {
