@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "chat/visible_text.h"
 #include "engine/decode_step.h"
 #include "engine/output_stream.h"
 #include "tokenizer/stream_decoder.h"
@@ -455,36 +456,24 @@ std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
   ChatMessage reply;
   reply.role = ChatRole::kAssistant;
   reply.content = result.parsed.content;
+  reply.reasoning = result.parsed.reasoning;
   reply.raw_dsml = result.parsed.raw_dsml;
   for (size_t i = 0; i < result.parsed.tool_calls.size(); ++i) {
     reply.tool_calls.push_back({result.tool_call_ids[i], result.parsed.tool_calls[i].name,
                                 result.parsed.tool_calls[i].arguments});
   }
-  // Clients either resend the reasoning or drop it; render both. A user turn after the
-  // reply makes the template treat it as history (old reasoning dropped without tools),
-  // and everything before that turn's marker is what the next prompt starts with.
-  // The key this client most likely resends comes first (disk saves use it).
-  for (int pass = 0; pass < 2; ++pass) {
-    const bool with_reasoning = (pass == 0) == request.replays_reasoning;
-    reply.reasoning = with_reasoning ? result.parsed.reasoning : std::string();
-    std::vector<ChatMessage> next = request.history;
-    next.push_back(reply);
-    next.push_back(ChatMessage{ChatRole::kUser, "x", {}, {}, {}, {}});
-    std::string text = RenderPrompt(next, request.prompt_options);
-    const size_t cut = text.rfind(kUserMarker);
-    if (cut == std::string::npos) continue;
-    text.resize(cut);
+  // The session's own text plus the EOS is found by the byte-prefix path already.
+  std::string exact = session.text();
+  if (!ended_with_eos) exact += tokenizer_.TokenBytes(tokenizer_.eos_id());
+  // The first text is the one this client most likely resends (disk saves use it).
+  for (std::string& text : VisibleTextsAfterReply(request.history, reply, request.prompt_options,
+                                                  request.replays_reasoning)) {
+    if (text == exact) continue;
     VisibleKey key;
     key.text = std::move(text);
     key.tail = session.pending();
     if (!ended_with_eos) key.tail.push_back(tokenizer_.eos_id());
-    // The session's own text plus the EOS is found by the byte-prefix path already.
-    std::string exact = session.text();
-    if (!ended_with_eos) exact += tokenizer_.TokenBytes(tokenizer_.eos_id());
-    if (key.text == exact) continue;
-    bool duplicate = false;
-    for (const VisibleKey& k : keys) duplicate |= k.text == key.text;
-    if (!duplicate) keys.push_back(std::move(key));
+    keys.push_back(std::move(key));
   }
   return keys;
 }

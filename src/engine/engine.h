@@ -92,7 +92,7 @@ class Engine : public RequestRunner {
   // Samples until a finish condition; fills result (but not cache/timing).
   void Generate(Session& session, RequestHandle& request, GenerationResult* result);
   // What the client will resend as the start of its next prompt, when that differs from
-  // the session's own text.
+  // the session's own text: chat/visible_text.h's texts, each with the pending tail.
   std::vector<VisibleKey> VisibleKeysAfter(const Session& session, const GenerationRequest& request,
                                            const GenerationResult& result) const;
 
