@@ -114,6 +114,7 @@ Status RunOnce(const RunFlags& f) {
   eo.ctx_size = f.ctx > 0 ? f.ctx : int(req.prompt_tokens.size()) + f.n_predict + kSeamRoom;
   eo.live_sessions = 1;
   eo.prefill_chunk = f.chunk;
+  eo.max_batch = 1;
   eo.disk = cache.get();
   eo.policy = policy;
   EngineMetrics metrics;

@@ -54,6 +54,7 @@ struct ServeFlags {
   std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
   std::string ram_space_mb = "auto";   // auto | N MiB (0: no RAM tier)
   int prefill_chunk = 2048;
+  int max_batch = 16;
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
@@ -118,6 +119,8 @@ Status RunServe(const ServeFlags& f) {
                            AutoOrNumber("--kv-ram-space-mb", f.ram_space_mb, 0));
   if (live_flag && *live_flag > 4096) return InvalidArgument("--kv-live-sessions is at most 4096");
   if (f.prefill_chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
+  if (f.max_batch < 1 || f.max_batch > 4096)
+    return InvalidArgument("--max-batch must be 1..4096, got {}", f.max_batch);
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
@@ -215,6 +218,7 @@ Status RunServe(const ServeFlags& f) {
   eo.ctx_size = f.ctx;
   eo.live_sessions = live_sessions;
   eo.prefill_chunk = f.prefill_chunk;
+  eo.max_batch = f.max_batch;
   eo.ram = ram.get();
   eo.disk = disk.get();
   eo.policy = policy;
@@ -247,9 +251,9 @@ Status RunServe(const ServeFlags& f) {
   const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
   spdlog::info(
       "model {} on {}: ctx {}, {} live sessions, RAM tier {} MiB, prefill chunk {}, "
-      "api key {}",
+      "max batch {}, api key {}",
       setup.description, rt->backend().name(), f.ctx, live_sessions, ram_budget >> 20,
-      f.prefill_chunk, f.api_key.empty() ? "off" : "on");
+      f.prefill_chunk, std::min(f.max_batch, live_sessions), f.api_key.empty() ? "off" : "on");
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
 
@@ -308,7 +312,12 @@ void RegisterServe(CLI::App& app) {
                   "memory, at most 64 GiB; 0: off")
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", f->prefill_chunk,
-                  "tokens per prefill step; a disconnect cancels within one step")
+                  "prompt tokens per step (all requests together, round-robin); a disconnect "
+                  "cancels within one step")
+      ->capture_default_str();
+  cmd->add_option("--max-batch", f->max_batch,
+                  "requests decoded together in one step (at most the live sessions); 1: one "
+                  "request at a time")
       ->capture_default_str();
   cmd->add_option("--sse-keepalive-ms", f->keepalive_ms,
                   "SSE comment after this long without bytes (also during prefill), 50..2000")

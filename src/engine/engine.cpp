@@ -2,32 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "chat/visible_text.h"
-#include "engine/decode_step.h"
-#include "engine/output_stream.h"
-#include "tokenizer/stream_decoder.h"
+#include "engine/worker_clock.h"
 
 namespace flashkv {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-GenerationEvent ErrorEvent(Status status) {
-  GenerationEvent ev;
-  ev.kind = GenerationEvent::Kind::kError;
-  ev.error = std::move(status);
-  return ev;
-}
-
-}  // namespace
+using Clock = WorkerClock;
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -57,7 +41,11 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
             [this] { return model_.NewState(options_.ctx_size); }),
       ram_(options.ram),
       disk_(options.disk),
-      markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)} {
+      markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)},
+      planner_(StepPlannerOptions{.max_active = std::numeric_limits<int>::max(),
+                                  .prefill_budget = std::max(1, options.prefill_chunk),
+                                  .max_chunk = std::max(1, options.prefill_chunk),
+                                  .round_robin = true}) {
   if (disk_ != nullptr) LoadReplayFromDisk();
   // The first snapshots' capture buffers, page-locked ahead so that neither the first save
   // nor the first RAM put stalls decoding: sized for the largest state this context holds
@@ -311,134 +299,6 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   return r;
 }
 
-Status Engine::Evaluate(Session& session, size_t n, bool want_logits) {
-  std::span<const int32_t> ids(session.pending().data(), n);
-  Status st =
-      model_.Forward(ids, session.state(), want_logits ? LogitsFor::kLast : LogitsFor::kNone,
-                     want_logits ? session.logits().data() : nullptr);
-  if (!st.ok()) {
-    // A failed pass may have written part of the chunk: the state is unusable.
-    spdlog::error("forward pass failed, dropping live session {}: {}", session.id(), st.ToString());
-    (void)session.Reset(session.id());
-    return st;
-  }
-  session.CommitPending(n, want_logits);
-  return Status::Ok();
-}
-
-Status Engine::Prefill(Session& session, RequestHandle& request,
-                       const std::vector<int64_t>& save_points, const std::vector<int64_t>& anchors,
-                       RequestTiming* timing) {
-  const Clock::time_point t0 = Clock::now();
-  const int64_t total = int64_t(session.pending().size());
-  int64_t done = 0;
-  const size_t chunk = size_t(std::max(1, options_.prefill_chunk));
-  size_t next_point = 0;
-  auto account = [&] {
-    timing->prefill_tokens = done;
-    timing->prefill_ms = MsSince(t0);
-  };
-  while (!session.pending().empty()) {
-    if (request.cancelled()) {
-      account();
-      return Cancelled("client went away during prefill");
-    }
-    size_t n = std::min(chunk, session.pending().size());
-    const int64_t pos = int64_t(session.tokens().size());
-    while (next_point < save_points.size() && save_points[next_point] <= pos) ++next_point;
-    bool at_point = false;
-    if (next_point < save_points.size() && save_points[next_point] <= pos + int64_t(n)) {
-      n = size_t(save_points[next_point] - pos);
-      at_point = true;
-    }
-    const bool last = n == session.pending().size();
-    Status st = Evaluate(session, n, last || at_point);
-    if (!st.ok()) {
-      account();
-      return st;
-    }
-    if (at_point) {
-      const bool anchor =
-          std::find(anchors.begin(), anchors.end(), save_points[next_point]) != anchors.end();
-      SaveSession(session, anchor ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
-      ++next_point;
-    }
-    done += int64_t(n);
-    GenerationEvent ev;
-    ev.kind = GenerationEvent::Kind::kPrefill;
-    ev.done = done;
-    ev.total = total;
-    request.Push(std::move(ev));
-  }
-  account();
-  return Status::Ok();
-}
-
-void Engine::Generate(Session& session, RequestHandle& request, GenerationResult* result) {
-  const GenerationRequest& req = request.request();
-  const Clock::time_point t0 = Clock::now();
-  const int32_t eos = tokenizer_.eos_id();
-  const int64_t room = int64_t(options_.ctx_size) - int64_t(session.total_tokens());
-  const int64_t max_new = req.max_tokens > 0 ? std::min<int64_t>(req.max_tokens, room) : room;
-
-  Sampler sampler(req.sampling);
-  StreamDecoder decoder(tokenizer_);
-  OutputStream output(req);
-  auto push = [&request](std::vector<GenerationEvent> events) {
-    for (GenerationEvent& ev : events) request.Push(std::move(ev));
-  };
-
-  FinishReason finish = FinishReason::kLength;
-  int64_t sampled = 0;
-  while (true) {
-    if (request.cancelled()) {
-      finish = FinishReason::kCancelled;
-      break;
-    }
-    if (sampled >= max_new) {
-      finish = FinishReason::kLength;
-      break;
-    }
-    const int32_t id = PickNextToken(output, sampler, session.logits());
-    ++sampled;
-    if (sampled == 1) result->timing.first_token_ms = MsSince(t0);
-    session.AddPending(id, tokenizer_.TokenBytes(id));
-    if (id == eos) {
-      finish = FinishReason::kStop;
-      break;
-    }
-    ++result->completion_tokens;
-    if (output.reasoning_open()) ++result->reasoning_tokens;
-    Expected<std::string> piece = decoder.Push(id);
-    if (piece.ok()) push(output.Feed(*piece));
-    if (output.stopped()) {
-      finish = FinishReason::kStop;
-      break;
-    }
-    if (output.tool_block_closed()) {
-      finish = FinishReason::kToolCalls;
-      break;
-    }
-    if (sampled >= max_new) {
-      finish = FinishReason::kLength;
-      break;  // the last token stays pending: nobody may need its logits
-    }
-    Status st = Evaluate(session, session.pending().size(), /*want_logits=*/true);
-    if (!st.ok()) {
-      finish = FinishReason::kError;
-      result->error = st.ToString();
-      break;
-    }
-  }
-  push(output.Feed(decoder.Flush()));
-  push(output.Finish());
-  result->timing.decode_tokens = sampled;
-  result->timing.decode_ms = MsSince(t0);
-  const std::string error = result->error;
-  output.Complete(finish, result);
-  if (!error.empty()) result->error = error;
-}
-
 std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
                                                  const GenerationRequest& request,
                                                  const GenerationResult& result) const {
@@ -478,113 +338,82 @@ std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
   return keys;
 }
 
-void Engine::Run(RequestHandle& request) {
-  const GenerationRequest& req = request.request();
-  auto result = std::make_shared<GenerationResult>();
-  result->timing.queue_ms = MsSince(request.submitted());
+bool Engine::CanAdmit() const {
+  return int(active_.size()) < std::min(std::max(options_.max_batch, 1), pool_.capacity());
+}
+
+void Engine::PlanSaves(ActiveRequest& a, const Resume& resume) {
+  if (disk_ == nullptr && ram_ == nullptr) return;
+  const GenerationRequest& req = a.request.request();
+  const Session& session = pool_.at(a.slot);
+  std::optional<int64_t> cold;
+  if (resume.cache.source == CacheSource::kNone) {
+    cold = options_.policy.ColdBoundary(session.pending(), markers_);
+    if (cold) a.anchors.push_back(*cold);
+  }
+  a.save_points =
+      options_.policy.SavePoints(int64_t(session.tokens().size()), int64_t(session.total_tokens()),
+                                 cold, session.last_saved_tokens());
+  if (!resume.live_hit) {
+    if (std::optional<int64_t> shared = shared_anchors_.NextSession(
+            req.prompt_tokens, int64_t(session.tokens().size()), options_.policy)) {
+      a.anchors.push_back(*shared);
+      AddSavePoint(*shared, &a.save_points);
+    }
+  }
+  // Without a disk only the anchors are kept (in RAM).
+  if (disk_ == nullptr) {
+    std::erase_if(a.save_points, [&](int64_t p) {
+      return std::find(a.anchors.begin(), a.anchors.end(), p) == a.anchors.end();
+    });
+  }
+}
+
+void Engine::Admit(RequestHandle& request) {
+  auto owned = std::make_unique<ActiveRequest>(next_request_id_++, request);
+  ActiveRequest& a = *owned;
+  a.result->timing.queue_ms = MsSince(request.submitted());
   if (request.cancelled()) {
     // Gone between leaving the queue and starting: touch no session.
     metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
     request.Push(ErrorEvent(Cancelled("request cancelled before it started")));
     return;
   }
-
-  Expected<Resume> resume = ResumeFor(req);
+  Expected<Resume> resume = ResumeFor(request.request());
   if (!resume.ok()) {
     metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
     request.Push(ErrorEvent(resume.status()));
     return;
   }
   Session& session = pool_.at(resume->slot);
-  result->cache = resume->cache;
-  result->timing.restore_ms = resume->cache.restore_ms;
+  session.set_in_use(true);
+  a.slot = resume->slot;
+  a.live_hit = resume->live_hit;
+  a.ram_looked_up = resume->ram_looked_up;
+  a.disk_looked_up = resume->disk_looked_up;
+  a.result->cache = resume->cache;
+  a.result->timing.restore_ms = resume->cache.restore_ms;
   {
     GenerationEvent ev;
     ev.kind = GenerationEvent::Kind::kStarted;
-    ev.cache = result->cache;
+    ev.cache = a.result->cache;
     request.Push(std::move(ev));
   }
-
-  std::vector<int64_t> save_points;
-  std::vector<int64_t> anchors;
-  if (disk_ != nullptr || ram_ != nullptr) {
-    std::optional<int64_t> cold;
-    if (resume->cache.source == CacheSource::kNone) {
-      cold = options_.policy.ColdBoundary(session.pending(), markers_);
-      if (cold) anchors.push_back(*cold);
-    }
-    save_points = options_.policy.SavePoints(int64_t(session.tokens().size()),
-                                             int64_t(session.total_tokens()), cold,
-                                             session.last_saved_tokens());
-    if (!resume->live_hit) {
-      if (std::optional<int64_t> shared = shared_anchors_.NextSession(
-              req.prompt_tokens, int64_t(session.tokens().size()), options_.policy)) {
-        anchors.push_back(*shared);
-        AddSavePoint(*shared, &save_points);
-      }
-    }
-    // Without a disk only the anchors are kept (in RAM).
-    if (disk_ == nullptr) {
-      std::erase_if(save_points, [&](int64_t p) {
-        return std::find(anchors.begin(), anchors.end(), p) == anchors.end();
-      });
-    }
-  }
-  Status st = Prefill(session, request, save_points, anchors, &result->timing);
-  metrics_.RecordPrompt(resume->cache.source, resume->cache.cached_tokens,
-                        result->timing.prefill_tokens, resume->live_hit, resume->ram_looked_up,
-                        resume->disk_looked_up, resume->cache.restore_bytes);
-  metrics_.SetLiveSessions(pool_.live_count());
-  if (!st.ok()) {
-    metrics_.RecordTiming(result->timing);
-    if (st.code() == StatusCode::kCancelled) {
-      spdlog::info("request cancelled during prefill: cache={} prompt={} evaluated={} session={}",
-                   CacheSourceName(result->cache.source), result->cache.prompt_tokens,
-                   int64_t(session.tokens().size()), session.id());
-      metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
-      result->finish = FinishReason::kCancelled;
-      GenerationEvent ev;
-      ev.kind = GenerationEvent::Kind::kDone;
-      ev.result = result;
-      request.Push(std::move(ev));
-    } else {
-      metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
-      request.Push(ErrorEvent(st));
-    }
+  PlanSaves(a, *resume);
+  a.prefill_t0 = Clock::now();
+  a.prefill_total = int64_t(session.pending().size());
+  active_.push_back(std::move(owned));
+  if (a.prefill_total == 0) {
+    StartDecode(a);
     return;
   }
+  // Cannot fail: the id is new and the count positive.
+  (void)planner_.Add(a.id, a.prefill_total);
+}
 
-  Generate(session, request, result.get());
-  result->timing.first_token_ms += result->timing.restore_ms + result->timing.prefill_ms;
-  if (!result->parsed.tool_calls.empty() && !result->parsed.raw_dsml.empty()) {
-    replay_.Remember(result->tool_call_ids, result->parsed.raw_dsml);
-  }
-  session.SetVisibleKeys(VisibleKeysAfter(session, req, *result));
-  // The decode loop saves no continued frontier inside the reply (snapshot_planner.h).
-  if (disk_ != nullptr && result->finish != FinishReason::kCancelled &&
-      result->finish != FinishReason::kError &&
-      SaveAfterReply(options_.policy, int64_t(session.tokens().size()),
-                     session.last_saved_tokens())) {
-    SaveSession(session, SaveReason::kContinued, /*visible=*/true);
-  }
-
-  metrics_.RecordTiming(result->timing);
-  metrics_.SetLiveSessions(pool_.live_count());
-  metrics_.RecordOutcome(result->finish == FinishReason::kCancelled
-                             ? EngineMetrics::Outcome::kCancelled
-                         : result->finish == FinishReason::kError ? EngineMetrics::Outcome::kFailed
-                                                                  : EngineMetrics::Outcome::kOk);
-  spdlog::info(
-      "request done: cache={} ({}) prompt={} cached={} prefill={} ({:.1f} ms) gen={} ({:.1f} "
-      "t/s) finish={} session={}",
-      CacheSourceName(result->cache.source), result->cache.detail, result->cache.prompt_tokens,
-      result->cache.cached_tokens, result->timing.prefill_tokens, result->timing.prefill_ms,
-      result->completion_tokens, result->timing.decode_tps(), FinishReasonName(result->finish),
-      session.id());
-  GenerationEvent ev;
-  ev.kind = GenerationEvent::Kind::kDone;
-  ev.result = result;
-  request.Push(std::move(ev));
+void Engine::Run(RequestHandle& request) {
+  Admit(request);
+  while (!idle()) Step();
 }
 
 }  // namespace flashkv

@@ -6,7 +6,15 @@
 // client will resend next (pending ids, visible keys, the exact-DSML replay map). Must
 // not: parse HTTP or build API shapes (server/ does), or be called from two threads.
 //
-// Threading: Run and OnShutdown are called by the Scheduler's worker thread only.
+// Requests run together: each Step() is one Model::ForwardBatch over a decode row of every
+// decoding request and prompt chunks of those still reading (round-robin, within
+// prefill_chunk tokens a step), so concurrent clients share steps and a long prompt does not
+// stall the others' streams. A request holds its live session until it ends (SessionPool
+// skips sessions in use); requests beyond max_batch or the live pool wait in the Scheduler.
+// Because ForwardBatch keeps each session's bits as if it ran alone, a request's tokens do
+// not depend on the others.
+//
+// Threading: Admit, Step, Run and OnShutdown are called by the Scheduler's worker thread only.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +22,14 @@
 #include <optional>
 #include <string_view>
 
+#include "engine/active_request.h"
 #include "engine/engine_metrics.h"
 #include "engine/generation.h"
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/session_pool.h"
 #include "engine/snapshot_planner.h"
+#include "engine/step_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
@@ -38,6 +48,8 @@ struct EngineOptions {
   RamCache* ram = nullptr;    // tier 2 (snapshots in host RAM); null: none
   DiskCache* disk = nullptr;  // tier 3 (snapshots on disk); null: none
   CachePolicy policy;         // when to write snapshots (with a disk cache)
+  int max_batch = 16;         // requests in the batched steps at once (also <= live_sessions);
+                              // 1: one request at a time
 };
 
 class Engine : public RequestRunner {
@@ -46,7 +58,14 @@ class Engine : public RequestRunner {
   Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay, EngineMetrics& metrics,
          const EngineOptions& options);
 
-  void Run(RequestHandle& request) override;
+  // The batched path (scheduler.h): a request is admitted only while CanAdmit(); every
+  // admitted request ends with kDone or kError pushed by Admit or a later Step().
+  bool CanAdmit() const override;
+  void Admit(RequestHandle& request) override;
+  void Step() override;
+  bool idle() const override { return active_.empty(); }
+  // Runs `request` to its end on the calling thread (stepping any others admitted too).
+  void Run(RequestHandle& request);
   // Saves every live session worth keeping (reason shutdown) and waits for the writes.
   void OnShutdown() override;
 
@@ -75,22 +94,26 @@ class Engine : public RequestRunner {
   SnapshotContent ContentOf(const Session& session, SaveReason reason, bool visible,
                             std::string* text_storage, std::string* replay_storage) const;
   void PublishRamStats();
-  // Evaluates the session's pending ids in chunks of options_.prefill_chunk, reporting
-  // progress, pausing at `save_points` (absolute token counts) to write snapshots
-  // (`anchors` names those saved as cold anchors); Cancelled when the request is
-  // cancelled between chunks.
-  Status Prefill(Session& session, RequestHandle& request, const std::vector<int64_t>& save_points,
-                 const std::vector<int64_t>& anchors, RequestTiming* timing);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
   // Merges the replay section of a restored snapshot, or of every disk entry at start.
   void ImportReplay(std::string_view section);
   void LoadReplayFromDisk();
-  // Evaluates the first n pending ids in one forward call.
-  Status Evaluate(Session& session, size_t n, bool want_logits);
-  // Samples until a finish condition; fills result (but not cache/timing).
-  void Generate(Session& session, RequestHandle& request, GenerationResult* result);
+  // The snapshot points of the request's prefill (absolute token counts, anchors among them).
+  void PlanSaves(ActiveRequest& a, const Resume& resume);
+  // engine_steps.cpp. The prompt is read: records it and samples the first token.
+  void StartDecode(ActiveRequest& a);
+  // Picks the next token from the session's logits and streams it; false when the request
+  // is finished (a.finish says why), else the token waits, pending, for the next step.
+  bool SampleNext(ActiveRequest& a);
+  // Ends a decoding request: the last events, visible keys, the reply's save, metrics.
+  void Finish(ActiveRequest& a);
+  // Ends a request whose prompt was not read to its end (cancelled or failed).
+  void EndPrefill(ActiveRequest& a, const Status& status);
+  // Gives the request's session back and forgets the request (`a` is gone afterwards).
+  void Release(ActiveRequest& a);
+  ActiveRequest* FindActive(int64_t id);
   // What the client will resend as the start of its next prompt, when that differs from
   // the session's own text: chat/visible_text.h's texts, each with the pending tail.
   std::vector<VisibleKey> VisibleKeysAfter(const Session& session, const GenerationRequest& request,
@@ -108,6 +131,17 @@ class Engine : public RequestRunner {
   ChatMarkerIds markers_;  // for the cold-save chat anchor
   SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
+  StepPlanner planner_;
+  std::vector<std::unique_ptr<ActiveRequest>> active_;  // admission order
+  int64_t next_request_id_ = 1;
+  struct Row {  // one request's part of a step
+    ActiveRequest* a = nullptr;
+    size_t n = 0;  // pending ids it evaluates
+    bool want_logits = false;
+    bool at_point = false;  // ends at a.save_points[a.next_point]
+  };
+  std::vector<Row> rows_;
+  std::vector<SessionChunk> chunks_;
 };
 
 }  // namespace flashkv

@@ -1,5 +1,7 @@
 #include "engine/engine_metrics.h"
 
+#include <algorithm>
+
 namespace flashkv {
 
 const char* CacheSourceName(CacheSource source) {
@@ -84,6 +86,8 @@ void EngineMetrics::RecordTiming(const RequestTiming& t) {
   s_.decode_tokens += uint64_t(t.decode_tokens);
   s_.decode_seconds += t.decode_ms / 1000.0;
   s_.restore_seconds += t.restore_ms / 1000.0;
+  s_.queue_seconds += t.queue_ms / 1000.0;
+  ++s_.queued_requests;
   if (t.prefill_tokens > 0) s_.last_prefill_tps = t.prefill_tps();
   if (t.decode_tokens > 0) s_.last_decode_tps = t.decode_tps();
 }
@@ -91,6 +95,21 @@ void EngineMetrics::RecordTiming(const RequestTiming& t) {
 void EngineMetrics::RecordLiveEviction() {
   std::lock_guard<std::mutex> lock(mu_);
   ++s_.live_evictions;
+}
+
+void EngineMetrics::RecordStep(int sessions, int rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++s_.steps;
+  s_.step_rows += uint64_t(rows);
+  s_.step_sessions += uint64_t(sessions);
+  s_.last_step_sessions = sessions;
+}
+
+void EngineMetrics::RecordInterToken(double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.inter_token_seconds += ms / 1000.0;
+  ++s_.inter_token_gaps;
+  s_.inter_token_max_seconds = std::max(s_.inter_token_max_seconds, ms / 1000.0);
 }
 
 void EngineMetrics::RecordOutcome(Outcome outcome) {

@@ -40,6 +40,20 @@ struct EngineStats {
   double last_prefill_tps = 0;
   double last_decode_tps = 0;
   double restore_seconds = 0;
+  // Time requests waited before the worker took them (sum over requests, and how many).
+  double queue_seconds = 0;
+  uint64_t queued_requests = 0;
+  // Batched forward steps: how many, their rows (decode rows + prompt tokens) and the
+  // sessions in them (sums), and the sessions of the last one.
+  uint64_t steps = 0;
+  uint64_t step_rows = 0;
+  uint64_t step_sessions = 0;
+  int64_t last_step_sessions = 0;
+  // Gaps between consecutive tokens of one session (sum over every gap, and how many),
+  // and the largest since start.
+  double inter_token_seconds = 0;
+  uint64_t inter_token_gaps = 0;
+  double inter_token_max_seconds = 0;
   // Bytes restored into live states, by tier.
   uint64_t restore_bytes_ram = 0;
   uint64_t restore_bytes_disk = 0;
@@ -70,6 +84,10 @@ class EngineMetrics {
                     bool ram_looked_up, bool disk_looked_up, uint64_t restored_bytes);
   void RecordTiming(const RequestTiming& t);
   void RecordLiveEviction();
+  // One batched forward step ran `rows` token rows of `sessions` sessions.
+  void RecordStep(int sessions, int rows);
+  // A session got a token `ms` after its previous one.
+  void RecordInterToken(double ms);
   enum class Outcome { kOk, kCancelled, kFailed };
   void RecordOutcome(Outcome outcome);
   void AddQueueDepth(int64_t delta);

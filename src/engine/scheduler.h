@@ -1,8 +1,8 @@
 // Scheduler: the request queue in front of the single inference worker. HTTP threads
-// Submit() requests; one worker thread runs them one at a time in arrival order (fair:
-// nobody is overtaken), so the model and every KvState are only ever touched by that
-// thread and concurrent clients can never see each other's state. Must not: parse HTTP or
-// know what running a request means (RequestRunner does; the Engine is the real one).
+// Submit() requests; one worker thread admits them in arrival order (fair: nobody is
+// overtaken) whenever the runner has room, and steps the admitted ones together between
+// admissions, so the model and every KvState are only ever touched by that thread. Must not: parse
+// HTTP or know what running a request means (RequestRunner does; the Engine is the real one).
 //
 // Threading: Submit, Stop and queue_depth are thread-safe; Start is called once, before
 // any Submit.
@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/engine_metrics.h"
 #include "engine/request_handle.h"
@@ -23,8 +24,14 @@ namespace flashkv {
 class RequestRunner {
  public:
   virtual ~RequestRunner() = default;
-  // Runs one request to its end, pushing events; must push kDone or kError last.
-  virtual void Run(RequestHandle& request) = 0;
+  // Whether another request can start now.
+  virtual bool CanAdmit() const = 0;
+  // Starts a request; it ends (kDone or kError pushed last) here or in a later Step().
+  virtual void Admit(RequestHandle& request) = 0;
+  // Advances every admitted request by one step.
+  virtual void Step() = 0;
+  // No admitted request is left.
+  virtual bool idle() const = 0;
   // After the last request, before the worker exits (the shutdown save goes here).
   virtual void OnShutdown() {}
 };
@@ -57,7 +64,7 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<RequestHandle>> queue_;
-  std::shared_ptr<RequestHandle> running_;
+  std::vector<std::shared_ptr<RequestHandle>> running_;  // admitted, not finished
   bool stopping_ = false;
   std::thread worker_;
 };

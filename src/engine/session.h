@@ -99,6 +99,11 @@ class Session {
   uint64_t last_used() const { return last_used_; }
   void set_last_used(uint64_t tick) { last_used_ = tick; }
 
+  // A request is running on the session (the engine's batched path): it is neither
+  // matched for another prompt nor evicted until that request ends.
+  bool in_use() const { return in_use_; }
+  void set_in_use(bool in_use) { in_use_ = in_use; }
+
  private:
   int64_t id_;
   KvState state_;
@@ -111,6 +116,7 @@ class Session {
   bool logits_valid_ = false;
   std::vector<VisibleKey> visible_keys_;
   uint64_t last_used_ = 0;
+  bool in_use_ = false;
   int64_t last_saved_tokens_ = 0;
 };
 

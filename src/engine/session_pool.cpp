@@ -51,7 +51,7 @@ std::optional<LiveMatch> SessionPool::FindBest(std::string_view prompt_text,
   std::optional<Candidate> best;
   for (size_t i = 0; i < sessions_.size(); ++i) {
     const Session& s = *sessions_[i];
-    if (s.total_tokens() == 0) continue;
+    if (s.total_tokens() == 0 || s.in_use()) continue;
     const std::vector<ResumeKey> keys = s.ResumeKeys();
     for (size_t k = 0; k < keys.size(); ++k) {
       Candidate c{int(i), k, MatchResumeKey(keys[k], lookup, s.logits_valid()), keys[k],
@@ -80,7 +80,7 @@ Expected<int> SessionPool::AcquireFresh(int64_t new_id,
                                         const std::function<void(Session&)>& on_evict) {
   // An empty slot costs nothing to reuse.
   for (size_t i = 0; i < sessions_.size(); ++i) {
-    if (sessions_[i]->total_tokens() == 0) {
+    if (sessions_[i]->total_tokens() == 0 && !sessions_[i]->in_use()) {
       FLASHKV_RETURN_IF_ERROR(sessions_[i]->Reset(new_id));
       Touch(int(i));
       return int(i);
@@ -103,10 +103,16 @@ Expected<int> SessionPool::AcquireFresh(int64_t new_id,
                  state.status().message(), sessions_.size(), capacity_);
     capacity_ = int(sessions_.size());
   }
-  size_t lru = 0;
-  for (size_t i = 1; i < sessions_.size(); ++i) {
-    if (sessions_[i]->last_used() < sessions_[lru]->last_used()) lru = i;
+  // Sessions a running request holds are never taken from it.
+  std::optional<size_t> found;
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    if (sessions_[i]->in_use()) continue;
+    if (!found || sessions_[i]->last_used() < sessions_[*found]->last_used()) found = i;
   }
+  if (!found) {
+    return ResourceExhausted("every one of the {} live sessions is in use", sessions_.size());
+  }
+  const size_t lru = *found;
   if (on_evict) on_evict(*sessions_[lru]);
   FLASHKV_RETURN_IF_ERROR(sessions_[lru]->Reset(new_id));
   Touch(int(lru));

@@ -64,7 +64,9 @@ class SessionPool {
   // empty one, else the least recently used, which is first handed to `on_evict` (to save
   // it) when it holds ids. When a new slot's KvState does not fit (kResourceExhausted) and
   // the pool holds sessions, the capacity shrinks to what was allocated and the LRU one
-  // is reused instead. Errors when allocating the first state or clearing one fails.
+  // is reused instead. Sessions in use (Session::in_use) are skipped by both this and
+  // FindBest. Errors when allocating the first state or clearing one fails, or when every
+  // session is in use.
   Expected<int> AcquireFresh(int64_t new_id, const std::function<void(Session&)>& on_evict);
 
   // Marks the slot as just used.

@@ -47,11 +47,17 @@ std::span<const PlannedChunk> StepPlanner::Next() {
   for (const Stream& s : active_) {
     if (s.prompt_left == 0) plan_.push_back(PlannedChunk{s.id, 1, false, false});
   }
-  int64_t budget = options_.prefill_budget;
+  std::vector<const Stream*>& reading = reading_;
+  reading.clear();
   for (const Stream& s : active_) {
-    if (budget == 0) break;
-    if (s.prompt_left == 0) continue;
-    const int64_t n = std::min(budget, s.prompt_left);
+    if (s.prompt_left > 0) reading.push_back(&s);
+  }
+  const size_t first = options_.round_robin && !reading.empty() ? turn_++ % reading.size() : 0;
+  int64_t budget = options_.prefill_budget;
+  const int64_t cap = options_.max_chunk > 0 ? options_.max_chunk : budget;
+  for (size_t k = 0; k < reading.size() && budget > 0; ++k) {
+    const Stream& s = *reading[(first + k) % reading.size()];
+    const int64_t n = std::min({budget, cap, s.prompt_left});
     plan_.push_back(PlannedChunk{s.id, int(n), true, n == s.prompt_left});
     budget -= n;
   }
@@ -69,6 +75,17 @@ void StepPlanner::Commit() {
   }
   plan_.clear();
   planned_ = false;
+}
+
+bool StepPlanner::Shorten(int64_t id, int n_tokens) {
+  for (PlannedChunk& c : plan_) {
+    if (c.id != id || !c.prefill) continue;
+    if (n_tokens < 1 || n_tokens > c.n_tokens) return false;
+    if (n_tokens < c.n_tokens) c.last_prefill = false;
+    c.n_tokens = n_tokens;
+    return true;
+  }
+  return false;
 }
 
 int64_t StepPlanner::prompt_left(int64_t id) const {

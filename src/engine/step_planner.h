@@ -22,6 +22,10 @@ namespace flashkv {
 struct StepPlannerOptions {
   int max_active = 16;       // streams in steps at once (slots of the live pool)
   int prefill_budget = 256;  // prompt tokens per step, all streams together (>= 1)
+  int max_chunk = 0;         // prompt tokens of one stream per step (0: the budget)
+  // Which prompt is served first in a step: false, the oldest; true, the next one in turn
+  // (each step starts one stream later), so several long prompts share the budget fairly.
+  bool round_robin = false;
 };
 
 // One stream's rows in a step.
@@ -48,6 +52,10 @@ class StepPlanner {
   std::span<const PlannedChunk> Next();
   // The step Next() planned has run: prefill counts advance, finished prompts start decoding.
   void Commit();
+  // Cuts stream `id`'s planned prefill chunk to `n_tokens` (1 .. its planned length) before
+  // Commit, e.g. at a snapshot point; the rest is planned in later steps. False when the step
+  // plans no prefill chunk for `id` or `n_tokens` is out of range.
+  bool Shorten(int64_t id, int n_tokens);
 
   bool empty() const { return active_.empty() && waiting_.empty(); }
   size_t active() const { return active_.size(); }
@@ -66,7 +74,9 @@ class StepPlanner {
   std::vector<Stream> active_;  // admission order
   std::deque<Stream> waiting_;  // arrival order
   std::vector<PlannedChunk> plan_;
+  std::vector<const Stream*> reading_;  // Next: the streams still reading their prompts
   bool planned_ = false;
+  size_t turn_ = 0;  // round_robin: steps planned with a prompt in them
 };
 
 }  // namespace flashkv

@@ -95,8 +95,31 @@ std::string PrometheusText(const EngineStats& s,
       .Add("outcome=\"failed\"", s.requests_failed);
   Family(&out, "flashkv_queue_depth", "gauge", "Requests waiting for the inference worker.")
       .Add(s.queue_depth);
-  Family(&out, "flashkv_active_requests", "gauge", "Requests the worker is running (0 or 1).")
+  Family(&out, "flashkv_active_requests", "gauge",
+         "Requests the worker is running (sessions in its batched steps).")
       .Add(s.active_requests);
+  Family(&out, "flashkv_queue_wait_seconds_total", "counter",
+         "Time requests waited for the worker (divide by flashkv_queued_requests_total).")
+      .Add(s.queue_seconds);
+  Family(&out, "flashkv_queued_requests_total", "counter", "Requests the worker took up.")
+      .Add(s.queued_requests);
+  Family(&out, "flashkv_batch_steps_total", "counter", "Batched forward steps.").Add(s.steps);
+  Family(&out, "flashkv_batch_rows_total", "counter",
+         "Token rows of every batched step (decode rows and prompt tokens).")
+      .Add(s.step_rows);
+  Family(&out, "flashkv_batch_sessions_total", "counter",
+         "Sessions of every batched step (divide by flashkv_batch_steps_total).")
+      .Add(s.step_sessions);
+  Family(&out, "flashkv_batch_sessions", "gauge", "Sessions in the last batched step.")
+      .Add(s.last_step_sessions);
+  Family(&out, "flashkv_inter_token_seconds_total", "counter",
+         "Gaps between consecutive tokens of a session, summed over every session.")
+      .Add(s.inter_token_seconds);
+  Family(&out, "flashkv_inter_token_gaps_total", "counter", "Gaps counted in that sum.")
+      .Add(s.inter_token_gaps);
+  Family(&out, "flashkv_inter_token_max_seconds", "gauge",
+         "The longest gap between two tokens of one session since start.")
+      .Add(s.inter_token_max_seconds);
 
   if (s.ram_enabled) {
     const RamCacheStats& r = s.ram;

@@ -90,6 +90,42 @@ TEST(StepPlannerTest, RejectsRepeatedIdsAndEmptyPrompts) {
   EXPECT_EQ(p.waiting(), 1u);
 }
 
+TEST(StepPlannerTest, RoundRobinPromptsShareTheBudgetInChunksOfAtMostMaxChunk) {
+  StepPlanner p({.max_active = 4, .prefill_budget = 6, .max_chunk = 4, .round_robin = true});
+  ASSERT_TRUE(p.Add(1, 10).ok());
+  ASSERT_TRUE(p.Add(2, 10).ok());
+  ASSERT_TRUE(p.Add(3, 3).ok());
+  EXPECT_EQ(PlanString(p.Next()), "1p4 2p2");
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "2p4 3p2");  // each step starts one prompt later
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "3P1 1p4 2p1");
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "3d1 2P3 1P2");
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "1d1 2d1 3d1");
+}
+
+TEST(StepPlannerTest, AShortenedChunkLeavesTheRestOfThePromptForLaterSteps) {
+  StepPlanner p({.max_active = 2, .prefill_budget = 8});
+  ASSERT_TRUE(p.Add(1, 10).ok());
+  EXPECT_EQ(PlanString(p.Next()), "1p8");
+  EXPECT_FALSE(p.Shorten(1, 9));
+  EXPECT_FALSE(p.Shorten(1, 0));
+  EXPECT_FALSE(p.Shorten(2, 1));
+  EXPECT_TRUE(p.Shorten(1, 3));
+  p.Commit();
+  EXPECT_EQ(p.prompt_left(1), 7);
+  const auto plan = p.Next();
+  EXPECT_EQ(PlanString(plan), "1P7");
+  EXPECT_TRUE(p.Shorten(1, 5));
+  EXPECT_EQ(PlanString(plan), "1p5");  // no longer the prompt's last chunk
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "1P2");
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "1d1");
+}
+
 // ---- BatchRunner on the model ----------------------------------------------------------
 
 std::string Ds4Tiny() {

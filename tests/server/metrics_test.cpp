@@ -33,6 +33,15 @@ EngineStats SomeStats() {
   s.requests_failed = 16;
   s.queue_depth = 17;
   s.active_requests = 1;
+  s.queue_seconds = 0.5;
+  s.queued_requests = 18;
+  s.steps = 19;
+  s.step_rows = 20;
+  s.step_sessions = 21;
+  s.last_step_sessions = 3;
+  s.inter_token_seconds = 0.75;
+  s.inter_token_gaps = 22;
+  s.inter_token_max_seconds = 0.0625;
   return s;
 }
 
@@ -97,9 +106,42 @@ constexpr const char* kEngineText =
     "# HELP flashkv_queue_depth Requests waiting for the inference worker.\n"
     "# TYPE flashkv_queue_depth gauge\n"
     "flashkv_queue_depth 17\n"
-    "# HELP flashkv_active_requests Requests the worker is running (0 or 1).\n"
+    "# HELP flashkv_active_requests Requests the worker is running (sessions in its batched "
+    "steps).\n"
     "# TYPE flashkv_active_requests gauge\n"
-    "flashkv_active_requests 1\n";
+    "flashkv_active_requests 1\n"
+    "# HELP flashkv_queue_wait_seconds_total Time requests waited for the worker (divide by "
+    "flashkv_queued_requests_total).\n"
+    "# TYPE flashkv_queue_wait_seconds_total counter\n"
+    "flashkv_queue_wait_seconds_total 0.5\n"
+    "# HELP flashkv_queued_requests_total Requests the worker took up.\n"
+    "# TYPE flashkv_queued_requests_total counter\n"
+    "flashkv_queued_requests_total 18\n"
+    "# HELP flashkv_batch_steps_total Batched forward steps.\n"
+    "# TYPE flashkv_batch_steps_total counter\n"
+    "flashkv_batch_steps_total 19\n"
+    "# HELP flashkv_batch_rows_total Token rows of every batched step (decode rows and prompt "
+    "tokens).\n"
+    "# TYPE flashkv_batch_rows_total counter\n"
+    "flashkv_batch_rows_total 20\n"
+    "# HELP flashkv_batch_sessions_total Sessions of every batched step (divide by "
+    "flashkv_batch_steps_total).\n"
+    "# TYPE flashkv_batch_sessions_total counter\n"
+    "flashkv_batch_sessions_total 21\n"
+    "# HELP flashkv_batch_sessions Sessions in the last batched step.\n"
+    "# TYPE flashkv_batch_sessions gauge\n"
+    "flashkv_batch_sessions 3\n"
+    "# HELP flashkv_inter_token_seconds_total Gaps between consecutive tokens of a session, "
+    "summed over every session.\n"
+    "# TYPE flashkv_inter_token_seconds_total counter\n"
+    "flashkv_inter_token_seconds_total 0.75\n"
+    "# HELP flashkv_inter_token_gaps_total Gaps counted in that sum.\n"
+    "# TYPE flashkv_inter_token_gaps_total counter\n"
+    "flashkv_inter_token_gaps_total 22\n"
+    "# HELP flashkv_inter_token_max_seconds The longest gap between two tokens of one session "
+    "since start.\n"
+    "# TYPE flashkv_inter_token_max_seconds gauge\n"
+    "flashkv_inter_token_max_seconds 0.0625\n";
 
 constexpr const char* kDiskText =
     "# HELP flashkv_disk_bytes Bytes in the disk KV cache directory (with queued writes).\n"

@@ -1,0 +1,267 @@
+// The engine's batched steps: prompt chunks and decode rows of every admitted request in
+// one Model::ForwardBatch, then each request's snapshot points, progress events, sampling
+// and streaming, and the end of the requests that finished (engine.h).
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/decode_step.h"
+#include "engine/engine.h"
+#include "engine/worker_clock.h"
+
+namespace flashkv {
+
+ActiveRequest* Engine::FindActive(int64_t id) {
+  for (const std::unique_ptr<ActiveRequest>& a : active_) {
+    if (a->id == id) return a.get();
+  }
+  return nullptr;
+}
+
+void Engine::Release(ActiveRequest& a) {
+  if (a.slot >= 0) pool_.at(a.slot).set_in_use(false);
+  planner_.Remove(a.id);
+  std::erase_if(active_, [&](const std::unique_ptr<ActiveRequest>& p) { return p.get() == &a; });
+}
+
+void Engine::EndPrefill(ActiveRequest& a, const Status& status) {
+  GenerationResult& result = *a.result;
+  const Session& session = pool_.at(a.slot);
+  result.timing.prefill_tokens = a.prefill_done;
+  result.timing.prefill_ms = MsSince(a.prefill_t0);
+  metrics_.RecordPrompt(result.cache.source, result.cache.cached_tokens,
+                        result.timing.prefill_tokens, a.live_hit, a.ram_looked_up, a.disk_looked_up,
+                        result.cache.restore_bytes);
+  metrics_.SetLiveSessions(pool_.live_count());
+  metrics_.RecordTiming(result.timing);
+  if (status.code() == StatusCode::kCancelled) {
+    spdlog::info("request cancelled during prefill: cache={} prompt={} evaluated={} session={}",
+                 CacheSourceName(result.cache.source), result.cache.prompt_tokens,
+                 int64_t(session.tokens().size()), session.id());
+    metrics_.RecordOutcome(EngineMetrics::Outcome::kCancelled);
+    result.finish = FinishReason::kCancelled;
+    GenerationEvent ev;
+    ev.kind = GenerationEvent::Kind::kDone;
+    ev.result = a.result;
+    a.request.Push(std::move(ev));
+  } else {
+    metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
+    a.request.Push(ErrorEvent(status));
+  }
+  Release(a);
+}
+
+void Engine::StartDecode(ActiveRequest& a) {
+  GenerationResult& result = *a.result;
+  Session& session = pool_.at(a.slot);
+  const GenerationRequest& req = a.request.request();
+  result.timing.prefill_tokens = a.prefill_done;
+  result.timing.prefill_ms = MsSince(a.prefill_t0);
+  metrics_.RecordPrompt(result.cache.source, result.cache.cached_tokens,
+                        result.timing.prefill_tokens, a.live_hit, a.ram_looked_up, a.disk_looked_up,
+                        result.cache.restore_bytes);
+  metrics_.SetLiveSessions(pool_.live_count());
+
+  a.decoding = true;
+  a.sampler = std::make_unique<Sampler>(req.sampling);
+  a.decoder = std::make_unique<StreamDecoder>(tokenizer_);
+  a.output = std::make_unique<OutputStream>(req);
+  a.decode_t0 = WorkerClock::now();
+  const int64_t room = int64_t(options_.ctx_size) - int64_t(session.total_tokens());
+  a.max_new = req.max_tokens > 0 ? std::min<int64_t>(req.max_tokens, room) : room;
+  if (!SampleNext(a)) {
+    Finish(a);
+    return;
+  }
+  // A prompt read in steps is decoding in the planner already; one that needed no
+  // evaluation (a live session with its logits) joins it with the sampled token.
+  if (planner_.prompt_left(a.id) < 0) (void)planner_.Add(a.id, 1);
+}
+
+bool Engine::SampleNext(ActiveRequest& a) {
+  Session& session = pool_.at(a.slot);
+  GenerationResult& result = *a.result;
+  auto push = [&a](std::vector<GenerationEvent> events) {
+    for (GenerationEvent& ev : events) a.request.Push(std::move(ev));
+  };
+  if (a.request.cancelled()) {
+    a.finish = FinishReason::kCancelled;
+    return false;
+  }
+  if (a.sampled >= a.max_new) {
+    a.finish = FinishReason::kLength;
+    return false;
+  }
+  const int32_t id = PickNextToken(*a.output, *a.sampler, session.logits());
+  ++a.sampled;
+  const WorkerClock::time_point now = WorkerClock::now();
+  if (a.sampled == 1) {
+    result.timing.first_token_ms = MsSince(a.decode_t0);
+  } else {
+    metrics_.RecordInterToken(
+        std::chrono::duration<double, std::milli>(now - a.last_token).count());
+  }
+  a.last_token = now;
+  session.AddPending(id, tokenizer_.TokenBytes(id));
+  if (id == tokenizer_.eos_id()) {
+    a.finish = FinishReason::kStop;
+    return false;
+  }
+  ++result.completion_tokens;
+  if (a.output->reasoning_open()) ++result.reasoning_tokens;
+  Expected<std::string> piece = a.decoder->Push(id);
+  if (piece.ok()) push(a.output->Feed(*piece));
+  if (a.output->stopped()) {
+    a.finish = FinishReason::kStop;
+    return false;
+  }
+  if (a.output->tool_block_closed()) {
+    a.finish = FinishReason::kToolCalls;
+    return false;
+  }
+  if (a.sampled >= a.max_new) {
+    a.finish = FinishReason::kLength;
+    return false;  // the last token stays pending: nobody may need its logits
+  }
+  return true;
+}
+
+void Engine::Finish(ActiveRequest& a) {
+  Session& session = pool_.at(a.slot);
+  const GenerationRequest& req = a.request.request();
+  GenerationResult* result = a.result.get();
+  auto push = [&a](std::vector<GenerationEvent> events) {
+    for (GenerationEvent& ev : events) a.request.Push(std::move(ev));
+  };
+  push(a.output->Feed(a.decoder->Flush()));
+  push(a.output->Finish());
+  result->timing.decode_tokens = a.sampled;
+  result->timing.decode_ms = MsSince(a.decode_t0);
+  const std::string error = result->error;
+  a.output->Complete(a.finish, result);
+  if (!error.empty()) result->error = error;
+
+  result->timing.first_token_ms += result->timing.restore_ms + result->timing.prefill_ms;
+  if (!result->parsed.tool_calls.empty() && !result->parsed.raw_dsml.empty()) {
+    replay_.Remember(result->tool_call_ids, result->parsed.raw_dsml);
+  }
+  session.SetVisibleKeys(VisibleKeysAfter(session, req, *result));
+  // The decode loop saves no continued frontier inside the reply (snapshot_planner.h).
+  if (disk_ != nullptr && result->finish != FinishReason::kCancelled &&
+      result->finish != FinishReason::kError &&
+      SaveAfterReply(options_.policy, int64_t(session.tokens().size()),
+                     session.last_saved_tokens())) {
+    SaveSession(session, SaveReason::kContinued, /*visible=*/true);
+  }
+
+  metrics_.RecordTiming(result->timing);
+  metrics_.SetLiveSessions(pool_.live_count());
+  metrics_.RecordOutcome(result->finish == FinishReason::kCancelled
+                             ? EngineMetrics::Outcome::kCancelled
+                         : result->finish == FinishReason::kError ? EngineMetrics::Outcome::kFailed
+                                                                  : EngineMetrics::Outcome::kOk);
+  spdlog::info(
+      "request done: cache={} ({}) prompt={} cached={} prefill={} ({:.1f} ms) gen={} ({:.1f} "
+      "t/s) finish={} session={}",
+      CacheSourceName(result->cache.source), result->cache.detail, result->cache.prompt_tokens,
+      result->cache.cached_tokens, result->timing.prefill_tokens, result->timing.prefill_ms,
+      result->completion_tokens, result->timing.decode_tps(), FinishReasonName(result->finish),
+      session.id());
+  GenerationEvent ev;
+  ev.kind = GenerationEvent::Kind::kDone;
+  ev.result = a.result;
+  a.request.Push(std::move(ev));
+  Release(a);
+}
+
+void Engine::Step() {
+  // A prompt stops between chunks when its client goes away; a decoding request notices
+  // after its row, before sampling (as the one-request loop did).
+  for (size_t i = 0; i < active_.size();) {
+    ActiveRequest& a = *active_[i];
+    if (!a.decoding && a.request.cancelled()) {
+      EndPrefill(a, Cancelled("client went away during prefill"));
+      continue;
+    }
+    ++i;
+  }
+  const std::span<const PlannedChunk> plan = planner_.Next();
+  if (plan.empty()) return;
+  rows_.clear();
+  chunks_.clear();
+  int n_rows = 0;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const int64_t id = plan[k].id;
+    const int planned = plan[k].n_tokens;
+    ActiveRequest* a = FindActive(id);
+    Session& s = pool_.at(a->slot);
+    Row row;
+    row.a = a;
+    row.n = a->decoding ? s.pending().size() : size_t(planned);
+    row.want_logits = true;
+    if (!a->decoding) {
+      // A snapshot point inside the chunk ends it there, with the logits the snapshot keeps.
+      const int64_t pos = int64_t(s.tokens().size());
+      const std::vector<int64_t>& points = a->save_points;
+      while (a->next_point < points.size() && points[a->next_point] <= pos) ++a->next_point;
+      if (a->next_point < points.size() && points[a->next_point] <= pos + int64_t(row.n)) {
+        row.n = size_t(points[a->next_point] - pos);
+        row.at_point = true;
+        planner_.Shorten(id, int(row.n));
+      }
+      row.want_logits = row.n == s.pending().size() || row.at_point;
+    }
+    SessionChunk c;
+    c.tokens = std::span<const int32_t>(s.pending().data(), row.n);
+    c.state = &s.state();
+    c.logits_for = row.want_logits ? LogitsFor::kLast : LogitsFor::kNone;
+    c.logits = row.want_logits ? s.logits().data() : nullptr;
+    chunks_.push_back(c);
+    rows_.push_back(row);
+    n_rows += int(row.n);
+  }
+  const Status st = model_.ForwardBatch(chunks_);
+  metrics_.RecordStep(int(rows_.size()), n_rows);
+  if (!st.ok()) {
+    // A failed step may have written part of any of its chunks: those states are unusable.
+    for (const Row& row : rows_) {
+      ActiveRequest& a = *row.a;
+      Session& s = pool_.at(a.slot);
+      spdlog::error("forward pass failed, dropping live session {}: {}", s.id(), st.ToString());
+      (void)s.Reset(s.id());
+      if (a.decoding) {
+        a.finish = FinishReason::kError;
+        a.result->error = st.ToString();
+        Finish(a);
+      } else {
+        EndPrefill(a, st);
+      }
+    }
+    return;
+  }
+  planner_.Commit();
+  for (const Row& row : rows_) {
+    ActiveRequest& a = *row.a;
+    Session& s = pool_.at(a.slot);
+    s.CommitPending(row.n, row.want_logits);
+    if (a.decoding) {
+      if (!SampleNext(a)) Finish(a);
+      continue;
+    }
+    if (row.at_point) {
+      const int64_t point = a.save_points[a.next_point];
+      const bool anchor = std::find(a.anchors.begin(), a.anchors.end(), point) != a.anchors.end();
+      SaveSession(s, anchor ? SaveReason::kCold : SaveReason::kContinued, /*visible=*/false);
+      ++a.next_point;
+    }
+    a.prefill_done += int64_t(row.n);
+    GenerationEvent ev;
+    ev.kind = GenerationEvent::Kind::kPrefill;
+    ev.done = a.prefill_done;
+    ev.total = a.prefill_total;
+    a.request.Push(std::move(ev));
+    if (s.pending().empty()) StartDecode(a);
+  }
+}
+
+}  // namespace flashkv
