@@ -91,12 +91,27 @@ float DotIQ2_XXS(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   return 0.125f * sumf;
 }
 
+// The part Q4_K and Q5_K share once a block's quants are unpacked into `a`: ggml's order —
+// 8 int32 lanes (lane i % 8) of group scale × q × q8, then sums[l] += (f16(d) · d_x) · lane[l];
+// returns the block's mins term (f16(dmin) · d_x) · Σ bsums · min, which the caller subtracts.
+float ScaleMinBlock(const uint8_t* blk, const int8_t* a, const BlockQ8_K& y, float* sums) {
+  int sc[8], mn[8];
+  for (int g = 0; g < 8; ++g) internal::Q4KScaleMin(blk + 4, g, &sc[g], &mn[g]);
+  int sumi = 0;
+  for (int j = 0; j < 16; ++j) sumi += y.bsums[j] * mn[j / 2];
+  int32_t lanes[8] = {};
+  for (int i = 0; i < kQK_K; ++i) lanes[i % 8] += sc[i / 32] * (y.qs[i] * a[i]);
+  const float d = LoadHalf(blk) * y.d;
+  for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
+  const float dmin = LoadHalf(blk + 2) * y.d;
+  return dmin * static_cast<float>(sumi);
+}
+
 float DotQ4_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   float sums[8] = {};
   float sumf = 0.0f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const uint8_t* blk = w + b * sizeof(BlockQ4_K);
-    const uint8_t* scales = blk + 4;
     const uint8_t* q4 = blk + 16;
     int8_t a[kQK_K];
     for (int p = 0; p < 4; ++p)
@@ -104,16 +119,7 @@ float DotQ4_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
         a[64 * p + l] = static_cast<int8_t>(q4[32 * p + l] & 15);
         a[64 * p + 32 + l] = static_cast<int8_t>(q4[32 * p + l] >> 4);
       }
-    int sc[8], mn[8];
-    for (int g = 0; g < 8; ++g) internal::Q4KScaleMin(scales, g, &sc[g], &mn[g]);
-    int sumi = 0;
-    for (int j = 0; j < 16; ++j) sumi += y[b].bsums[j] * mn[j / 2];
-    int32_t lanes[8] = {};
-    for (int i = 0; i < kQK_K; ++i) lanes[i % 8] += sc[i / 32] * (y[b].qs[i] * a[i]);
-    const float d = LoadHalf(blk) * y[b].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
-    const float dmin = LoadHalf(blk + 2) * y[b].d;
-    sumf -= dmin * static_cast<float>(sumi);
+    sumf -= ScaleMinBlock(blk, a, y[b], sums);
   }
   for (int l = 0; l < 8; ++l) sumf += sums[l];
   return sumf;
@@ -150,7 +156,6 @@ float DotQ5_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   float sumf = 0.0f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const uint8_t* blk = w + b * sizeof(BlockQ5_K);
-    const uint8_t* scales = blk + 4;
     const uint8_t* qh = blk + 16;
     const uint8_t* q5 = blk + 48;
     int8_t a[kQK_K];
@@ -160,16 +165,7 @@ float DotQ5_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
         a[64 * p + 32 + l] =
             static_cast<int8_t>((q5[32 * p + l] >> 4) + ((qh[l] >> (2 * p + 1)) & 1) * 16);
       }
-    int sc[8], mn[8];
-    for (int g = 0; g < 8; ++g) internal::Q4KScaleMin(scales, g, &sc[g], &mn[g]);
-    int sumi = 0;
-    for (int j = 0; j < 16; ++j) sumi += y[b].bsums[j] * mn[j / 2];
-    int32_t lanes[8] = {};
-    for (int i = 0; i < kQK_K; ++i) lanes[i % 8] += sc[i / 32] * (y[b].qs[i] * a[i]);
-    const float d = LoadHalf(blk) * y[b].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(lanes[l]);
-    const float dmin = LoadHalf(blk + 2) * y[b].d;
-    sumf -= dmin * static_cast<float>(sumi);
+    sumf -= ScaleMinBlock(blk, a, y[b], sums);
   }
   for (int l = 0; l < 8; ++l) sumf += sums[l];
   return sumf;
