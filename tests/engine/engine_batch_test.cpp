@@ -220,17 +220,7 @@ TEST(EngineBatchTest, SchedulerAdmitsConcurrentClientsIntoOneLiveSession) {
   Fixture f(Options(1, 16));
   Scheduler sched(f.engine, f.metrics);
   sched.Start();
-  std::vector<std::string> got(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      auto h = std::make_shared<RequestHandle>(reqs[size_t(i)]);
-      if (!sched.Submit(h)) return;
-      auto out = testing::Drain(*h);
-      if (out.result) got[size_t(i)] = out.result->text;
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> got = testing::RunConcurrently(sched, reqs);
   sched.Stop(true);
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(got[size_t(i)], Alone(reqs[size_t(i)], 16)->text);
   const EngineStats s = f.metrics.Snapshot();

@@ -294,17 +294,7 @@ TEST(EngineTest, ConcurrentRequestsEachMatchTheirSequentialResult) {
   Fixture f(Options(2));
   Scheduler sched(f.engine, f.metrics);
   sched.Start();
-  std::vector<std::string> got(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      auto h = std::make_shared<RequestHandle>(reqs[size_t(i)]);
-      if (!sched.Submit(h)) return;
-      auto out = testing::Drain(*h);
-      if (out.result) got[size_t(i)] = out.result->text;
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> got = testing::RunConcurrently(sched, reqs);
   sched.Stop(true);
   EXPECT_EQ(got, expected);
   EXPECT_EQ(f.metrics.Snapshot().requests_ok, uint64_t(kClients));

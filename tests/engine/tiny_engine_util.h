@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "chat/prompt_renderer.h"
 #include "engine/engine.h"
 #include "engine/request_handle.h"
+#include "engine/scheduler.h"
 #include "gguf/gguf_file.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
@@ -112,6 +114,24 @@ inline RunOutcome RunNow(Engine& engine, GenerationRequest request) {
   RequestHandle h(std::move(request));
   engine.Run(h);
   return Drain(h);
+}
+
+// Submits every request from its own client thread at once and waits for all: the text of
+// each reply ("" for one that was refused or failed), in request order.
+inline std::vector<std::string> RunConcurrently(Scheduler& sched,
+                                                const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::string> got(reqs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto h = std::make_shared<RequestHandle>(reqs[i]);
+      if (!sched.Submit(h)) return;
+      auto out = Drain(*h);
+      if (out.result) got[i] = out.result->text;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return got;
 }
 
 }  // namespace flashkv::testing
