@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -51,6 +51,9 @@
 #                                  stall reasons (ncu-*.log).
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
+#                                  decode-final: the final decode figures (random:flash and a
+#                                  Flash-width GGUF of FINAL_LAYERS layers, this build and the
+#                                  baseline staged in .devcarry/base/; STAGE_FLASHKV=1).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -352,15 +355,64 @@ PY
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
     if [[ -n ${DECODE_NCU:-} && -n $NCU ]]; then
       for k in $DECODE_NCU; do
-        timeout 40 "$NCU" -k "regex:$k" -c 2 --section SpeedOfLight --section WarpStateStats \
-          --section Occupancy --section LaunchStats "$BB" --decode-micro --frontiers "${F%%,*}" \
+        # The first launch of MatVecTileKernel is the output head (the prompt's last token).
+        timeout "${DECODE_NCU_TIMEOUT:-40}" "$NCU" -k "regex:$k" -c "${DECODE_NCU_COUNT:-2}" \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section SchedulerStats --section Occupancy --section LaunchStats -f -o "$OUT/ncu-$k" \
+          "$BB" --decode-micro --frontiers "${F%%,*}" \
           --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
+        [[ ! -f $OUT/ncu-$k.ncu-rep ]] || "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page details \
+          >> "$OUT/ncu-$k.log" 2>&1 || true
         grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Shared Memory Config|Block Limit|Stall|cycles being stalled|One or More|ERR|==PROF==|==ERROR==' \
           "$OUT/ncu-$k.log" | head -40 || true
       done
     elif [[ -n ${DECODE_NCU:-} ]]; then
       echo "ncu: not found"
     fi
+    # The device tool returns few files: every log, JSON and ncu report in one tar.
+    tar czf "$OUT/decode-run-logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true
+  fi
+  if [[ $what == decode-final ]]; then
+    # The final decode figures of issue #14 in one call: the microbenchmark (unfused vs fused,
+    # bits compared, kernels per token and per layer, per-kernel GB/s against a device copy)
+    # at DECODE_FRONTIERS (default 2048,8192,32768) for random:flash with this build and with
+    # .devcarry/base/ (the build before), the same at FINAL_LAYERS (default 8) layers, then a
+    # Flash-width ds4-layout GGUF of FINAL_LAYERS layers (`flashkv make-tiny --preset
+    # flash:N` under /dev/shm) through `flashkv bench` with both builds, beside
+    # random:flash:N. Needs STAGE_FLASHKV=1 (and the base flashkv in .devcarry/base/).
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda FK=/work/main/build-cuda/flashkv
+    local BASE=$ROOT/.devcarry/base
+    local F=${DECODE_FRONTIERS:-2048,8192,32768} L=${FINAL_LAYERS:-8}
+    local MICRO=(--decode-micro --decode-steps 32 --warmup-steps 8 --profile-steps 4 --ttft 0)
+    "$BB" "${MICRO[@]}" --frontiers "$F" --json "$OUT/final-micro.json" > "$OUT/final-micro.log" 2>&1 || rc=1
+    grep -E '^frontier|weight products|copy|bit-identical|DIFFER|kernels' "$OUT/final-micro.log" | head -40 || true
+    if [[ -x $BASE/flashkv_bench_cuda ]]; then
+      "$BASE/flashkv_bench_cuda" "${MICRO[@]}" --frontiers "$F" --json "$OUT/final-micro-base.json" \
+        > "$OUT/final-micro-base.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|copy' "$OUT/final-micro-base.log" | head -20 || true
+    fi
+    "$BB" "${MICRO[@]}" --layers "$L" --frontiers "$F" --json "$OUT/final-micro-l$L.json" \
+      > "$OUT/final-micro-l$L.log" 2>&1 || rc=1
+    grep -E '^frontier|weight products|copy' "$OUT/final-micro-l$L.log" | head -20 || true
+    local G=/dev/shm/flash-$L.gguf
+    local SWEEP=(bench --backend cuda --ctx-start 2048 --ctx-max 32768 --step-mul 4 --gen-tokens 64)
+    df -h /dev/shm | tail -1
+    { time "$FK" make-tiny --preset "flash:$L" "$G"; } > "$OUT/final-make-tiny.log" 2>&1 || rc=1
+    tail -4 "$OUT/final-make-tiny.log"
+    if [[ -f $G ]]; then
+      "$FK" "${SWEEP[@]}" --model "$G" --csv "$OUT/final-gguf.csv" > "$OUT/final-gguf.log" 2>&1 || rc=1
+      cat "$OUT/final-gguf.csv" 2>/dev/null || tail -5 "$OUT/final-gguf.log"
+      if [[ -x $BASE/flashkv ]]; then
+        "$BASE/flashkv" "${SWEEP[@]}" --model "$G" --csv "$OUT/final-gguf-base.csv" \
+          > "$OUT/final-gguf-base.log" 2>&1 || rc=1
+        cat "$OUT/final-gguf-base.csv" 2>/dev/null || tail -5 "$OUT/final-gguf-base.log"
+      fi
+      rm -f "$G"
+    fi
+    "$FK" "${SWEEP[@]}" --model "random:flash:$L" --csv "$OUT/final-random-l$L.csv" \
+      > "$OUT/final-random-l$L.log" 2>&1 || rc=1
+    cat "$OUT/final-random-l$L.csv" 2>/dev/null || tail -5 "$OUT/final-random-l$L.log"
+    tar czf "$OUT/decode-final-logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true
   fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
@@ -426,7 +478,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -1,8 +1,9 @@
 // flashkv_bench_cuda --decode-micro: the decode step of the Flash shape taken apart. At each
 // context frontier the prompt is prefilled once, the KV state saved, and then for the unfused
-// and the fused kernels (CudaBackendOptions::fused) in turn the state is restored and
-// decoded: tokens/s with graphs on, the greedy tokens and logits (which must be bit-identical
-// between the two), and a profiled pass (graphs off) giving kernels per token and per layer
+// kernels, the fused ones (CudaBackendOptions::fused) with the tile kernels launched plainly,
+// and the fused ones with overlapped launches (CudaBackendOptions::pdl) in turn the state is
+// restored and decoded: tokens/s with graphs on, the greedy tokens and logits (which must be
+// bit-identical between the three), and a profiled pass (graphs off) giving kernels per token and per layer
 // and, per kernel, launches, µs and achieved GB/s of the weight bytes it reads, next to a
 // device-to-device copy timed in the same run.
 #pragma once

@@ -47,6 +47,10 @@ struct CudaBackendOptions {
   // FLASHKV_CUDA_FUSED from the environment (default on: verified on the H200, bit-identical
   // to the unfused kernels); 0 off; 1 on.
   int fused = -1;
+  // The one-token tile kernels as programmatic dependent launches (their weight copies start
+  // while the previous kernel ends; same bits, docs/CUDA.md): -1: FLASHKV_CUDA_PDL from the
+  // environment (default on); 0 off; 1 on.
+  int pdl = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel.
@@ -117,6 +121,9 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
   void SetFused(bool on);
   bool fused() const;
+  // The switch of CudaBackendOptions::pdl for later launches (tests and benchmarks).
+  void SetOverlappedLaunches(bool on);
+  bool overlapped_launches() const;
   // Milliseconds of one device-to-device cudaMemcpy of `bytes`, the mean of `reps` after a
   // warm-up (the bandwidth reference of the decode microbenchmark).
   Expected<double> TimeDeviceCopy(size_t bytes, int reps);

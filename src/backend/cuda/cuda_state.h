@@ -103,6 +103,14 @@ struct CudaBackend::State {
               uint64_t bytes = 0) {
     queue->Launch(kernel, grid, block, smem, args, bytes);
   }
+  // A launch that may start while its predecessor still runs (programmatic dependent launch):
+  // only for kernels written for it (pdl_dev.cuh: PdlWait in every block before reading the
+  // predecessor's outputs).
+  template <typename A>
+  void LaunchOverlapped(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
+                        uint64_t bytes = 0) {
+    queue->Launch(kernel, grid, block, smem, args, bytes, /*overlap=*/true);
+  }
 };
 
 }  // namespace flashkv

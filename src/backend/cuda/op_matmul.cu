@@ -29,6 +29,7 @@ struct QuantArgs {
 
 // One warp per block of 32 (Q8_0) or 256 (Q8_K) values (act_quant.cuh).
 __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
+  PdlTrigger();  // launched without the overlap flag: the next tile kernel may start
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 32;
   if (blk >= int64_t(per_row) * a.n_rows) return;
@@ -38,6 +39,7 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
 }
 
 __global__ void QuantizeQ8_KKernel(QuantArgs a) {
+  PdlTrigger();  // launched without the overlap flag: the next tile kernel may start
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 256;
   if (blk >= int64_t(per_row) * a.n_rows) return;
@@ -190,8 +192,12 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
   extern __shared__ __align__(16) uint8_t tile_smem[];
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
   const MatVecArgs& a = l.args;
+  if (a.tiles != nullptr) PdlWait();  // the expert tiles are the predecessor's (pdl_dev.cuh)
   const TileRows tr = ResolveTile<1>(a);
-  if (tr.nt <= 0) return;
+  if (tr.nt <= 0) {
+    PdlWait();
+    return;
+  }
   const uint8_t* w = a.w + uint64_t(tr.expert) * a.expert_bytes;
   const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
   float* y = a.y + uint64_t(tr.yrow[0]) * a.y_row_floats;
@@ -220,6 +226,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
   const GateUpArgs& g = l.args;
   const MatVecArgs& a = g.mv;
+  PdlWait();  // the tiles and route weights are the predecessor's (pdl_dev.cuh)
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
   const uint64_t off = uint64_t(tr.expert) * a.expert_bytes;
@@ -259,10 +266,10 @@ bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
   const unsigned smem = loops ? 2 * buf : buf;
   if constexpr (kNR == 2) {
     PreferSharedForTiles(GateUpTileKernel<T>);
-    s.Launch(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+    s.LaunchOverlapped(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   } else {
     PreferSharedForTiles(MatVecTileKernel<T>);
-    s.Launch(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+    s.LaunchOverlapped(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   }
   return true;
 }
