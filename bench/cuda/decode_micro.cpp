@@ -145,9 +145,14 @@ Status RunDecodeMicro(CudaBackend& be, Model& model, const DecodeMicroOptions& o
     // Unfused, fused with the tile kernels launched plainly, fused with them overlapped
     // (programmatic dependent launches: the backend's default).
     std::vector<Variant> variants(3);
-    variants[0] = Variant{"unfused", false, was_overlap};
-    variants[1] = Variant{"fused_plain_launches", true, false};
-    variants[2] = Variant{"fused", true, was_overlap};
+    const char* names[3] = {"unfused", "fused_plain_launches", "fused"};
+    const bool fused[3] = {false, true, true};
+    const bool overlap[3] = {was_overlap, false, was_overlap};
+    for (int i = 0; i < 3; ++i) {
+      variants[i].name = names[i];
+      variants[i].fused = fused[i];
+      variants[i].overlap = overlap[i];
+    }
     for (Variant& v : variants) {
       be.SetFused(v.fused);
       be.SetOverlappedLaunches(v.overlap);
