@@ -474,7 +474,8 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-model", o.skip_model, "stop after --matmul (no Flash model)");
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
-                 "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+                 "last once per tensor-core variant (0 = dp4a kernels; 4 = 1 with 32-pair "
+                 "expert tiles), e.g. 0,1")
       ->delimiter(',');
   app.add_option("--profile-at", o.profile_at,
                  "with a compare and --profile: the positions of the chunks to profile (default 0)")

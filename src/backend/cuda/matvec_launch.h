@@ -71,14 +71,23 @@ bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
 
 // The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
 // (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
-// (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256
-// values, 16-byte aligned rows, grouped slices of whole tiles) does not fit.
-inline constexpr int kImmaVariants = 3;
+// (1..kImmaVariants; 4 is 1's shape with the experts in the tiles of 32 pairs of before, for
+// benchmarks); false when the variant or the shape (rows of a multiple of 256 values,
+// 16-byte aligned rows, grouped slices of whole tiles) does not fit.
+inline constexpr int kImmaVariants = 4;
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
-// Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
+// Pairs per expert tile of the tensor-core expert kernels under tensor-core variant
+// `variant` (> 0) for n_pairs (token, expert) pairs over n_expert experts: 64 (each decoded
+// weight serves twice the pairs) once the experts average 32 pairs or more — below, most
+// experts fill one 32-pair tile and a 64-pair one would only multiply empty slots — and 32
+// always under variant 4 (benchmarks).
+inline int ImmaMoePairs(int variant, int n_pairs, int n_expert) {
+  return variant != 4 && n_pairs >= 32 * n_expert ? 64 : 32;
+}
+// Expert gate/up (IQ2_XXS, tiles of 32 or 64 pairs) on the tensor cores (moe_imma.cu), with
 // GateUpTPKernel's bits; false for shapes it does not take.
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);
-// Expert down (Q2_K, tiles of kTpTokens pairs) on the tensor cores, MatVecTPKernel's bits.
+// Expert down (Q2_K, tiles of 32 or 64 pairs) on the tensor cores, MatVecTPKernel's bits.
 bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a);
 
 }  // namespace flashkv::cuda
