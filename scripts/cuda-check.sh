@@ -269,19 +269,31 @@ PY
       timeout 80 "$BB" --imma-compare 4,1 --chunk $chunk --profile --frontiers 8192,32768 \
         --decode-steps 8 --warmup-steps 2 --ttft 0 --profile-at 0,$((32768 - chunk)) \
         --json "$OUT/chunk$chunk.json" > "$OUT/chunk$chunk.log" 2>&1 || rc=1
-      grep -E '^imma|prefill 0|decode|identical|differ' "$OUT/chunk$chunk.log" | cut -c1-200 || true
+      grep -E '^imma|prefill 0|decode|identical|differ|device memory' "$OUT/chunk$chunk.log" | cut -c1-200 || true
       grep -A12 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
     done
   fi
   if [[ $what == prefill-final ]]; then
-    # Issue #13's closing figures: `flashkv bench` 2k -> 32k as users run it, then the
-    # 25,000-token cold prompt's time to first token through `flashkv serve` (and its cache
-    # tiers; extra args go to serve_tiers.py).
+    # Issue #13's closing figures: the int8 and whole-model GPU tests, the profiled Flash
+    # prefill (32- vs 64-pair expert tiles, chunks of 2,048), `flashkv bench` 2k -> 32k as
+    # users run it, then the 25,000-token cold prompt's time to first token through
+    # `flashkv serve` (and its cache tiers; extra args go to serve_tiers.py).
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 60 "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*:CudaModelTest.*' \
+      > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED) |^\[==|Failure|Expected|Which is' "$OUT/gpu-tests.log" | head -30 || true
+    timeout 60 "$BB" --imma-compare 4,1 --profile --frontiers 8192,32768 --decode-steps 8 \
+      --warmup-steps 2 --ttft 0 --profile-at 0,30720 --json "$OUT/chunk2048.json" \
+      > "$OUT/chunk2048.log" 2>&1 || rc=1
+    grep -E '^imma|device memory' "$OUT/chunk2048.log" | cut -c1-200 || true
+    grep -A8 ', chunk at' "$OUT/chunk2048.log" | sed -E "$short" || true
     /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
       --ctx-start 2048 --ctx-max 32768 --step-mul 2 --gen-tokens 16 \
       --csv "$OUT/flash-sweep.csv" > "$OUT/flash-sweep.log" 2>&1 || rc=1
     if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
-    timeout 150 python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv \
+    timeout 120 python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv \
       --backend cuda --model random:flash --out "$OUT/tiers" "$@" > "$OUT/tiers.log" 2>&1 || rc=1
     tail -25 "$OUT/tiers.log" | cut -c1-220
   fi

@@ -158,6 +158,12 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     FLASHKV_RETURN_IF_ERROR(
         model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
                       st, LogitsFor::kNone, nullptr));
+    // What a chunk's activations and scratch cost (compare runs with another --chunk).
+    if (const auto mem = be.DeviceMemory()) {
+      std::printf("device memory after a %d-token chunk (state of %d tokens live): %.2f GiB used\n",
+                  std::min(o.chunk, max_ctx), max_ctx,
+                  double(mem->total_bytes - mem->free_bytes) / double(1ull << 30));
+    }
   }
   for (size_t vi = 0; vi < setups.size(); ++vi) {
     const Setup& su = setups[vi];

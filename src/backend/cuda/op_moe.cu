@@ -167,16 +167,21 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   auto tp_type = [](DType t) {
     return t == DType::kQ8_0 || t == DType::kQ2_K || t == DType::kIQ2_XXS;
   };
-  const int tile_nt = a.n_tokens == 1 ? 1 : 8;
-  const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
   // token-parallel kernel; the down projection keeps tiles of 8 (measured faster). The
-  // tensor-core kernels (IQ2_XXS gate/up) take tiles of ImmaMoePairs (64: half the weight
-  // decodes per pair; the down kernel shares them when it runs on the tensor cores too).
+  // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
+  // (ImmaMoePairs); when both lists have one size they are one list.
+  const int plain_nt = a.n_tokens == 1 ? 1 : 8;
   const bool imma_gu = s.imma > 0 && gate.type == DType::kIQ2_XXS;
-  const int gu_nt = a.n_tokens > 1 && q8 && tp_type(gate.type)
-                        ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E) : cuda::kTpTokens)
-                        : tile_nt;
+  const bool imma_dn = s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
+  const int tile_nt =
+      imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom) : plain_nt;
+  const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
+  const int gu_nt =
+      a.n_tokens > 1 && q8 && tp_type(gate.type)
+          ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaGateUpWideFrom)
+                     : cuda::kTpTokens)
+          : plain_nt;
   const int gu_max_tiles = (n_pairs + gu_nt - 1) / gu_nt + std::min(E, n_pairs);
 
   // Scratch: sorted pairs + tiles; quantized x; mids; quantized mids; per-pair down rows.
@@ -264,14 +269,6 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;
   dn.tile_nt = tile_nt;
-  if (s.imma > 0 && gu_nt >= cuda::kTpTokens && down.type == DType::kQ2_K &&
-      q_mid != ActQuant::kNone) {
-    // The tensor-core down kernel takes the gate/up tiles of 32 or 64 (same bits).
-    dn.tiles = gu_tiles;
-    dn.pairs = gu_pairs;
-    dn.n_tiles = gu_max_tiles;
-    dn.tile_nt = gu_nt;
-  }
   if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
     return s.Fail("moe: no CUDA kernel for " + down.name);
   }

@@ -174,8 +174,8 @@ TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
 // cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized mid). D 256 is
 // one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's width (weights generated
 // on the GPU, no CPU twin: its CPU run would take minutes). Pairs per expert: 17.5 and 30.75
-// (tiles of 32 under every variant), 150 (64-pair tiles under variant 1: two full, one
-// partial), 112.5.
+// (tiles of 32 under every variant), 150 (64-pair tiles for both under variant 1: two full,
+// one partial), 112.5 (gate/up in 64, down in 32: two tile lists).
 TEST_F(CudaImmaTest, SmallMoeExpertsEqualTheDp4aKernels) {
   CheckMoe({MoeShape{256, 256, 8, 2, 70, true}, MoeShape{768, 512, 8, 6, 41, true},
             MoeShape{256, 512, 8, 6, 200, true}});
@@ -246,15 +246,18 @@ void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
       gpu_->MoeExperts(args(true, out.ptr()));
       const std::vector<float> got = Get(*gpu_, out);
       const std::string ran = KernelsRan();
-      // The kernels' mangled names: GateUpImmaIq2KernelILi64EE… for the 64-pair tiles.
-      // 64-pair tiles under variant 1 once the experts average 32 pairs (ImmaMoePairs).
-      const bool wide = v == 1 && sh.T * sh.k >= 32 * sh.E;
-      const std::string tile = wide ? "ILi64E" : "ILi32E";
-      EXPECT_EQ(ran.find("GateUpImmaIq2Kernel" + tile) != std::string::npos, v != 0)
+      // 64-pair tiles under variant 1 once the experts average 32 pairs (gate/up) or 128
+      // (down), ImmaMoePairs; the mangled names say which: …KernelILi64EE….
+      const auto tile = [&](int wide_from) {
+        return v == 1 && sh.T * sh.k >= wide_from * sh.E ? "ILi64E" : "ILi32E";
+      };
+      EXPECT_EQ(ran.find(std::string("GateUpImmaIq2Kernel") + tile(32)) != std::string::npos,
+                v != 0)
           << "D " << sh.D << " imma " << v << "\n"
           << ran;
-      EXPECT_EQ(ran.find("DownImmaQ2KKernel" + tile) != std::string::npos, v != 0)
-          << "D " << sh.D << " imma " << v;
+      EXPECT_EQ(ran.find(std::string("DownImmaQ2KKernel") + tile(128)) != std::string::npos, v != 0)
+          << "D " << sh.D << " imma " << v << "\n"
+          << ran;
       if (sh.cpu) {
         EXPECT_LE(Compare(want, got).max_abs, 2e-3 * std::max(1.0, MaxAbs(want)))
             << "D " << sh.D << " imma " << v;
