@@ -2,12 +2,12 @@
 // op_moe.cpp. Routing runs one block per token (probabilities in parallel, then the
 // top k by repeated warp argmax, which orders ties as ds4's insertion sort does). The experts run
 // grouped: a one-block kernel sorts the (token, slot) pairs by expert and cuts each expert's list
-// into tiles of up to 8 pairs (32 for the token-parallel and tensor-core kernels), then the
-// shared matvec kernels read each expert row once per tile —
-// gate and up fused with the clamped SwiGLU and the route weight, the mids requantized, the down
-// projection per pair — and a last kernel sums each token's slots in slot order. Every pair's
-// values come from the same per-row arithmetic whatever tile it lands in, so batching and the order
-// of pairs inside a tile cannot change a bit.
+// into tiles of up to 8 pairs (32 for the token-parallel kernels, 32 or 64 for the tensor-core
+// ones), then the shared matvec kernels read each expert row once per tile — gate and up fused with
+// the clamped SwiGLU and the route weight, the mids requantized, the down projection per pair — and
+// a last kernel sums each token's slots in slot order. Every pair's values come from the same
+// per-row arithmetic whatever tile it lands in, so batching and the order of pairs inside a tile
+// cannot change a bit.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
