@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -46,6 +46,11 @@
 #                                  prefill-explore: the Q8_0 microbenchmark (every tile
 #                                  variant) and the Flash prefill in chunks of 2,048 / 4,096 /
 #                                  8,192 (profiled first and last chunks).
+#                                  prefill-tiles: the expert tiles of 64 pairs vs 32 (imma
+#                                  1 vs 4): GPU tests, SASS, sanitizers on the small MoE
+#                                  shapes, chunks of 2,048 and 8,192 profiled. prefill-final
+#                                  (STAGE_FLASHKV=1): `flashkv bench` 2k -> 32k and the 25k
+#                                  cold prompt through `flashkv serve` (serve_tiers.py).
 #                                  prefill-ncu: the SASS of the int8 and indexer kernels
 #                                  (sass.txt.gz) and, where ncu exists, their issue rates and
 #                                  stall reasons (ncu-*.log).
@@ -235,6 +240,65 @@ PY
       grep -E 'prefill 0|decode' "$OUT/chunk$chunk.log" || true
       grep -A8 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
     done
+  fi
+  if [[ $what == prefill-tiles ]]; then
+    # Issue #13's expert tiles of 64 pairs (imma 1) against the 32 of before (imma 4): every
+    # GPU test, the SASS of the tensor-core kernels, memcheck + racecheck on the small MoE
+    # shapes, then the Flash prefill in chunks of 2,048 and 8,192 with both in one process
+    # (logits compared bit for bit; first and last chunks profiled).
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 90 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |^\[==|Failure|Expected|Which is|max\|d\||mismatch' \
+      "$OUT/gpu-tests.log" | head -60 || true
+    local OD CS
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++}
+        /^ +\/\*[0-9a-f]+\*\// {c[f]++} /LDL|STL/ {l[f]++} END {for (k in n) if (k ~ /Imma/)
+        print "SASS:", c[k], "instructions,", n[k], "IMMA,", l[k] + 0, "LDL/STL in", k}' \
+        | sed -E "$short" || true
+    fi
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaImmaTest.SmallMoe*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+    for chunk in 2048 8192; do
+      timeout 80 "$BB" --imma-compare 4,1 --chunk $chunk --profile --frontiers 8192,32768 \
+        --decode-steps 8 --warmup-steps 2 --ttft 0 --profile-at 0,$((32768 - chunk)) \
+        --json "$OUT/chunk$chunk.json" > "$OUT/chunk$chunk.log" 2>&1 || rc=1
+      grep -E '^imma|prefill 0|decode|identical|differ|device memory' "$OUT/chunk$chunk.log" | cut -c1-200 || true
+      grep -A12 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
+    done
+  fi
+  if [[ $what == prefill-final ]]; then
+    # Issue #13's closing figures: the int8 and whole-model GPU tests, the profiled Flash
+    # prefill (32- vs 64-pair expert tiles, chunks of 2,048), `flashkv bench` 2k -> 32k as
+    # users run it, then the 25,000-token cold prompt's time to first token through
+    # `flashkv serve` (and its cache tiers; extra args go to serve_tiers.py).
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 60 "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*:CudaModelTest.*' \
+      > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED) |^\[==|Failure|Expected|Which is' "$OUT/gpu-tests.log" | head -30 || true
+    timeout 60 "$BB" --imma-compare 4,1 --profile --frontiers 8192,32768 --decode-steps 8 \
+      --warmup-steps 2 --ttft 0 --profile-at 0,30720 --json "$OUT/chunk2048.json" \
+      > "$OUT/chunk2048.log" 2>&1 || rc=1
+    grep -E '^imma|device memory' "$OUT/chunk2048.log" | cut -c1-200 || true
+    grep -A8 ', chunk at' "$OUT/chunk2048.log" | sed -E "$short" || true
+    /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
+      --ctx-start 2048 --ctx-max 32768 --step-mul 2 --gen-tokens 16 \
+      --csv "$OUT/flash-sweep.csv" > "$OUT/flash-sweep.log" 2>&1 || rc=1
+    if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
+    timeout 120 python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv \
+      --backend cuda --model random:flash --out "$OUT/tiers" "$@" > "$OUT/tiers.log" 2>&1 || rc=1
+    tail -25 "$OUT/tiers.log" | cut -c1-220
   fi
   if [[ $what == prefill-ncu ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
@@ -478,7 +542,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -158,6 +158,12 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     FLASHKV_RETURN_IF_ERROR(
         model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
                       st, LogitsFor::kNone, nullptr));
+    // What a chunk's activations and scratch cost (compare runs with another --chunk).
+    if (const auto mem = be.DeviceMemory()) {
+      std::printf("device memory after a %d-token chunk (state of %d tokens live): %.2f GiB used\n",
+                  std::min(o.chunk, max_ctx), max_ctx,
+                  double(mem->total_bytes - mem->free_bytes) / double(1ull << 30));
+    }
   }
   for (size_t vi = 0; vi < setups.size(); ++vi) {
     const Setup& su = setups[vi];
@@ -474,7 +480,8 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-model", o.skip_model, "stop after --matmul (no Flash model)");
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
-                 "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+                 "last once per tensor-core variant (0 = dp4a kernels; 4 = 1 with 32-pair "
+                 "expert tiles), e.g. 0,1")
       ->delimiter(',');
   app.add_option("--profile-at", o.profile_at,
                  "with a compare and --profile: the positions of the chunks to profile (default 0)")

@@ -36,7 +36,8 @@ struct CudaBackendOptions {
   int graphs = -1;
   // Prefill q8 products on the int8 tensor cores (Q8_0 MatMul, IQ2_XXS / Q2_K experts; same
   // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
-  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
+  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes; 4 shape 1 with the experts
+  // in tiles of 32 pairs instead of 64 (2..4 for benchmarks).
   int imma = -1;
   // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
   // weight products in prefill chunks (same bits as the one-token kernels): -1:

@@ -289,12 +289,12 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
     if (s.tiled_prefill && LaunchMatVecTiled(s, T, a)) return true;
   }
   if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens && LaunchDownImmaQ2K(s, a)) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt >= kTpTokens && LaunchDownImmaQ2K(s, a)) {
       return true;
     }
   }
   if constexpr (kQ8 && T == DType::kIQ2_XXS && std::is_same_v<A, GateUpArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens &&
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt >= kTpTokens &&
         LaunchGateUpImmaIq2(s, args)) {
       return true;
     }
@@ -302,9 +302,10 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   if constexpr (kQ8 && TileType(T)) {
     if (a.tiles != nullptr ? a.tile_nt == 1 : a.n_tokens == 1) {
       if (LaunchTile<T>(s, args, a)) return true;
-    } else if (a.tiles != nullptr && a.tile_nt > 8) {
-      // Expert tiles of 32 pairs: token-parallel. Plain batches take the 8-token warp kernel,
-      // which reads its activations coalesced and measured faster (docs/CUDA.md).
+    } else if (a.tiles != nullptr && a.tile_nt == kTpTokens) {
+      // Expert tiles of 32 pairs: token-parallel (64-pair tiles are the tensor cores' only). Plain
+      // batches take the 8-token warp kernel, which reads its activations coalesced and measured
+      // faster (docs/CUDA.md).
       const dim3 grid(CeilDiv(a.rows, kTpWarps), a.n_tiles);
       if constexpr (std::is_same_v<A, GateUpArgs>) {
         s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
