@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|batch|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -362,6 +362,23 @@ PY
       echo "ncu: not found"
     fi
   fi
+  if [[ $what == batch ]]; then
+    # The batched decode step (issue #18): flashkv_bench_cuda --batch-micro at BATCH_SIZES
+    # (default 1,4,16,64): aggregate tok/s, kernels per step and the per-kernel profile; then
+    # BATCH_SWEEP="NAME=VALUE …" once more each at batch 16. Extra args go to every run.
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 150 "$BB" --batch-micro "${BATCH_SIZES:-1,4,16,64}" --frontiers 512 --ttft 0 \
+      --json "$OUT/batch-micro.json" "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
+    grep -E '^batch|^random' "$OUT/batch-micro.log" || true
+    grep -A22 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
+    for kv in ${BATCH_SWEEP:-}; do
+      local tag=${kv//=/-}
+      env "$kv" timeout 60 "$BB" --batch-micro 1,16 --frontiers 512 --ttft 0 "$@" \
+        > "$OUT/batch-micro-$tag.log" 2>&1 || rc=1
+      echo "$kv:"; grep -A12 '^batch' "$OUT/batch-micro-$tag.log" | sed -E "$short" || true
+    done
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -426,7 +443,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|batch|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac
