@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/matvec_batch.h"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
 #include "backend/cuda/router_dev.cuh"
@@ -171,7 +172,11 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
   // token-parallel kernel; the down projection keeps tiles of 8 (measured faster).
-  const int gu_nt = a.n_tokens > 1 && q8 && tp_type(gate.type) ? cuda::kTpTokens : tile_nt;
+  // A few decode rows (2 … MoeGroupMaxTokens()): tiles of 8 for the kernels that read each
+  // expert tile once for its pairs (matvec_batch.h); they fall back to the warp kernels.
+  const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
+  const int gu_nt =
+      !group && a.n_tokens > 1 && q8 && tp_type(gate.type) ? cuda::kTpTokens : tile_nt;
   const int gu_max_tiles = (n_pairs + gu_nt - 1) / gu_nt + std::min(E, n_pairs);
 
   // Scratch: sorted pairs + tiles; quantized x; mids; quantized mids; per-pair down rows.
@@ -231,7 +236,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
   if (up.type != gate.type || up.row_bytes != gate.row_bytes ||
-      !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu)) {
+      (!(group && cuda::LaunchMoeGroupGateUp(s, gate.type, gu)) &&
+       !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu))) {
     return s.Fail("moe: no CUDA kernel for " + gate.name + " / " + up.name);
   }
 
@@ -267,7 +273,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
     dn.n_tiles = gu_max_tiles;
     dn.tile_nt = gu_nt;
   }
-  if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
+  if (!(group && cuda::LaunchMoeGroupDown(s, down.type, dn)) &&
+      !cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
     return s.Fail("moe: no CUDA kernel for " + down.name);
   }
   const int64_t total = int64_t(a.n_tokens) * D;
