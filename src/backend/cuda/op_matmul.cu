@@ -8,7 +8,6 @@
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec.cuh"
-#include "backend/cuda/matvec_batch.h"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/matvec_tp.cuh"
@@ -277,8 +276,6 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
         LaunchMatMulImmaQ8_0(s, s.imma, a)) {
       return true;
     }
-    // Decode rows of several sessions: each weight row read once for all of them.
-    if (LaunchMatVecBatch(s, T, a)) return true;
   }
   if constexpr (!kQ8 && (T == DType::kF16 || T == DType::kBF16 || T == DType::kF32) &&
                 std::is_same_v<A, MatVecArgs>) {

@@ -12,7 +12,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/matvec_batch.h"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
 #include "backend/cuda/router_dev.cuh"
@@ -173,7 +173,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
   // token-parallel kernel; the down projection keeps tiles of 8 (measured faster).
   // A few decode rows (2 … MoeGroupMaxTokens()): tiles of 8 for the kernels that read each
-  // expert tile once for its pairs (matvec_batch.h); they fall back to the warp kernels.
+  // expert tile once for its pairs (moe_group.h); they fall back to the warp kernels.
   const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
   const int gu_nt =
       !group && a.n_tokens > 1 && q8 && tp_type(gate.type) ? cuda::kTpTokens : tile_nt;
