@@ -119,8 +119,8 @@ void AttentionSublayer(StepContext& s, int l) {
   // session, the attention of every session at once (a backend may launch it once for all of
   // them); a session only ever touches its own rows and state, so this order gives each the
   // bits of a step alone.
-  std::vector<AttentionArgs> attention;
-  attention.reserve(s.chunks.size());
+  std::vector<AttentionArgs>& attention = s.attention;
+  attention.clear();
   for (ChunkContext& c : s.chunks) attention.push_back(PrepareChunk(c, l));
   be.AttentionBatch(attention.data(), int(attention.size()));
   for (ChunkContext& c : s.chunks) FinishChunk(c, l);
