@@ -12,9 +12,9 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/moe_group.h"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/router_dev.cuh"
 
 namespace flashkv {
