@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -478,6 +478,57 @@ PY
     cat "$OUT/final-random-l$L.csv" 2>/dev/null || tail -5 "$OUT/final-random-l$L.log"
     tar czf "$OUT/decode-final-logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true
   fi
+  if [[ $what == batch ]]; then
+    # The batched decode step (issue #18), each part time-bounded so one device call holds
+    # it: every GPU test; the batched kernels' small shapes under compute-sanitizer
+    # (memcheck, racecheck); flashkv_bench_cuda --batch-micro at BATCH_SIZES (default
+    # 1,4,16,64: aggregate tok/s, kernels per step, per-kernel profile); then, with
+    # STAGE_FLASHKV=1 STAGE_NODE=1 at stage time, the serve load generator
+    # (bench/serve/serve_load.mjs: BATCH_CLIENTS, default 1,4,16,64, ctx 8192; and 16 clients
+    # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768). BATCH_SWEEP=
+    # "NAME=VALUE …": the microbenchmark once more each at BATCH_SWEEP_SIZES (default 16).
+    # Extra args go to the microbenchmarks.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    if [[ -z ${BATCH_SKIP_TESTS:-} ]]; then
+      timeout 60 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
+        > "$OUT/gpu-tests.log" 2>&1 || rc=1
+      grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
+        "$OUT/gpu-tests.log" | head -40 || true
+    fi
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 25 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaBatchKernelsTest.SmallShapes' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -2 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+    local BM="--frontiers ${BATCH_FRONTIER:-256} --decode-steps 8 --warmup-steps 3 --profile-steps 2 --ttft 0"
+    timeout 70 "$BB" --batch-micro "${BATCH_SIZES:-1,4,16,64}" $BM --json "$OUT/batch-micro.json" \
+      "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
+    grep -E '^batch' "$OUT/batch-micro.log" | cut -c1-200 || true
+    grep -A14 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
+    for kv in ${BATCH_SWEEP:-}; do
+      local tag=${kv//=/-}
+      env "$kv" timeout 40 "$BB" --batch-micro "${BATCH_SWEEP_SIZES:-16}" $BM "$@" \
+        > "$OUT/batch-micro-$tag.log" 2>&1 || rc=1
+      echo "$kv:"; grep -A8 '^batch' "$OUT/batch-micro-$tag.log" | sed -E "$short" || true
+    done
+    local NODE
+    NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
+    if [[ -n $NODE && -x /work/main/build-cuda/flashkv ]]; then
+      local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model random:flash --extra --backend=cuda"
+      timeout 90 $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
+        --requests 1 --max-tokens 64 > "$OUT/serve-load.log" 2>&1 || rc=1
+      tail -8 "$OUT/serve-load.log"
+      timeout 45 $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
+        --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long.log" 2>&1 || rc=1
+      tail -4 "$OUT/serve-load-long.log"
+    fi
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -542,7 +593,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

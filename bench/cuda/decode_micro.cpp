@@ -18,8 +18,8 @@
 
 namespace flashkv {
 namespace {
-
 using Clock = std::chrono::steady_clock;
+}  // namespace
 
 // "MatVecKernel<Q8_0, true, 1>" from the mangled name: demangled, namespaces and the
 // argument list dropped, DType values named.
@@ -46,6 +46,8 @@ std::string ShortName(const std::string& mangled) {
   return named + s.substr(at);
 }
 
+namespace {
+
 std::vector<int32_t> Prompt(size_t n, int vocab) {
   std::mt19937 rng(7);
   std::vector<int32_t> t(n);
@@ -57,7 +59,8 @@ int32_t Argmax(const std::vector<float>& v) {
   return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Every section of the state, for a restore before each variant.
+}  // namespace
+
 std::vector<HostCopy> Sections(KvState& st, std::vector<std::vector<float>>& host) {
   std::vector<HostCopy> copies;
   host.clear();
@@ -82,6 +85,8 @@ std::vector<HostCopy> Sections(KvState& st, std::vector<std::vector<float>>& hos
   }
   return copies;
 }
+
+namespace {
 
 struct Variant {
   const char* name = "";

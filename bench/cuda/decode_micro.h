@@ -8,6 +8,7 @@
 // device-to-device copy timed in the same run.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,12 @@ struct DecodeMicroOptions {
   int profile_steps = 4;
   double bytes_per_token = 0;  // what one decoded token reads (the HBM bound's numerator)
 };
+
+// "MatVecKernel<Q8_0, true, 1>" from a kernel's mangled name (shared with batch_micro.cpp).
+std::string ShortName(const std::string& mangled);
+
+// Every section of the state as copies to `host` (read them to save, write them to restore).
+std::vector<HostCopy> Sections(KvState& st, std::vector<std::vector<float>>& host);
 
 // Prints the tables and stores the figures under out["decode_micro"].
 Status RunDecodeMicro(CudaBackend& be, Model& model, const DecodeMicroOptions& o,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "kv/kv_state.h"
@@ -55,6 +56,7 @@ struct StepContext {
   HcParams hc;
   int n_rows;
   std::span<ChunkContext> chunks;
+  std::vector<AttentionArgs>& attention;  // a layer's per-session attention (kept: no allocation)
 
   ActQuantMode aq() const { return opt.act_quant; }
 };

@@ -89,8 +89,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
                                     ch.state->n_tokens(), int(ch.tokens.size()), row0});
     row0 += int(ch.tokens.size());
   }
-  StepContext step{backend_, config_, options_, weights_, act_, MakeHcParams(config_),
-                   rows,     sessions};
+  StepContext step{backend_, config_,  options_,   weights_, act_, MakeHcParams(config_),
+                   rows,     sessions, k.attention};
 
   // X = embedding broadcast to n_hc streams
   EmbedRows(step);

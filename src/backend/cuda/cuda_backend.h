@@ -166,6 +166,8 @@ class CudaBackend final : public Backend {
   // visible rows, are written (tests hold the kernels to each other's bits).
   void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
+  // Decode rows of several sessions in one launch pair (attention_batch.cu).
+  void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
 

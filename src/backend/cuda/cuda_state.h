@@ -28,6 +28,7 @@ enum class CudaScratch : int {
   kHcMix,         // HcPre/HcHead: mix projections [n_tokens, mix]
   kIndexScores,   // IndexerTopK: [n_tokens, n_vis]
   kAttnPartial,   // Attention: per row-chunk partial softmax states
+  kAttnTable,     // AttentionBatch: the sessions' windows, positions and rows
   kMoeXq,         // MoeExperts: quantized inputs
   kMoeMid,        // MoeExperts: [n_tokens·n_used, n_ff] mids
   kMoeMidQ,       // MoeExperts: quantized mids

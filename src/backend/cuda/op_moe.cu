@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/router_dev.cuh"
 
 namespace flashkv {
@@ -170,15 +171,19 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
   // token-parallel kernel; the down projection keeps tiles of 8 (measured faster). The
   // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
-  // (ImmaMoePairs); when both lists have one size they are one list.
+  // (ImmaMoePairs); when both lists have one size they are one list. A few decode rows
+  // (2 … MoeGroupMaxTokens()): tiles of 8 for the kernels that read each expert tile once
+  // for its pairs (moe_group.h); they fall back to the warp kernels.
   const int plain_nt = a.n_tokens == 1 ? 1 : 8;
-  const bool imma_gu = s.imma > 0 && gate.type == DType::kIQ2_XXS;
-  const bool imma_dn = s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
+  const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
+  const bool imma_gu = !group && s.imma > 0 && gate.type == DType::kIQ2_XXS;
+  const bool imma_dn =
+      !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
   const int tile_nt =
       imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom) : plain_nt;
   const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
   const int gu_nt =
-      a.n_tokens > 1 && q8 && tp_type(gate.type)
+      !group && a.n_tokens > 1 && q8 && tp_type(gate.type)
           ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaGateUpWideFrom)
                      : cuda::kTpTokens)
           : plain_nt;
@@ -241,7 +246,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
   if (up.type != gate.type || up.row_bytes != gate.row_bytes ||
-      !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu)) {
+      (!(group && cuda::LaunchMoeGroupGateUp(s, gate.type, gu)) &&
+       !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu))) {
     return s.Fail("moe: no CUDA kernel for " + gate.name + " / " + up.name);
   }
 
@@ -269,7 +275,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;
   dn.tile_nt = tile_nt;
-  if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
+  if (!(group && cuda::LaunchMoeGroupDown(s, down.type, dn)) &&
+      !cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
     return s.Fail("moe: no CUDA kernel for " + down.name);
   }
   const int64_t total = int64_t(a.n_tokens) * D;
