@@ -53,6 +53,30 @@ inline void Q3KScales(const uint8_t* s, int* out) {
   }
 }
 
+// IQ1_M's block scale: the f16 assembled from the top nibbles of the four scale words.
+inline float Iq1mScale(const uint8_t* scales) {
+  uint16_t w[4];
+  std::memcpy(w, scales, sizeof(w));
+  const uint16_t bits = static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00f0) |
+                                              ((w[2] >> 4) & 0x0f00) | (w[3] & 0xf000));
+  return F16ToF32(bits);
+}
+
+// IQ1_M group g's two 3-bit half scales as the odd multipliers 2s + 1.
+inline void Iq1mGroupScales(const uint8_t* scales, int g, int* ls1, int* ls2) {
+  uint16_t w;
+  std::memcpy(&w, scales + 2 * (g / 2), sizeof(w));
+  *ls1 = 2 * ((w >> (6 * (g % 2))) & 7) + 1;
+  *ls2 = 2 * ((w >> (6 * (g % 2) + 3)) & 7) + 1;
+}
+
+// IQ1_M run k (0..3) of group g: its kIq1sGrid index and whether its shift is negative.
+inline int Iq1mRun(const uint8_t* block, int g, int k, bool* neg) {
+  const int nib = (block[32 + 2 * g + k / 2] >> (4 * (k % 2))) & 15;
+  *neg = (nib & 8) != 0;
+  return block[4 * g + k] | ((nib & 7) << 8);
+}
+
 // One block -> its values, f32, in GGML's dequantization arithmetic (see quant_blocks.h).
 void DequantBlockQ8_0(const uint8_t* block, float* out);     // [32]
 void DequantBlockQ2_K(const uint8_t* block, float* out);     // [256]
@@ -63,6 +87,8 @@ void DequantBlockQ3_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ5_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ6_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockMXFP4(const uint8_t* block, float* out);    // [32]
+void DequantBlockIQ2_XS(const uint8_t* block, float* out);   // [256]
+void DequantBlockIQ1_M(const uint8_t* block, float* out);    // [256]
 
 // The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
 void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);

@@ -18,9 +18,10 @@ namespace {
 using testing::RandomActivations;
 using testing::RandomRows;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,     DType::kBF16, DType::kQ8_0,
-                               DType::kQ2_K, DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
-                               DType::kQ6_K, DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4};
+constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,     DType::kBF16, DType::kQ8_0,
+                               DType::kQ2_K,   DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
+                               DType::kQ6_K,   DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4,
+                               DType::kIQ2_XS, DType::kIQ1_M};
 
 std::vector<uint8_t> Quantized(DType wtype, const std::vector<float>& x) {
   const int64_t n = static_cast<int64_t>(x.size());
