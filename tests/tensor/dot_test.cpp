@@ -10,6 +10,7 @@
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
+#include "tensor/quant_lanes.h"
 #include "test_blocks.h"
 
 namespace flashkv {
@@ -157,6 +158,31 @@ TEST_P(DotTypeTest, MultiTokenDotQ8MatchesSingleBitForBit) {
     }
   }
 }
+
+// The GPU kernels' split of the K-quant / IQ dots (quant_lanes.h), on the CPU: the same bits.
+class LaneSplitTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LaneSplitTest, DotQ8MatchesReferenceBitForBit) {
+  const DType t = GetParam();
+  ASSERT_TRUE(lanes::HasLanes(t));
+  for (int64_t n : {256, 1024, 4096}) {
+    const auto w = RandomRows(t, 6, n, 71 + static_cast<uint32_t>(n));
+    const auto xq = Quantized(t, RandomActivations(n, 17));
+    for (int r = 0; r < 6; ++r) {
+      const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+      ASSERT_EQ(FloatBits(internal::DotQ8ByLanes(t, row, xq.data(), n)),
+                FloatBits(ref::DotQ8(t, row, xq.data(), n)))
+          << GetDTypeInfo(t).name << " n=" << n << " row " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SplitTypes, LaneSplitTest,
+                         ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
+                                           DType::kIQ1_M),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(GetDTypeInfo(info.param).name);
+                         });
 
 TEST_P(DotTypeTest, OptimizedDotF32MatchesReference) {
   const DType t = GetParam();
