@@ -15,12 +15,12 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/half.h"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #define FLASHKV_HD __host__ __device__ __forceinline__
 #else
-#include "tensor/half.h"
 #define FLASHKV_HD inline
 #endif
 
