@@ -29,7 +29,38 @@ float ByLanes(const uint8_t* w, const BlockQ8_K* y, int64_t n, const uint64_t* g
   return lanes::FinishFold<T>(f);
 }
 
+template <DType T>
+void DequantByLanes(const uint8_t* w, float* out, int64_t n, const uint64_t* grid) {
+  const int bytes = static_cast<int>(GetDTypeInfo(T).block_bytes);
+  for (int64_t b = 0; b < n / kQK_K; ++b)
+    for (int t = 0; t < 32; ++t)
+      lanes::DequantValues8<T>(w + b * bytes, t, grid, out + 256 * b + 8 * t);
+}
+
 }  // namespace
+
+bool DequantizeRowByLanes(DType wtype, const void* wrow, float* out, int64_t n) {
+  const auto* w = static_cast<const uint8_t*>(wrow);
+  switch (wtype) {
+    case DType::kQ3_K:
+      DequantByLanes<DType::kQ3_K>(w, out, n, nullptr);
+      return true;
+    case DType::kQ5_K:
+      DequantByLanes<DType::kQ5_K>(w, out, n, nullptr);
+      return true;
+    case DType::kQ6_K:
+      DequantByLanes<DType::kQ6_K>(w, out, n, nullptr);
+      return true;
+    case DType::kIQ2_XS:
+      DequantByLanes<DType::kIQ2_XS>(w, out, n, kIq2xsGrid);
+      return true;
+    case DType::kIQ1_M:
+      DequantByLanes<DType::kIQ1_M>(w, out, n, kIq1sGrid);
+      return true;
+    default:
+      return false;
+  }
+}
 
 float DotQ8ByLanes(DType wtype, const void* wrow, const void* xq, int64_t n) {
   const auto* w = static_cast<const uint8_t*>(wrow);

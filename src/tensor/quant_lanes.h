@@ -178,6 +178,64 @@ FLASHKV_HD void BlockTerms(const uint8_t* blk, const int8_t* q8, int t, const ui
   }
 }
 
+// Values 8t .. 8t+7 of one block (t = 0..31), in the dequantizers' arithmetic (quant.cpp,
+// GGML's dequantize_row_*): the GPU's embedding rows, DequantizeRow's bits.
+template <DType T>
+FLASHKV_HD void DequantValues8(const uint8_t* blk, int t, const uint64_t* grid, float out[8]) {
+  if constexpr (T == DType::kQ3_K) {
+    const int h = t / 16, s = (t % 16) / 4;
+    const float dl = Mul(Half(blk + 108), static_cast<float>(Q3KScale(blk + 96, t / 2)));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q = ((blk[32 + 32 * h + l] >> (2 * s)) & 3) - ((blk[l] >> (4 * h + s)) & 1 ? 0 : 4);
+      out[k] = Mul(dl, static_cast<float>(q));
+    }
+  } else if constexpr (T == DType::kQ5_K) {
+    const int p = t / 8, half = (t % 8) / 4;
+    int sc, mn;
+    Q4KScaleMin(blk + 4, t / 4, &sc, &mn);
+    const float dl = Mul(Half(blk), static_cast<float>(sc));
+    const float ml = Mul(Half(blk + 2), static_cast<float>(mn));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q =
+          ((blk[48 + 32 * p + l] >> (4 * half)) & 15) + ((blk[16 + l] >> (2 * p + half)) & 1) * 16;
+      out[k] = Sub(Mul(dl, static_cast<float>(q)), ml);
+    }
+  } else if constexpr (T == DType::kQ6_K) {
+    const int h = t / 16, j = (t % 16) / 4;
+    const float dl =
+        Mul(Half(blk + 208), static_cast<float>(static_cast<int8_t>(blk[192 + t / 2])));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int lo = (blk[64 * h + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
+      const int hi = (blk[128 + 32 * h + l] >> (2 * j)) & 3;
+      out[k] = Mul(dl, static_cast<float>((lo | (hi << 4)) - 32));
+    }
+  } else if constexpr (T == DType::kIQ2_XS) {
+    const uint16_t w = U16(blk + 2 + 2 * t);
+    const uint64_t g = grid[w & 511];
+    const unsigned signs = Iq2Signs8(w >> 9u);
+    const int ls = (blk[66 + t / 4] >> (4 * ((t % 4) / 2))) & 15;
+    const float db = Mul(Mul(Half(blk), Add(0.5f, static_cast<float>(ls))), 0.25f);
+    for (int k = 0; k < 8; ++k) {
+      const float mag = static_cast<float>((g >> (8 * k)) & 0xff);
+      out[k] = Mul(Mul(db, mag), (signs >> k) & 1 ? -1.0f : 1.0f);
+    }
+  } else if constexpr (T == DType::kIQ1_M) {
+    int ls[2];
+    Iq1mGroupScales(blk + 48, t / 4, &ls[0], &ls[1]);
+    bool neg;
+    const uint64_t g = grid[Iq1mRun(blk, t / 4, t % 4, &neg)];
+    const float dl = Mul(HalfToFloat(Iq1mScaleBits(blk + 48)), static_cast<float>(ls[(t % 4) / 2]));
+    const float delta = neg ? -0.125f : 0.125f;  // IQ1M_DELTA
+    for (int k = 0; k < 8; ++k) {
+      const auto v = static_cast<int8_t>((g >> (8 * k)) & 0xff);
+      out[k] = Mul(dl, Add(static_cast<float>(v), delta));
+    }
+  }
+}
+
 // The float state the reference carries across blocks: the 8 lane sums and sumf.
 struct Fold {
   float sums[8] = {};

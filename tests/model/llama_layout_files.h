@@ -101,6 +101,7 @@ struct TypeMix {
   DType down[kLayers];
   DType shexp_down;
   DType output;
+  DType embd;
 };
 
 // The expert types of real files: ggml-org MXFP4_MOE, Q4_K_M's Q5_K/Q6_K, Q3_K_M's Q3_K;
@@ -110,18 +111,20 @@ inline constexpr TypeMix kKQuantMix = {
     {DType::kMXFP4, DType::kQ5_K, DType::kQ3_K, DType::kMXFP4, DType::kMXFP4},
     {DType::kMXFP4, DType::kQ6_K, DType::kQ4_K, DType::kMXFP4, DType::kQ6_K},
     DType::kQ6_K,
-    DType::kQ6_K};
+    DType::kQ6_K,
+    DType::kBF16};  // llama.cpp keeps the checkpoint's BF16 tensors BF16
 // The community IQ ladders (IQ2_XS / IQ2_XXS / IQ1_M routed experts over Q2_K / Q3_K / IQ2_XS
-// down projections), Q5_K shared experts, Q6_K head.
+// down projections), Q5_K shared experts, Q6_K head, and a Q5_K embedding (a K-quant table
+// for the embedding path).
 inline constexpr TypeMix kIqMix = {
     "iq",
     {DType::kIQ2_XS, DType::kIQ1_M, DType::kIQ2_XXS, DType::kIQ1_M, DType::kIQ2_XS},
     {DType::kQ2_K, DType::kIQ2_XS, DType::kQ3_K, DType::kIQ1_M, DType::kQ2_K},
     DType::kQ5_K,
-    DType::kQ6_K};
+    DType::kQ6_K,
+    DType::kQ5_K};
 
-// The quantized tensors of a test file, and a BF16 embedding (llama.cpp keeps the
-// checkpoint's BF16 tensors BF16).
+// The quantized tensors of a test file.
 inline std::vector<NewTensor> QuantizedTensors(const TypeMix& mix) {
   const DType* gate_up = mix.gate_up;
   const DType* down = mix.down;
@@ -144,8 +147,7 @@ inline std::vector<NewTensor> QuantizedTensors(const TypeMix& mix) {
                    RandomBlocks(mix.shexp_down, kF * kD, seed++)});
   }
   out.push_back({"output.weight", {kD, kV}, mix.output, RandomBlocks(mix.output, kD * kV, seed++)});
-  out.push_back(
-      {"token_embd.weight", {kD, kV}, DType::kBF16, RandomBlocks(DType::kBF16, kD * kV, seed++)});
+  out.push_back({"token_embd.weight", {kD, kV}, mix.embd, RandomBlocks(mix.embd, kD * kV, seed++)});
   return out;
 }
 

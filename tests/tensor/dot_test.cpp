@@ -177,6 +177,21 @@ TEST_P(LaneSplitTest, DotQ8MatchesReferenceBitForBit) {
   }
 }
 
+TEST_P(LaneSplitTest, DequantMatchesDequantizeRowBitForBit) {
+  const DType t = GetParam();
+  const int64_t n = 2048;
+  const auto w = RandomRows(t, 3, n, 91);
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (int r = 0; r < 3; ++r) {
+    const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+    ASSERT_TRUE(internal::DequantizeRowByLanes(t, row, a.data(), n));
+    ASSERT_TRUE(DequantizeRow(t, row, b.data(), n).ok());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(FloatBits(a[static_cast<size_t>(i)]), FloatBits(b[static_cast<size_t>(i)]))
+          << GetDTypeInfo(t).name << " row " << r << " value " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SplitTypes, LaneSplitTest,
                          ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
                                            DType::kIQ1_M),

@@ -18,4 +18,18 @@ bool LaunchKQuant(CudaBackend::State& s, DType type, const MatVecArgs& a);
 // Expert gate/up with GateUpKernel's epilogue.
 bool LaunchKQuant(CudaBackend::State& s, DType type, const GateUpArgs& g);
 
+// Embedding rows of a table of these types (token_embd of a K-quant / IQ file), each value
+// DequantizeRow's bits, copied to n_copies streams: out [n_tokens, n_copies, n_embd].
+struct KQuantEmbedArgs {
+  const uint8_t* table = nullptr;  // [n_vocab, row_bytes]
+  uint64_t row_bytes = 0;
+  const int32_t* tokens = nullptr;  // [n_tokens]
+  int n_tokens = 0;
+  int n_embd = 0;
+  int n_copies = 0;
+  float* out = nullptr;
+};
+// false for other types and rows that are not whole 256-value blocks.
+bool LaunchKQuantEmbed(CudaBackend::State& s, DType type, const KQuantEmbedArgs& a);
+
 }  // namespace flashkv::cuda

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kquant_launch.h"
+#include "backend/cuda/quant_dev.cuh"
 #include "backend/cuda/row_tiles.cuh"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_lanes.h"
@@ -46,23 +47,22 @@ constexpr int kBlockBytes = T == DType::kQ3_K     ? int(sizeof(BlockQ3_K))
                             : T == DType::kIQ2_XS ? int(sizeof(BlockIQ2_XS))
                                                   : int(sizeof(BlockIQ1_M));
 
-// ref::DotQ8 of one weight row against one Q8_K activation row (BlockQ8_K [n / 256], 4-byte
-// aligned); every lane returns it.
+// ref::DotQ8 of one weight row against one Q8_K activation row in the GPU's split layout
+// (quant_dev.cuh Q8_KRowOf: qs [n], d [n/256], bsums [n/16]); every lane returns it.
 template <DType T>
 __device__ __forceinline__ float WarpDotLanes(const uint8_t* wrow, const uint8_t* xrow, int n) {
   const int lane = threadIdx.x & 31;
   const uint64_t* grid = GridFor<T>();
+  const Q8Row x = Q8_KRowOf(xrow, n);
   lanes::Fold f;
   for (int b = 0; b < n / kQK_K; ++b) {
     const uint8_t* blk = wrow + size_t(kBlockBytes<T>) * b;
-    const uint8_t* xb = xrow + sizeof(BlockQ8_K) * size_t(b);
     int32_t c[8];
-    lanes::BlockTerms<T>(blk, reinterpret_cast<const int8_t*>(xb + 4), lane, grid, c);
+    lanes::BlockTerms<T>(blk, x.qs + size_t(kQK_K) * b, lane, grid, c);
     int32_t tot[8] = {};
 #pragma unroll
     for (int k = 0; k < kTermCount<T>; ++k) tot[k] = __reduce_add_sync(kFullMask, c[k]);
-    lanes::FoldBlock<T>(f, blk, *reinterpret_cast<const float*>(xb),
-                        reinterpret_cast<const int16_t*>(xb + 4 + kQK_K), tot);
+    lanes::FoldBlock<T>(f, blk, x.d[b], x.bsums + 16 * size_t(b), tot);
   }
   return lanes::FinishFold<T>(f);
 }
@@ -99,6 +99,22 @@ __global__ void __launch_bounds__(kKqWarps * 32) KQuantGateUpKernel(GateUpArgs g
     if ((threadIdx.x & 31) == 0)
       a.y[uint64_t(p) * a.y_row_floats + row] =
           __fmul_rn(ClampedSwiGlu(gate, up, g.clamp), g.route_w[p]);
+  }
+}
+
+// One block per token: thread u dequantizes values 8u .. 8u+7 of the token's row
+// (lanes::DequantValues8, DequantizeRow's bits) and writes them to every stream.
+template <DType T>
+__global__ void KQuantEmbedKernel(KQuantEmbedArgs a) {
+  const uint8_t* row = a.table + uint64_t(a.tokens[blockIdx.x]) * a.row_bytes;
+  float* o = a.out + uint64_t(blockIdx.x) * a.n_copies * a.n_embd;
+  for (int u = threadIdx.x; u < a.n_embd / 8; u += blockDim.x) {
+    float v[8];
+    lanes::DequantValues8<T>(row + size_t(kBlockBytes<T>) * (u / 32), u % 32, GridFor<T>(), v);
+    for (int c = 0; c < a.n_copies; ++c) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[uint64_t(c) * a.n_embd + 8 * u + j] = v[j];
+    }
   }
 }
 
@@ -139,6 +155,13 @@ bool Dispatch(DType type, Fn&& fn) {
 }
 
 }  // namespace
+
+bool LaunchKQuantEmbed(CudaBackend::State& s, DType type, const KQuantEmbedArgs& a) {
+  if (!HasKQuantKernel(type) || a.n_embd % kQK_K != 0) return false;
+  return Dispatch(type, [&](auto t) {
+    s.Launch(KQuantEmbedKernel<decltype(t)::value>, dim3(a.n_tokens), dim3(128), 0, a);
+  });
+}
 
 bool HasKQuantKernel(DType type) {
   return lanes::HasLanes(type);

@@ -168,6 +168,19 @@ TEST_P(CudaKQuantTest, MatMulQ8IsBitIdenticalToCpu) {
       << GetDTypeInfo(type).name << " grouped";
 }
 
+TEST_P(CudaKQuantTest, EmbedRowsAreTheCpuBits) {
+  const DType type = GetParam();
+  const int n = 768, vocab = 40;
+  auto w = PlaceBoth(cpu_, *gpu_, type, {uint64_t(n), uint64_t(vocab), 1},
+                     RandomRows(type, vocab, n, 61));
+  auto tok = PutBoth(cpu_, *gpu_, std::vector<int32_t>{3, 39, 0, 17, 3});
+  auto o = PutBoth(cpu_, *gpu_, std::vector<float>(size_t(5) * 3 * n));
+  cpu_.EmbedRows(w->cpu, tok.cpu.ptr(), 5, 3, o.cpu.ptr());
+  gpu_->EmbedRows(w->gpu, tok.gpu.ptr(), 5, 3, o.gpu.ptr());
+  ASSERT_TRUE(gpu_->Synchronize().ok());
+  EXPECT_EQ(Compare(Get(cpu_, o.cpu), Get(*gpu_, o.gpu)).mismatches, 0u) << GetDTypeInfo(type).name;
+}
+
 TEST_P(CudaKQuantTest, MoeExpertsMatchCpuAndAreBatchInvariant) {
   const DType type = GetParam();
   const int D = 512, F = 256, E = 8, k = 2, T = 11;
