@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|formats|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -51,6 +51,8 @@
 #                                  stall reasons (ncu-*.log).
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
+#                                  formats: every GPU test (the GGUF block-type kernels'
+#                                  CPU twins among them), memcheck on CudaKQuantTest.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -362,6 +364,22 @@ PY
       echo "ncu: not found"
     fi
   fi
+  if [[ $what == formats ]]; then
+    # The GGUF block-type kernels (mxfp4_matvec.cu, kquant_matvec.cu): every GPU test (their
+    # CPU twins CudaFormats / CudaMxfp4Test / CudaKQuantTest / CudaLlamaLayoutTest and the
+    # rest), then memcheck on the K-quant / IQ kernels' tests.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |OK \] .*(KQuant|Llama|Formats|Mxfp4)|Failure|Expected|Which is|max\|d\||mix, q8' \
+      "$OUT/gpu-tests.log" | head -120 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      timeout 60 "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter='Types/CudaKQuantTest.*' > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
+      tail -3 "$OUT/sanitizer-memcheck.log"
+    fi
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -426,7 +444,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|formats|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac
