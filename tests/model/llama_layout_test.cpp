@@ -222,6 +222,14 @@ TEST(LlamaLayoutTest, DamagedTensorsAreRefusedWithTheTensorNamed) {
   ExpectNamed(LoadEdited("bad-norm.gguf",
                          {testing::ReplaceTensor("blk.1.ffn_norm.weight", {kD}, DType::kMXFP4)}),
               StatusCode::kUnsupported, "blk.1.ffn_norm.weight has type mxfp4");
+  // The IQ ladders' types: an IQ2_XS norm, IQ1_M experts of the wrong count.
+  ExpectNamed(LoadEdited("bad-iq-norm.gguf",
+                         {testing::ReplaceTensor("blk.0.attn_norm.weight", {kD}, DType::kIQ2_XS)}),
+              StatusCode::kUnsupported, "blk.0.attn_norm.weight has type iq2_xs");
+  ExpectNamed(
+      LoadEdited("bad-iq-experts.gguf", {testing::ReplaceTensor("blk.3.ffn_down_exps.weight",
+                                                                {kF, kD, kE / 2}, DType::kIQ1_M)}),
+      StatusCode::kInvalidArgument, "blk.3.ffn_down_exps.weight has shape [256, 256, 4]");
 }
 
 // Variants with another expert_used_count (a top-4 "4Expert" V4 Flash exists): the count
