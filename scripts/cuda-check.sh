@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|formats|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -444,7 +444,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|formats|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac
