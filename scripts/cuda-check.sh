@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -59,6 +59,8 @@
 #                                  decode-final: the final decode figures (random:flash and a
 #                                  Flash-width GGUF of FINAL_LAYERS layers, this build and the
 #                                  baseline staged in .devcarry/base/; STAGE_FLASHKV=1).
+#                                  formats: every GPU test (the GGUF block-type kernels'
+#                                  CPU twins among them), memcheck on CudaKQuantTest.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -529,6 +531,22 @@ PY
       tail -4 "$OUT/serve-load-long.log"
     fi
   fi
+  if [[ $what == formats ]]; then
+    # The GGUF block-type kernels (mxfp4_matvec.cu, kquant_matvec.cu): every GPU test (their
+    # CPU twins CudaFormats / CudaMxfp4Test / CudaKQuantTest / CudaLlamaLayoutTest and the
+    # rest), then memcheck on the K-quant / IQ kernels' tests.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |OK \] .*(KQuant|Llama|Formats|Mxfp4)|Failure|Expected|Which is|max\|d\||mix, q8' \
+      "$OUT/gpu-tests.log" | head -120 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      timeout 60 "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter='Types/CudaKQuantTest.*' > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
+      tail -3 "$OUT/sanitizer-memcheck.log"
+    fi
+  fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local CS
@@ -593,7 +611,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -556,9 +556,9 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 }
 
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
-  // Refused before anything is uploaded: the CPU backend computes more types than these
-  // kernels do (Q3_K, Q5_K, Q6_K; docs/GGUF.md "Tensor types"). MXFP4 runs with q8
-  // activations only (mxfp4_launch.h).
+  // Refused before anything is uploaded: a type without kernels here. MXFP4, the K-quants
+  // beyond ds4's and the IQ2_XS / IQ1_M experts run with q8 activations only
+  // (mxfp4_launch.h, kquant_launch.h).
   switch (src.type) {
     case DType::kF32:
     case DType::kF16:
@@ -568,6 +568,11 @@ Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
     case DType::kQ4_K:
     case DType::kIQ2_XXS:
     case DType::kMXFP4:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ2_XS:
+    case DType::kIQ1_M:
     case DType::kI32:
       break;
     default:

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kquant_launch.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tile.cuh"
@@ -362,6 +363,7 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
       case DType::kMXFP4:
         return LaunchMxfp4(s, args);
       default:
+        if (HasKQuantKernel(type)) return LaunchKQuant(s, type, args);  // kquant_launch.h
         break;  // F32/F16/BF16 take fp32 activations in q8 mode too
     }
   }
@@ -403,7 +405,7 @@ ActQuant Q8ActFor(DType wtype) {
     case DType::kIQ2_XXS:
       return ActQuant::kQ8_K;
     default:
-      return ActQuant::kNone;
+      return HasKQuantKernel(wtype) ? ActQuant::kQ8_K : ActQuant::kNone;
   }
 }
 
