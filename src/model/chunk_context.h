@@ -20,6 +20,8 @@
 
 namespace flashkv {
 
+class ExpertShards;  // model/sharded_moe.h
+
 // One session's chunk of a step: its tokens are rows [row0, row0 + n_tokens) of the step,
 // and `act` views the activations from row0 on, so a block sees the chunk as if it ran alone.
 struct ChunkContext {
@@ -55,6 +57,7 @@ struct StepContext {
   HcParams hc;
   int n_rows;
   std::span<ChunkContext> chunks;
+  ExpertShards* experts = nullptr;  // set: the routed experts run on its shards
 
   ActQuantMode aq() const { return opt.act_quant; }
 };
