@@ -21,6 +21,8 @@
 
 namespace flashkv {
 
+class ExpertShards;  // model/sharded_moe.h
+
 // One session's chunk of a step: its tokens are rows [row0, row0 + n_tokens) of the step,
 // and `act` views the activations from row0 on, so a block sees the chunk as if it ran alone.
 struct ChunkContext {
@@ -57,6 +59,7 @@ struct StepContext {
   int n_rows;
   std::span<ChunkContext> chunks;
   std::vector<AttentionArgs>& attention;  // a layer's per-session attention (kept: no allocation)
+  ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
 
   ActQuantMode aq() const { return opt.act_quant; }
 };
