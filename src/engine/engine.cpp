@@ -233,6 +233,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
 
 Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   const int64_t ctx = options_.ctx_size;
+  FLASHKV_RETURN_IF_ERROR(CheckPromptIds(request, n_vocab_));
   Resume r;
 
   // Tier 1: a live session the prompt continues.

@@ -27,6 +27,17 @@ Status CheckContextRoom(const GenerationRequest& request, int64_t prompt_ids, in
       prompt_ids, decode, ctx);
 }
 
+Status CheckPromptIds(const GenerationRequest& request, int n_vocab) {
+  const std::vector<int32_t>& ids = request.prompt_tokens;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_vocab) {
+      return InvalidArgument("token id {} at index {} is outside the vocabulary (0..{})", ids[i], i,
+                             n_vocab - 1);
+    }
+  }
+  return Status::Ok();
+}
+
 int64_t DecodeLimit(const GenerationRequest& request, int64_t room) {
   if (request.eval.exact_length) return request.max_tokens;
   return request.max_tokens > 0 ? std::min<int64_t>(request.max_tokens, room) : room;

@@ -50,6 +50,11 @@ struct RewindTiming {
 // the decode ids that get evaluated must fit. kInvalidArgument for a negative exact length.
 Status CheckContextRoom(const GenerationRequest& request, int64_t prompt_ids, int64_t ctx);
 
+// Every prompt id inside a vocabulary of `n_vocab` (ids-only requests do not come through
+// the tokenizer): kInvalidArgument naming the first that is not, before a session is
+// touched.
+Status CheckPromptIds(const GenerationRequest& request, int n_vocab);
+
 // Most tokens the decode samples when the prompt is read, with `room` positions left.
 int64_t DecodeLimit(const GenerationRequest& request, int64_t room);
 

@@ -191,6 +191,13 @@ TEST(EngineEvaluation, ExactLengthMayFillTheContextAndZeroDecodesNothing) {
     EXPECT_EQ(out.result->timing.decode_tokens, 4);
     EXPECT_EQ(g.session().tokens().size(), 23u);
   }
+  {  // So is an id outside the vocabulary, refused before any session is touched.
+    Fixture f(Options(64));
+    auto out = RunNow(f.engine, Evaluate({5, 1024}, 1, nullptr));
+    EXPECT_EQ(out.error.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(out.error.message(), "token id 1024 at index 1 is outside the vocabulary (0..1023)");
+    EXPECT_EQ(f.engine.sessions().size(), 0);
+  }
   {  // A negative exact length is the caller's mistake.
     Fixture f(Options(64));
     auto out = RunNow(f.engine, Evaluate(prompt, -1, nullptr));
