@@ -1,6 +1,6 @@
 // `flashkv bench`: throughput at context frontiers (docs/PERFORMANCE.md "Bench sweeps",
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
-// runs the sweep (bench/sweep_driver.h: one engine request per frontier; the figures in
+// runs the sweep (evaluate/bench_sweep_driver.h: one engine request per frontier; the figures in
 // tools/bench_sweep.h) and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
 // saved run. `--model random:flash[:LAYERS]` runs the same Model code on weights generated
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/sweep_driver.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/project_files.h"
+#include "evaluate/bench_sweep_driver.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench_csv.h"

@@ -8,7 +8,6 @@
 // tokens are printed on stdout. The ids run as one request through the engine — the
 // prefill and decode path of `run` and the server — asking it for every row's logits and
 // an exact greedy decode that EOS does not end, its last id evaluated (engine/evaluation.h).
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -18,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "evaluate/run_stepped.h"
 #include "runtime/runtime.h"
 #include "tokenizer/token_id_list.h"
 #include "tokenizer/tokenizer.h"
@@ -128,17 +128,10 @@ Status RunLogits(const LogitsFlags& f) {
   req.eval.exact_length = true;
   req.eval.evaluate_last = true;
   RequestHandle handle(std::move(req));
-  engine.Run(handle);  // this thread is the engine's worker; the events are all queued
+  auto result = RunStepped(engine, handle);
   model.SetLayerObserver(nullptr);
-  std::shared_ptr<const GenerationResult> result;
-  while (!result) {
-    std::optional<GenerationEvent> ev = handle.Next(std::chrono::milliseconds(0));
-    if (!ev) return Internal("the engine ended the request without a result");
-    if (ev->kind == GenerationEvent::Kind::kError) return ev->error;
-    if (ev->kind == GenerationEvent::Kind::kDone) result = ev->result;
-  }
-  if (result->finish == FinishReason::kError) return Internal("{}", result->error);
-  const std::vector<int32_t>& greedy = result->ids;
+  if (!result.ok()) return result.status();
+  const std::vector<int32_t>& greedy = (*result)->ids;
   FLASHKV_RETURN_IF_ERROR(WriteFloats(f.out, logits));
   if (!hc.empty()) FLASHKV_RETURN_IF_ERROR(WriteFloats(f.hc_out, hc));
   std::printf("%s\n", FormatTokenIdList(greedy).c_str());

@@ -105,6 +105,7 @@ bool Engine::SampleNext(ActiveRequest& a) {
     a.finish = FinishReason::kLength;
     return false;
   }
+  KeepSampledRow(a.request.request(), session.logits());
   const int32_t id = PickNextToken(*a.output, *a.sampler, session.logits());
   ++a.sampled;
   result.ids.push_back(id);

@@ -55,6 +55,11 @@ std::vector<float>* KeptRows(const GenerationRequest& request, bool decoding) {
 
 }  // namespace
 
+void KeepSampledRow(const GenerationRequest& request, std::span<const float> logits) {
+  std::vector<float>* rows = request.eval.sampled_logits;
+  if (rows != nullptr) rows->insert(rows->end(), logits.begin(), logits.end());
+}
+
 float* KeptLogitsRows(const GenerationRequest& request, bool decoding, size_t n, int n_vocab) {
   std::vector<float>* rows = KeptRows(request, decoding);
   if (rows == nullptr) return nullptr;

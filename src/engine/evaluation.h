@@ -24,6 +24,9 @@ struct EvaluationOptions {
   // leaves them alone, until the request's last event.
   std::vector<float>* prompt_logits = nullptr;
   std::vector<float>* decode_logits = nullptr;
+  // Appended to: the row each decode id is sampled from (the first: the logits after the
+  // prompt), n_vocab floats a row — what a caller comparing distributions step by step reads.
+  std::vector<float>* sampled_logits = nullptr;
   // The decode is exactly max_tokens steps (0: none, never "to the context end"), and a
   // sampled EOS is fed on like any id instead of ending it. The context then only has to
   // hold the prompt and the decode ids evaluated (it may be filled to its last position).
@@ -60,6 +63,9 @@ int64_t DecodeLimit(const GenerationRequest& request, int64_t room);
 
 // Whether a sampled EOS ends the decode.
 bool EosEndsDecode(const GenerationRequest& request);
+
+// Before a decode id is sampled from `logits`: keeps that row when the request asks.
+void KeepSampledRow(const GenerationRequest& request, std::span<const float> logits);
 
 // Where a step writes the logits of a request's next `n` rows (`decoding`: decode rows,
 // else prompt rows): the new tail of the vector that keeps them, grown by n rows, or null

@@ -1,6 +1,6 @@
 // The figures of the throughput sweep behind `flashkv bench` (docs/PERFORMANCE.md "Bench
 // sweeps", issue 7): its options and frontiers, what a row holds, and the KV byte counts.
-// The sweep itself runs on the engine (bench/sweep_driver.h): one fixed token sequence is
+// The sweep itself runs on the engine (evaluate/bench_sweep_driver.h): one fixed token sequence is
 // prefilled incrementally to a series of context frontiers; at each frontier a fixed greedy
 // probe of gen_tokens decode steps is timed, and the live session is put back at the
 // frontier from an in-memory snapshot so the next interval continues from the exact

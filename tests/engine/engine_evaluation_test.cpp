@@ -100,6 +100,26 @@ TEST(EngineEvaluation, EveryRowsLogitsEqualForwardBitForBit) {
             0);
 }
 
+// The rows the decode ids were sampled from: the prompt's last, then each fed id's (the
+// last sampled id, left pending, has none).
+TEST(EngineEvaluation, SampledRowsAreTheDistributionsEachIdCameFrom) {
+  const std::vector<int32_t> prompt = Ids(30);
+  Fixture f(Options(64));
+  std::vector<float> sampled;
+  GenerationRequest r = Evaluate(prompt, 5, nullptr);
+  r.eval.evaluate_last = false;
+  r.eval.sampled_logits = &sampled;
+  auto out = RunNow(f.engine, r);
+  ASSERT_TRUE(out.result) << out.error.ToString();
+  std::vector<int32_t> ids = prompt;
+  const std::vector<float> want = Reference(&ids, 5);
+  ASSERT_EQ(sampled.size(), 5u * kVocab);
+  EXPECT_EQ(std::memcmp(sampled.data(), want.data() + 29 * kVocab, sampled.size() * sizeof(float)),
+            0);
+  EXPECT_EQ(f.session().pending().size(), 1u);
+  EXPECT_EQ(f.session().tokens().size(), 34u);
+}
+
 // A tokenizer whose EOS is the id the model picks greedily after `prompt`, so that a
 // request's decode meets "EOS" at its first step.
 Tokenizer TokenizerWithEos(int32_t eos) {

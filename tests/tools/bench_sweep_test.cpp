@@ -1,5 +1,5 @@
 // The bench sweep's figures: frontier schedules and the live-KV byte count against
-// hand-computed figures (the sweep itself: tests/bench/sweep_driver_test.cpp).
+// hand-computed figures (the sweep itself: tests/evaluate/bench_sweep_driver_test.cpp).
 #include "tools/bench_sweep.h"
 
 #include <string>

@@ -1,12 +1,9 @@
-#include "bench/sweep_driver.h"
-
-#include <chrono>
-#include <memory>
-#include <optional>
+#include "evaluate/bench_sweep_driver.h"
 
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "evaluate/run_stepped.h"
 
 namespace flashkv {
 namespace {
@@ -64,30 +61,16 @@ Expected<std::vector<BenchRow>> RunBenchSweep(Model& model, const Tokenizer& tok
     probe_logits.clear();
     RequestHandle handle(FrontierRequest(tokens, frontier, options,
                                          callbacks.on_probe_logits ? &probe_logits : nullptr));
-    // Stepped here, so the progress callbacks see each prefill step as it ends.
-    std::shared_ptr<const GenerationResult> result;
-    Status failed;
     int64_t cached = 0;
-    auto drain = [&] {
-      while (std::optional<GenerationEvent> ev = handle.Next(std::chrono::milliseconds(0))) {
-        if (ev->kind == GenerationEvent::Kind::kStarted) cached = ev->cache.cached_tokens;
-        if (ev->kind == GenerationEvent::Kind::kPrefill && callbacks.on_progress) {
-          callbacks.on_progress(cached + ev->done, frontier, "prefill");
-          if (ev->done == ev->total) callbacks.on_progress(cached + ev->done, frontier, "generate");
-        }
-        if (ev->kind == GenerationEvent::Kind::kDone) result = ev->result;
-        if (ev->kind == GenerationEvent::Kind::kError) failed = ev->error;
+    auto ran = RunStepped(engine, handle, [&](const GenerationEvent& ev) {
+      if (ev.kind == GenerationEvent::Kind::kStarted) cached = ev.cache.cached_tokens;
+      if (ev.kind == GenerationEvent::Kind::kPrefill && callbacks.on_progress) {
+        callbacks.on_progress(cached + ev.done, frontier, "prefill");
+        if (ev.done == ev.total) callbacks.on_progress(cached + ev.done, frontier, "generate");
       }
-    };
-    engine.Admit(handle);
-    drain();
-    while (!engine.idle()) {
-      engine.Step();
-      drain();
-    }
-    if (!failed.ok()) return at(failed);
-    if (!result) return at(Internal("the engine ended the request without a result"));
-    if (result->finish == FinishReason::kError) return at(Internal("{}", result->error));
+    });
+    if (!ran.ok()) return at(ran.status());
+    const std::shared_ptr<const GenerationResult> result = std::move(*ran);
     // Anything but the live session at the previous frontier would time a different prefill.
     if (result->cache.cached_tokens != pos) {
       return at(Internal("the request resumed {} tokens, the previous frontier is {}",

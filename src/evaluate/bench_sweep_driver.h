@@ -6,7 +6,7 @@
 // evaluation.h). The row's times are the request's own: prefill, decode, and the rewind
 // snapshot's save and restore. Must not: parse flags, read files or print (the CLI does).
 //
-// Lives above engine/ and tools/ (the engine is not tooling's to include, docs/DESIGN.md).
+// Lives in evaluate/, above engine/ and tools/ (the engine is not tools/' to include).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
-// The bench sweep on the engine (bench/sweep_driver.h): a real sweep on ds4-tiny whose
+// The bench sweep on the engine (evaluate/bench_sweep_driver.h): a real sweep on ds4-tiny whose
 // probes match uninterrupted runs — so each rewind put the exact frontier state back and
 // each frontier's request continued the live session by its ids — the progress it
 // reports, a probe that never picks EOS, and the refusals.
-#include "bench/sweep_driver.h"
+#include "evaluate/bench_sweep_driver.h"
 
 #include <map>
 #include <string>
