@@ -1,8 +1,8 @@
 // EvaluationOptions: what a request may ask of the engine beyond a reply, for the commands
-// that measure or check the model itself (`flashkv logits`, `flashkv bench`): every
-// evaluated row's logits, a decode of exactly max_tokens steps that EOS does not end, a
-// sampler that never picks EOS, the last decoded id evaluated too, and a probe after which
-// the session is back at the end of its prompt. Also the rules that read them, so that the
+// that measure or check the model itself (logits, bench, check-vectors): kept logits rows
+// (evaluated, or sampled from), a decode of exactly max_tokens steps that EOS does not end,
+// a sampler that never picks EOS, the last decoded id evaluated too, and a probe after
+// which the session is back at the end of its prompt. Also the rules that read them, so the
 // engine's resume, step and decode code each ask in one call. Must not: run the model or
 // touch sessions (engine_steps.cpp and rewind_point.h do).
 #pragma once

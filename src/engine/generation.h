@@ -41,7 +41,7 @@ struct GenerationRequest {
   // Whether this client resends reasoning with its history (the server reads it from the
   // request). Picks which visible key a disk snapshot of the session is filed under.
   bool replays_reasoning = true;
-  // For the commands that evaluate the model (logits, bench); off for a reply.
+  // For the commands that evaluate the model (engine/evaluation.h); off for a reply.
   EvaluationOptions eval;
 };
 
