@@ -11,7 +11,10 @@ namespace flashkv {
 ExtSignature SignatureOf(const SnapshotHeader& h) {
   ExtSignature sig;
   for (const SnapshotSection& s : h.sections) {
-    if (s.kind == SnapshotSectionKind::kExtension) sig.emplace_back(s.tag, s.bytes, s.crc32c);
+    // The chunk list says where the state is, not what the entry carries.
+    if (s.kind == SnapshotSectionKind::kExtension && s.tag != kSnapshotChunksTag) {
+      sig.emplace_back(s.tag, s.bytes, s.crc32c);
+    }
   }
   return sig;
 }

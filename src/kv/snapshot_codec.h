@@ -74,6 +74,11 @@ struct SnapshotWriteOptions {
   bool direct = true;                     // O_DIRECT where the filesystem has it
 };
 
+class SnapshotImage;
+// The version-2 manifest of `full` (a captured whole-state image, kv/snapshot_manifest.h).
+Expected<SnapshotImage> MakeManifestImage(const SnapshotImage& full, uint32_t chunk_tokens,
+                                          std::span<const SnapshotChunkRef> refs);
+
 // A snapshot in host memory, byte for byte its file. Move-only (it may be gigabytes).
 class SnapshotImage {
  public:
@@ -112,6 +117,8 @@ class SnapshotImage {
   friend void SealSnapshot(SnapshotImage&);
   friend Status StreamSnapshotImage(SnapshotImage&, File&, const std::function<Status(uint64_t)>&,
                                     const SnapshotWriteOptions&);
+  friend Expected<SnapshotImage> MakeManifestImage(const SnapshotImage&, uint32_t,
+                                                   std::span<const SnapshotChunkRef>);
   SnapshotImage() = default;
 
   SnapshotHeader header_;
@@ -210,6 +217,7 @@ struct ScannedSnapshot {
   SnapshotHeader header;
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<SnapshotChunkRef> chunks;  // version 2: the chunks it references, in order
 };
 Expected<ScannedSnapshot> ScanSnapshotFile(const File& file);
 
