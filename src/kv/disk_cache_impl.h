@@ -35,10 +35,28 @@ class DiskCache::Impl {
   void ScanEntry(const std::string& path, const Sha1Digest& key, uint64_t size);
   void QuarantineLocked(const std::string& path, uint64_t size, const Status& why);
 
+  void ScanChunks();
+  // Start-up mark-and-sweep: after every manifest is indexed, chunks none names go.
+  void SweepChunks();
+  // Moves a damaged chunk to quarantine/ (its manifests then fail to load, one by one).
+  void QuarantineChunkLocked(const std::string& hex, const Status& why);
+  // Verifies the chunks of a version-2 entry whose load failed as damage, and quarantines
+  // those that are bad (reads them: called without mu_).
+  void CheckChunksOf(const DiskCacheEntry& entry);
+
+  // ---- objects (the one place they are reported: DiskCacheOptions::on_object) --------
+  void NoteWritten(const std::string& path, uint64_t bytes) const;
+  void NoteRemoved(const std::string& path, uint64_t bytes) const;
+
   // ---- eviction --------------------------------------------------------------------
   // Deletes planned victims; unlink is cheap, so callers may hold mu_. Returns how many
   // went.
+  // Chunk victims are handed to the writer thread (the one that writes chunks).
   int DeleteVictims(const std::vector<DiskVictim>& victims);
+  // Unlinks victims, chunk victims only when `chunks` (the writer thread, without mu_)
+  // and only those not written again since they were doomed. Returns the entries and
+  // quarantined files deleted.
+  int Unlink(const std::vector<DiskVictim>& victims, bool chunks);
   void SettleLocked(const std::vector<DiskVictim>& victims, int deleted);
   // What the writer thread asks of the cache (kv/disk_writer.h).
   DiskWriter::Host WriterHost();

@@ -47,6 +47,10 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     if (!loaded.ok()) {
       ++failed;
       last_error = loaded.status().ToString();
+      // A damaged chunk fails every manifest that names it: set it aside too.
+      if (loaded.status().code() == StatusCode::kCorrupt && entry.chunks > 0) {
+        CheckChunksOf(entry);
+      }
       HandleLoadFailure(entry, loaded.status());
       continue;
     }
@@ -94,6 +98,7 @@ void DiskCache::Impl::HandleLoadFailure(const DiskCacheEntry& entry, const Statu
     case StatusCode::kCorrupt:
       if (still_indexed) index_.Drop(entry.key);
       QuarantineLocked(entry.path, entry.file_bytes, st);
+      NoteRemoved(entry.path, entry.file_bytes);
       break;
     case StatusCode::kNotFound:
       spdlog::warn("kv cache: {} vanished", entry.path);
@@ -112,12 +117,28 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
   const Sha1Digest digest = TokensKey(content.tokens);
   const std::string key = Sha1Hex(digest);
   const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
-  const uint64_t bytes =
-      SnapshotFileBytes(state.shape(), int64_t(content.tokens.size()),
-                        int64_t(content.logits.size()), content.text.size(), extensions);
+  const int64_t n_tokens = int64_t(content.tokens.size());
+  // Chunked (version 2) when the shape allows the configured chunk size.
+  uint32_t chunk_tokens = opt_.chunk_tokens;
+  if (chunk_tokens > 0 && !CheckChunkTokens(state.shape(), chunk_tokens).ok()) chunk_tokens = 0;
+  const uint64_t image_bytes = SnapshotFileBytes(
+      state.shape(), n_tokens, int64_t(content.logits.size()), content.text.size(), extensions);
+  std::vector<Sha1Digest> chunk_names;
+  uint64_t manifest_bytes = image_bytes;
+  if (chunk_tokens > 0) {
+    chunk_names = ChunkNames(*opt_.identity, chunk_tokens, content.tokens);
+    manifest_bytes = ManifestFileBytes(state.shape(), n_tokens, int64_t(content.logits.size()),
+                                       content.text.size(), extensions, chunk_tokens);
+  }
+  const uint64_t chunk_file_bytes =
+      chunk_tokens > 0 ? kChunkHeaderBytes + ChunkPayloadBytes(state.shape(), chunk_tokens) : 0;
+  uint64_t bytes = manifest_bytes;  // what this save adds to the directory
   std::vector<DiskVictim> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (const Sha1Digest& n : chunk_names) {
+      if (index_.FindChunk(Sha1Hex(n)) == nullptr) bytes += chunk_file_bytes;
+    }
     if (pending_keys_.count(key)) return key;
     if (const DiskRecord* r = index_.Find(key)) {
       if (r->entry.loadable && r->extensions == SignatureOf(extensions)) {
@@ -143,13 +164,13 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
   }
   // Room in the queue first: the image is allocated (or the spare buffer taken) only
   // when it may be queued.
-  std::unique_ptr<SnapshotImage> spare = writer_.WaitForRoom(bytes);
+  std::unique_ptr<SnapshotImage> spare = writer_.WaitForRoom(image_bytes);
   // No spare large enough (the first save, or the last one still being written): the
   // buffer made ahead, page-locked, so this capture can still be asynchronous.
-  if (!spare || spare->capacity() < bytes) {
+  if (!spare || spare->capacity() < image_bytes) {
     PinnedStandby& standby = Standby(state.backend());
-    if (auto ahead = standby.Take(bytes)) spare = std::move(ahead);
-    standby.Prepare(bytes + bytes / 8);
+    if (auto ahead = standby.Take(image_bytes)) spare = std::move(ahead);
+    standby.Prepare(image_bytes + image_bytes / 8);
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto img = PrepareSnapshot(state, *opt_.identity, content, CacheNowMs(), spare.get());
@@ -171,14 +192,17 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
   auto capture = std::make_shared<CaptureProgress>();
   auto image = std::make_unique<SnapshotImage>(std::move(*img));
   SnapshotImage& target = *image;
-  writer_.Submit(DiskWriteJob{std::move(image), key, JoinPath(opt_.dir, SnapshotFileName(digest)),
-                              std::move(victims), capture, &state.backend()});
+  DiskWriteJob job{std::move(image),   key,     JoinPath(opt_.dir, SnapshotFileName(digest)),
+                   std::move(victims), capture, &state.backend()};
+  job.chunk_tokens = chunk_tokens;
+  job.reserved = bytes;
+  writer_.Submit(std::move(job));
   // `target` may be gone once the capture is finished (written and released).
   capture->Finish(CaptureSnapshotLayersAsync(state, target));
   if (!capture->status.ok()) return capture->status;  // the writer drops the job
   spdlog::debug(
       "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(),
-      CacheMib(bytes),
+      CacheMib(image_bytes),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return key;
 }

@@ -55,20 +55,32 @@ uint64_t ChunkPayloadBytes(const KvShape& shape, uint32_t chunk_tokens) {
   return floats * sizeof(float);
 }
 
-Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
-                     std::span<const int32_t> tokens) {
+std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
+                                   std::span<const int32_t> tokens) {
   static constexpr char kDomain[] = "flashkv-chunk-v2";
-  Sha1 h;
-  h.Update(kDomain, sizeof(kDomain) - 1);
-  h.Update(identity.model.data(), identity.model.size());
+  std::vector<Sha1Digest> names;
+  const uint32_t n = ChunkCount(int64_t(tokens.size()), chunk_tokens);
   char numerics[16] = {};
   std::memcpy(numerics, identity.numerics.data(), std::min<size_t>(identity.numerics.size(), 15));
-  h.Update(numerics, sizeof(numerics));
-  h.Update(&chunk_tokens, sizeof(chunk_tokens));
+  Sha1 h;
+  for (uint32_t k = 0; k < n; ++k) {
+    h.Update(kDomain, sizeof(kDomain) - 1);
+    h.Update(identity.model.data(), identity.model.size());
+    h.Update(numerics, sizeof(numerics));
+    h.Update(&chunk_tokens, sizeof(chunk_tokens));
+    if (k > 0) h.Update(names.back().data(), names.back().size());
+    // Non-negative int32 ids: their bytes are the little-endian u32 bytes.
+    h.Update(tokens.data() + size_t(k) * chunk_tokens, size_t(chunk_tokens) * sizeof(int32_t));
+    names.push_back(h.Final());
+  }
+  return names;
+}
+
+Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
+                     std::span<const int32_t> tokens) {
   const size_t end = std::min(tokens.size(), size_t(index + 1) * chunk_tokens);
-  // Non-negative int32 ids: their bytes are the little-endian u32 bytes.
-  h.Update(tokens.data(), end * sizeof(int32_t));
-  return h.Final();
+  const std::vector<Sha1Digest> names = ChunkNames(identity, chunk_tokens, tokens.first(end));
+  return index < names.size() ? names[index] : Sha1Digest{};
 }
 
 std::string ChunkFileName(const Sha1Digest& name) {
@@ -344,8 +356,9 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
   std::unique_ptr<uint8_t[]> payload;
   std::vector<SnapshotChunkRef> refs;
   bool wrote = false;
+  const std::vector<Sha1Digest> names = ChunkNames(h.identity, chunk_tokens, full.tokens());
   for (uint32_t k = 0; k < n; ++k) {
-    const Sha1Digest name = ChunkName(h.identity, chunk_tokens, k, full.tokens());
+    const Sha1Digest& name = names[k];
     if (sink.existing) {
       if (std::optional<SnapshotChunkRef> have = sink.existing(name)) {
         refs.push_back(*have);

@@ -55,8 +55,13 @@ inline uint32_t ChunkCount(int64_t n_tokens, uint32_t chunk_tokens) {
   return chunk_tokens == 0 ? 0 : uint32_t(n_tokens / chunk_tokens);
 }
 
-// The content name of chunk `index` of `tokens` (which must hold (index+1)·C ids or more;
-// only those are hashed).
+// The content names of the whole chunks of `tokens`, a hash chain: name 0 = SHA-1 of
+// ("flashkv-chunk-v2", model fingerprint, numerics (16 bytes, NUL-padded), C as u32, the
+// ids [0, C) as u32), name k = SHA-1 of (the same prefix fields, name k−1, ids
+// [kC, (k+1)C)). Each name commits to every id before its chunk's end, in O(n) for all.
+std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
+                                   std::span<const int32_t> tokens);
+// The name of chunk `index` of `tokens` (which must hold (index+1)·C ids or more).
 Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
                      std::span<const int32_t> tokens);
 // "<40 hex>.kvc"; and the name of a chunk file name, or false for any other name.

@@ -199,6 +199,10 @@ Status StreamSnapshotImage(SnapshotImage& image, File& file,
 // Bytes of a snapshot file, from the shape alone (budget admission before capture).
 uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
                            size_t text_bytes, std::span<const SnapshotExtension> extensions);
+// The same for the version-2 manifest with `chunk_tokens` per chunk (without its chunks).
+uint64_t ManifestFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
+                           size_t text_bytes, std::span<const SnapshotExtension> extensions,
+                           uint32_t chunk_tokens);
 
 // Parses and checks the fixed header and the section table of a file of `file_size`
 // bytes: magic, version, header and table CRCs, every section inside the file, in order

@@ -31,6 +31,21 @@ std::vector<std::pair<uint64_t, uint64_t>> ManifestLayerRanges(const KvShape& sh
 
 }  // namespace snapshot_detail
 
+uint64_t ManifestFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
+                           size_t text_bytes, std::span<const SnapshotExtension> extensions,
+                           uint32_t chunk_tokens) {
+  const uint32_t n_chunks = ChunkCount(n_tokens, chunk_tokens);
+  std::vector<SnapshotExtension> all;
+  if (n_chunks > 0) {
+    all.push_back({kSnapshotChunksTag, std::string(size_t(n_chunks) * kChunkRefBytes, '\0')});
+  }
+  all.insert(all.end(), extensions.begin(), extensions.end());
+  std::vector<SnapshotSection> sections;
+  return AssignOffsets(
+      PlanSections(shape, n_tokens, n_vocab, text_bytes, all, int64_t(n_chunks) * chunk_tokens),
+      &sections);
+}
+
 Expected<SnapshotImage> MakeManifestImage(const SnapshotImage& full, uint32_t chunk_tokens,
                                           std::span<const SnapshotChunkRef> refs) {
   const SnapshotHeader& fh = full.header();
