@@ -95,11 +95,15 @@ void DiskCache::Impl::HandleLoadFailure(const DiskCacheEntry& entry, const Statu
   const DiskRecord* r = index_.Find(entry.key);
   const bool still_indexed = r != nullptr && r->entry.path == entry.path;
   switch (st.code()) {
-    case StatusCode::kCorrupt:
+    case StatusCode::kCorrupt: {
       if (still_indexed) index_.Drop(entry.key);
       QuarantineLocked(entry.path, entry.file_bytes, st);
       NoteRemoved(entry.path, entry.file_bytes);
+      // Chunks only it named are of no use now.
+      std::vector<DiskVictim> orphans = index_.TakeOrphans();
+      if (!orphans.empty()) writer_.Submit(DiskWriteJob::DeleteOnly(std::move(orphans)));
       break;
+    }
     case StatusCode::kNotFound:
       spdlog::warn("kv cache: {} vanished", entry.path);
       if (still_indexed) index_.Drop(entry.key);
