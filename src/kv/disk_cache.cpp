@@ -379,6 +379,8 @@ DiskWriter::Host DiskCache::Impl::WriterHost() {
   h.finished = [this](const DiskWriteJob& job, const Status& st) {
     std::lock_guard<std::mutex> lock(mu_);
     index_.Unreserve(job.reserved);
+    queued_write_bytes_ -= std::min(queued_write_bytes_, job.reserved);
+    if (job.written_bytes > 0) writes_.emplace_back(BudgetNowMs(), job.written_bytes);
     pending_keys_.erase(job.key);
     ++(st.ok() ? stats_.saves : stats_.save_failures);
     stats_.bytes_written += job.written_bytes;
@@ -467,6 +469,9 @@ Expected<int> DiskCache::Impl::Collect(std::optional<uint64_t> budget) {
 DiskCacheStats DiskCache::Impl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DiskCacheStats s = stats_;
+  constexpr int64_t kDayMs = int64_t(24) * 3600 * 1000;
+  const int64_t now = BudgetNowMs();
+  for (const auto& [t, b] : writes_) s.bytes_written_24h += t > now - kDayMs ? b : 0;
   s.budget_bytes = opt_.budget_bytes;
   s.used_bytes = index_.used();
   index_.Count(&s.entries, &s.foreign_entries);

@@ -69,6 +69,15 @@ struct DiskCacheOptions {
   // is not a multiple of every compress ratio of the state's shape: whole-state version-1
   // files, as before.
   uint32_t chunk_tokens = kDefaultChunkTokens;
+  // SSD stewardship. A rolling 24-hour write budget (--kv-disk-write-budget-gb-per-day;
+  // 0: none): a save whose bytes would take the last 24 hours' writes (and the writes
+  // queued) past it is skipped (kResourceExhausted, counted). And admission by worth: a
+  // save that spares fewer than `min_tokens_per_mib` tokens of prefill (its tokens beyond
+  // the longest stored entry it extends) per MiB it writes is skipped (0: off).
+  uint64_t write_budget_bytes_per_day = 0;
+  double min_tokens_per_mib = 0;
+  // The clock of the write budget's window (tests); empty: the wall clock.
+  std::function<int64_t()> clock_ms;
   // Told of every object file a save puts in place (manifest or chunk) and every one the
   // cache deletes or quarantines, on the thread that did it — the one place a mirror
   // (the remote tier) learns what the directory holds. Runs with no cache lock held.
@@ -136,6 +145,10 @@ struct DiskCacheStats {
   // save reason (indexed by SaveReason's value).
   uint64_t bytes_written = 0;
   uint64_t bytes_written_by_reason[6] = {};
+  // Saves skipped by the write budget / as not worth their writes (in save_skipped too),
+  // and the bytes written in the budget's window (24 h, this process).
+  uint64_t save_skipped_write_budget = 0, save_skipped_not_worth = 0;
+  uint64_t bytes_written_24h = 0;
   // Sum over indexed entries of their whole state (manifest + every chunk it names):
   // what version-1 files of the same entries would occupy.
   uint64_t logical_bytes = 0;

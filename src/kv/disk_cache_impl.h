@@ -4,6 +4,7 @@
 // (kv/disk_writer.h) under one mutex. Must not: be included outside kv/.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,12 @@ class DiskCache::Impl {
   void PrepareHostBuffer(Backend& backend, uint64_t bytes);
   Status Flush();
 
+  // The write budget's clock and window (mu_ held): bytes written in the last 24 h.
+  int64_t BudgetNowMs() const;
+  uint64_t WrittenInWindowLocked(int64_t now_ms);
+  // Why a save of `n_tokens` writing `bytes` is not admitted by the SSD rules, or Ok.
+  Status CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes);
+
   // ---- maintenance -----------------------------------------------------------------
   Status Touch(std::string_view key);
   std::vector<DiskCacheEntry> List() const;
@@ -85,7 +92,9 @@ class DiskCache::Impl {
   CacheDirectory dir_;
   mutable std::mutex mu_;  // guards index_, pending_keys_, stats_
   DiskIndex index_;
-  std::set<std::string> pending_keys_;  // admitted, not yet written (or failed)
+  std::set<std::string> pending_keys_;               // admitted, not yet written (or failed)
+  std::deque<std::pair<int64_t, uint64_t>> writes_;  // (finished at, bytes) in the window
+  uint64_t queued_write_bytes_ = 0;                  // admitted, not finished
   DiskCacheStats stats_;
   std::mutex standby_mu_;
   std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend

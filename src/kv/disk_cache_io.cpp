@@ -151,6 +151,11 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
       // Another model's entry or other extensions: replaced.
       victims.push_back(index_.Evict(key, "replaced"));
     }
+    if (Status rule = CheckWriteRulesLocked(content.tokens, bytes); !rule.ok()) {
+      ++stats_.save_skipped;
+      if (!victims.empty()) writer_.Submit(DiskWriteJob::DeleteOnly(std::move(victims)));
+      return rule.WithContext(fmt::format("kv cache save of {} tokens", content.tokens.size()));
+    }
     DiskCacheEntry probe;
     probe.n_tokens = uint32_t(content.tokens.size());
     probe.file_bytes = bytes;
@@ -164,6 +169,7 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
     }
     victims.insert(victims.end(), more.begin(), more.end());
     index_.Reserve(bytes);
+    queued_write_bytes_ += bytes;
     pending_keys_.insert(key);
   }
   // Room in the queue first: the image is allocated (or the spare buffer taken) only
@@ -182,6 +188,7 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
     {
       std::lock_guard<std::mutex> lock(mu_);
       index_.Unreserve(bytes);
+      queued_write_bytes_ -= bytes;
       pending_keys_.erase(key);
       ++stats_.save_failures;
     }
@@ -209,6 +216,53 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
       CacheMib(image_bytes),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return key;
+}
+
+int64_t DiskCache::Impl::BudgetNowMs() const {
+  return opt_.clock_ms ? opt_.clock_ms() : CacheNowMs();
+}
+
+uint64_t DiskCache::Impl::WrittenInWindowLocked(int64_t now_ms) {
+  constexpr int64_t kDayMs = int64_t(24) * 3600 * 1000;
+  while (!writes_.empty() && writes_.front().first <= now_ms - kDayMs) writes_.pop_front();
+  uint64_t sum = 0;
+  for (const auto& [t, b] : writes_) sum += b;
+  return sum;
+}
+
+Status DiskCache::Impl::CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes) {
+  if (opt_.write_budget_bytes_per_day > 0) {
+    const uint64_t used = WrittenInWindowLocked(BudgetNowMs()) + queued_write_bytes_;
+    if (used + bytes > opt_.write_budget_bytes_per_day) {
+      ++stats_.save_skipped_write_budget;
+      return ResourceExhausted(
+          "skipped by the disk write budget: {:.1f} MiB written or queued in the last 24 h, "
+          "{:.1f} MiB more would pass {:.1f} MiB per day",
+          CacheMib(used), CacheMib(bytes), CacheMib(opt_.write_budget_bytes_per_day));
+    }
+  }
+  if (opt_.min_tokens_per_mib > 0) {
+    // The prefill this entry spares: its tokens beyond the longest stored entry it extends
+    // (a restore of that one plus a short prefill reaches the same point).
+    ResumeLookup lookup;
+    lookup.tokens = tokens;
+    lookup.min_tokens = 1;
+    lookup.max_tokens = int64_t(tokens.size()) - 1;
+    int64_t have = 0;
+    for (const DiskIndex::Candidate& c : index_.Candidates(lookup)) {
+      if (!c.by_text) have = std::max<int64_t>(have, c.record->entry.n_tokens);
+    }
+    const double spared = double(int64_t(tokens.size()) - have);
+    const double worth = spared / std::max(CacheMib(bytes), 1e-9);
+    if (worth < opt_.min_tokens_per_mib) {
+      ++stats_.save_skipped_not_worth;
+      return ResourceExhausted(
+          "not worth its writes: {:.0f} tokens of prefill spared for {:.1f} MiB ({:.1f} "
+          "tokens/MiB, the minimum is {:.1f})",
+          spared, CacheMib(bytes), worth, opt_.min_tokens_per_mib);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace flashkv

@@ -23,9 +23,10 @@ inline float RowValue(size_t layer, uint64_t row, uint64_t col, uint32_t salt) {
   return float(int64_t(x % 20001) - 10000) / 1000.0f;
 }
 
-// Host layers (ReadLayer layout) of the state at `n` tokens of sequence `salt`.
+// Host layers (ReadLayer layout) of the state at `n` tokens of sequence `salt`; rows of
+// windows inside the first `shared_tokens` tokens are those of salt 0 (a shared prompt).
 inline std::vector<std::vector<float>> GrownLayers(const KvShape& shape, int64_t n, uint32_t salt,
-                                                   uint32_t tail_seed) {
+                                                   uint32_t tail_seed, int64_t shared_tokens = 0) {
   std::mt19937 rng(tail_seed);
   std::normal_distribution<float> dist;
   std::vector<std::vector<float>> out;
@@ -42,11 +43,12 @@ inline std::vector<std::vector<float>> GrownLayers(const KvShape& shape, int64_t
     if (r.ratio > 0) {
       const uint64_t rows = uint64_t(n / r.ratio);
       for (uint64_t i = 0; i < rows; ++i) {
+        const uint32_t row_salt = int64_t(i + 1) * r.ratio <= shared_tokens ? 0 : salt;
         for (uint64_t c = 0; c < r.comp_row; ++c) {
-          v[r.comp_offset + i * r.comp_row + c] = RowValue(l, i, c, salt);
+          v[r.comp_offset + i * r.comp_row + c] = RowValue(l, i, c, row_salt);
         }
         for (uint64_t c = 0; c < r.index_row; ++c) {
-          v[r.index_offset + i * r.index_row + c] = RowValue(l, i, 1000 + c, salt);
+          v[r.index_offset + i * r.index_row + c] = RowValue(l, i, 1000 + c, row_salt);
         }
       }
     }

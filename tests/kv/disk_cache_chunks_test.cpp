@@ -320,3 +320,76 @@ TEST_F(DiskCacheChunksTest, KillNineDuringChunkedWritesLeavesOnlyUnreferencedChu
 
 }  // namespace
 }  // namespace flashkv
+
+namespace flashkv {
+namespace {
+
+// The rolling 24-hour write budget: saves past it are skipped with the reason and counted;
+// once the window has moved on, saves are admitted again.
+TEST_F(DiskCacheChunksTest, WriteBudgetSkipsSavesBeyondIt) {
+  int64_t now = 1'800'000'000'000;
+  DiskCacheOptions o = Options(dir_);
+  o.clock_ms = [&] { return now; };
+  o.write_budget_bytes_per_day = 40 << 10;  // a few small saves
+  auto cache = DiskCache::Open(o);
+  ASSERT_TRUE(cache.ok());
+  int admitted = 0;
+  Status last;
+  for (uint32_t s = 0; s < 40 && last.ok(); ++s) {
+    const auto ids = Tokens(256, int32_t(100 + s));
+    auto layers = GrownLayers(SmallShape(256), 100, s, s);
+    auto st = KvState::Create(be_, SmallShape(256));
+    ASSERT_TRUE(st.ok());
+    WriteGrown(*st, layers, 100);
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 100);
+    const auto logits = Logits(kVocab);
+    SnapshotContent c;
+    c.tokens = prefix;
+    c.logits = logits;
+    c.reason = SaveReason::kCold;
+    auto key = (*cache)->Save(*st, c);
+    ASSERT_TRUE((*cache)->Flush().ok());
+    last = key.status();
+    admitted += key.ok();
+  }
+  ASSERT_EQ(last.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(last.message().find("write budget"), std::string::npos) << last.ToString();
+  EXPECT_GT(admitted, 0);
+  DiskCacheStats s = (*cache)->stats();
+  EXPECT_EQ(s.save_skipped_write_budget, 1u);
+  EXPECT_LE(s.bytes_written_24h, o.write_budget_bytes_per_day);
+  EXPECT_EQ(s.bytes_written_by_reason[uint8_t(SaveReason::kCold)], s.bytes_written);
+  // A day later the window is empty again.
+  now += int64_t(24) * 3600 * 1000 + 1;
+  EXPECT_EQ((*cache)->stats().bytes_written_24h, 0u);
+  (void)Save(**cache, Tokens(256, 7), 100, 7);
+  EXPECT_EQ((*cache)->stats().save_skipped_write_budget, 1u);
+}
+
+// Admission by worth: a save that extends a stored entry by a few tokens spares little
+// prefill for the manifest it writes, and is skipped; a long one is admitted.
+TEST_F(DiskCacheChunksTest, SavesNotWorthTheirWritesAreSkipped) {
+  DiskCacheOptions o = Options(dir_);
+  o.min_tokens_per_mib = 20000;  // small-shape manifests are ~8 KiB: ≥ 160 tokens each
+  auto cache = DiskCache::Open(o);
+  ASSERT_TRUE(cache.ok());
+  const auto ids = Tokens(256, 11);
+  (void)Save(**cache, ids, 200, 1);  // 200 tokens spared for ~8 KiB + chunks: admitted
+  auto layers = GrownLayers(SmallShape(256), 210, 1, 3);
+  auto st = KvState::Create(be_, SmallShape(256));
+  ASSERT_TRUE(st.ok());
+  WriteGrown(*st, layers, 210);
+  const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 210);
+  const auto logits = Logits(kVocab);
+  SnapshotContent c;
+  c.tokens = prefix;
+  c.logits = logits;
+  auto key = (*cache)->Save(*st, c);  // 10 more tokens for another manifest
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.status().message().find("not worth"), std::string::npos) << key.status().ToString();
+  EXPECT_EQ((*cache)->stats().save_skipped_not_worth, 1u);
+  EXPECT_EQ((*cache)->stats().entries, 1u);
+}
+
+}  // namespace
+}  // namespace flashkv

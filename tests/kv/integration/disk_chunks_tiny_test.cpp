@@ -184,3 +184,120 @@ TEST(DiskChunksTiny, GrowingConversationWritesAndKeepsAboutItsFinalState) {
 
 }  // namespace
 }  // namespace flashkv
+
+namespace flashkv {
+namespace {
+
+// A simulated agent day for docs/PERFORMANCE.md (runs only with FLASHKV_AGENT_DAY=1): eight
+// agent conversations on the ds4-tiny shape share an 8,192-token system prompt and grow to
+// 24k … 64k tokens; each gets the saves CachePolicy makes by default — a cold anchor at the
+// prompt, a continued save every 10,240 tokens, an evict save at its end — once through
+// version-1 files and once through version-2 chunks (2,048 tokens), in the same run. Then
+// every conversation's last entry is restored from disk with its pages dropped from the
+// page cache, and the rate printed (compare `dd iflag=direct` on the same files).
+TEST(DiskChunksTiny, AgentDaySimulation) {
+  if (std::getenv("FLASHKV_AGENT_DAY") == nullptr) GTEST_SKIP() << "set FLASHKV_AGENT_DAY=1";
+  CpuBackend be(nullptr);
+  auto model = Model::Load(kModel, be);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  constexpr int64_t kSystem = 8192, kStep = 10240;
+  const std::vector<int64_t> lengths = {24000, 30000, 36000, 42000, 48000, 54000, 60000, 64000};
+  auto state = (*model)->NewState(64000);
+  ASSERT_TRUE(state.ok());
+  const KvShape shape = state->shape();
+  const int vocab = (*model)->config().n_vocab;
+  const std::vector<float> logits(size_t(vocab), 0.25f);
+  const auto system = RandomIds(size_t(kSystem), 77);
+  const char* root = std::getenv("FLASHKV_AGENT_DAY_DIR");
+  struct Run {
+    uint32_t chunk;
+    std::string dir;
+    std::unique_ptr<DiskCache> cache;
+  };
+  std::vector<Run> runs;
+  for (uint32_t chunk : {0u, 2048u}) {
+    Run r;
+    r.chunk = chunk;
+    r.dir = root ? JoinPath(root, chunk ? "v2" : "v1") : TempDir(chunk ? "day-v2" : "day-v1");
+    ASSERT_TRUE(CreateDirectories(r.dir).ok());
+    DiskCacheOptions o;
+    o.dir = r.dir;
+    o.identity = Identity();
+    o.chunk_tokens = chunk;
+    o.budget_bytes = uint64_t(64) << 30;
+    auto c = DiskCache::Open(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    r.cache = std::move(*c);
+    runs.push_back(std::move(r));
+  }
+  uint64_t saves = 0, final_states = 0;
+  std::vector<std::vector<int32_t>> convs;
+  for (size_t a = 0; a < lengths.size(); ++a) {
+    auto ids = system;
+    const auto own = RandomIds(size_t(lengths[a] - kSystem), uint32_t(100 + a));
+    ids.insert(ids.end(), own.begin(), own.end());
+    std::vector<std::pair<int64_t, SaveReason>> points = {{kSystem, SaveReason::kCold}};
+    for (int64_t n = kStep; n < lengths[a]; n += kStep)
+      points.push_back({n, SaveReason::kContinued});
+    points.push_back({lengths[a], SaveReason::kEvict});
+    for (const auto& [n, reason] : points) {
+      testing::WriteGrown(*state,
+                          testing::GrownLayers(shape, n, uint32_t(a + 1), uint32_t(n), kSystem), n);
+      SnapshotContent c;
+      c.tokens = std::span(ids).first(size_t(n));
+      c.logits = logits;
+      c.reason = reason;
+      for (Run& r : runs) {
+        ASSERT_TRUE(r.cache->Save(*state, c).ok());
+        ASSERT_TRUE(r.cache->Flush().ok());
+      }
+      ++saves;
+    }
+    final_states += SnapshotFileBytes(shape, lengths[a], vocab, 0, {});
+    convs.push_back(std::move(ids));
+  }
+  std::printf("agent day: %zu conversations, %llu saves, final states %.1f MiB\n", lengths.size(),
+              (unsigned long long)saves, final_states / 1048576.0);
+  std::printf(
+      "| format | written MiB | on disk MiB | written / final states | on disk / final |\n"
+      "|---|---|---|---|---|\n");
+  for (Run& r : runs) {
+    const DiskCacheStats s = r.cache->stats();
+    std::printf("| %s | %.1f | %.1f | %.2fx | %.2fx |\n",
+                r.chunk ? "v2 (2,048-token chunks)" : "v1", s.bytes_written / 1048576.0,
+                DirBytes(r.dir) / 1048576.0, double(s.bytes_written) / double(final_states),
+                double(DirBytes(r.dir)) / double(final_states));
+  }
+  // Restores of every conversation's longest entry, each with the directory dropped from
+  // the page cache first, both formats in turn, twice (v1 first, then v2 first).
+  auto drop = [](const std::string& dir) {
+    for (const std::string& d : {dir, ChunkDirOf(dir)}) {
+      auto list = ListDirectory(d);
+      if (!list.ok()) continue;
+      for (const DirEntry& e : *list) {
+        if (auto f = File::OpenRead(JoinPath(d, e.name)); e.is_regular && f.ok()) f->DropCache();
+      }
+    }
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < 2; ++i) {
+      Run& r = runs[size_t(pass == 0 ? i : 1 - i)];
+      double bytes = 0, secs = 0;
+      for (size_t a = 0; a < convs.size(); ++a) {
+        drop(r.dir);  // also the shared prompt's chunks the previous restore read
+        auto hit = r.cache->Load(
+            DiskLookup{
+                .tokens = convs[a], .text = {}, .min_tokens = lengths[a], .max_tokens = lengths[a]},
+            *state);
+        ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+        bytes += double(hit->bytes);
+        secs += hit->load_ms / 1000.0;
+      }
+      std::printf("restore pass %d %s: %.1f MiB in %.3f s = %.0f MiB/s\n", pass,
+                  r.chunk ? "v2" : "v1", bytes / 1048576.0, secs, bytes / 1048576.0 / secs);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashkv
