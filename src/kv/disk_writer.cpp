@@ -196,6 +196,7 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
     ChunkSink sink;
     sink.chunk_dir = chunk_dir;
     sink.tmp_tag = fmt::format("{}.{}", ::getpid(), temp_seq_);
+    sink.direct = write_.direct;
     sink.existing = [&](const Sha1Digest& name) {
       std::optional<SnapshotChunkRef> ref = host_.use_chunk(name);
       if (ref) pinned.push_back(name);
@@ -213,7 +214,8 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
     FLASHKV_ASSIGN_OR_RETURN(SnapshotImage manifest,
                              MakeManifestImage(img, job.chunk_tokens, refs));
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-    FLASHKV_RETURN_IF_ERROR(WriteSnapshotImage(manifest, f));
+    // As a version-1 file: chunked O_DIRECT writes, the header's chunk last.
+    FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(manifest, f, {}, write_));
     FLASHKV_RETURN_IF_ERROR(f.SyncData());
     FLASHKV_RETURN_IF_ERROR(f.Close());
     struct stat there;

@@ -9,6 +9,7 @@
 #include "kv/snapshot_codec.h"
 #include "kv/snapshot_codec_internal.h"
 #include "util/crc32c.h"
+#include "util/file_io_writer.h"
 
 namespace flashkv {
 
@@ -312,17 +313,24 @@ Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
   return DecodeChunkRefs(bytes, h.n_chunks);
 }
 
-Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header,
-                      const uint8_t* payload, const std::string& tmp_tag) {
+Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
+                      const std::string& tmp_tag, bool direct) {
   const std::string final_path = JoinPath(chunk_dir, ChunkFileName(header.name));
   const std::string tmp = final_path + ".tmp." + tmp_tag;
   Status st = [&]() -> Status {
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-    uint8_t h[kChunkHeaderBytes];
-    EncodeChunkHeader(header, h);
-    // Payload first, header last: a torn temp file never has a valid header.
-    FLASHKV_RETURN_IF_ERROR(f.WriteAt(kChunkHeaderBytes, payload, size_t(header.payload_bytes)));
-    FLASHKV_RETURN_IF_ERROR(f.WriteAt(0, h, sizeof(h)));
+    const size_t n = size_t(kChunkHeaderBytes + header.payload_bytes);
+    const size_t first = std::min<size_t>(n, File::kDirectAlign);
+    {
+      ChunkedFileWriter out(f, 2, direct);
+      // Payload first, the block with the header last: a torn temp file never has a
+      // valid header.
+      if (n > first) FLASHKV_RETURN_IF_ERROR(out.Write(first, file + first, n - first));
+      FLASHKV_RETURN_IF_ERROR(out.Finish());
+      EncodeChunkHeader(header, file);
+      FLASHKV_RETURN_IF_ERROR(out.Write(0, file, first));
+      FLASHKV_RETURN_IF_ERROR(out.Finish());
+    }
     FLASHKV_RETURN_IF_ERROR(f.SyncData());
     FLASHKV_RETURN_IF_ERROR(f.Close());
     // The directory is synced once for all chunks of a save (WriteImageChunks).
@@ -353,7 +361,7 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
   }
   const uint32_t n = ChunkCount(h.n_tokens, chunk_tokens);
   const uint64_t payload_bytes = ChunkPayloadBytes(shape, chunk_tokens);
-  std::unique_ptr<uint8_t[]> payload;
+  std::unique_ptr<snapshot_detail::AlignedBuffer> buffer;  // header + payload, aligned
   std::vector<SnapshotChunkRef> refs;
   bool wrote = false;
   const std::vector<Sha1Digest> names = ChunkNames(h.identity, chunk_tokens, full.tokens());
@@ -365,20 +373,23 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
         continue;
       }
     }
-    if (!payload) {
-      payload.reset(new (std::nothrow) uint8_t[std::max<uint64_t>(payload_bytes, 1)]);
-      if (!payload) return ResourceExhausted("cannot allocate a chunk of {} bytes", payload_bytes);
+    if (!buffer) {
+      buffer = std::make_unique<snapshot_detail::AlignedBuffer>(kChunkHeaderBytes + payload_bytes);
+      if (buffer->p == nullptr) {
+        return ResourceExhausted("cannot allocate a chunk of {} bytes", payload_bytes);
+      }
     }
-    GatherChunkPayload(shape, h.n_tokens, chunk_tokens, k, layers, payload.get());
+    uint8_t* payload = buffer->p + kChunkHeaderBytes;
+    GatherChunkPayload(shape, h.n_tokens, chunk_tokens, k, layers, payload);
     ChunkHeader ch;
     ch.name = name;
     ch.index = k;
     ch.chunk_tokens = chunk_tokens;
     ch.n_layer = h.n_layer;
     ch.payload_bytes = payload_bytes;
-    ch.payload_crc32c = Crc32c(0, payload.get(), payload_bytes);
-    FLASHKV_RETURN_IF_ERROR(
-        WriteChunkFile(sink.chunk_dir, ch, payload.get(), fmt::format("{}.{}", sink.tmp_tag, k)));
+    ch.payload_crc32c = Crc32c(0, payload, payload_bytes);
+    FLASHKV_RETURN_IF_ERROR(WriteChunkFile(sink.chunk_dir, ch, buffer->p,
+                                           fmt::format("{}.{}", sink.tmp_tag, k), sink.direct));
     wrote = true;
     SnapshotChunkRef ref{name, kChunkHeaderBytes + payload_bytes, ch.payload_crc32c};
     if (sink.written) sink.written(ref);

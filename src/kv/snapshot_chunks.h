@@ -117,11 +117,13 @@ Expected<std::vector<SnapshotChunkRef>> DecodeChunkRefs(std::string_view bytes, 
 Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
                                                               const SnapshotHeader& header);
 
-// Writes one chunk file durably enough to be named by a manifest: a temp file beside it,
-// fdatasync, rename. The caller fsyncs the chunk directory once before writing the
-// manifest. `tmp_tag` makes the temp name unique ("<name>.kvc.tmp.<tag>").
-Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header,
-                      const uint8_t* payload, const std::string& tmp_tag);
+// Writes one chunk file durably enough to be named by a manifest: a temp file beside it
+// (the payload first, the header's 4 KiB last, through O_DIRECT where the filesystem has
+// it and `direct`), fdatasync, rename. `file` is the whole file, header bytes included
+// (written here), 4 KiB-aligned. The caller fsyncs the chunk directory once before writing
+// the manifest. `tmp_tag` makes the temp name unique ("<name>.kvc.tmp.<tag>").
+Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
+                      const std::string& tmp_tag, bool direct);
 
 // Splits a captured whole-state image (v1 layout, its layers final) into chunk files and
 // returns its manifest's chunk list: for each whole chunk, `existing(name)` says whether
@@ -131,6 +133,7 @@ Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header,
 struct ChunkSink {
   std::string chunk_dir;
   std::string tmp_tag;
+  bool direct = true;  // O_DIRECT writes where possible (kept out of the page cache)
   std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> existing;
   std::function<void(const SnapshotChunkRef&)> written;
 };
