@@ -84,7 +84,8 @@ Status Ls(const KvFlags& f) {
               "age", "numerics", "text");
   for (const DiskCacheEntry& e : view.entries) {
     std::printf("%-12s %8u %9.1f %-9s %5u %6s %-12s %s\n", e.key.substr(0, 12).c_str(), e.n_tokens,
-                Mib(e.file_bytes), std::string(SaveReasonName(e.reason)).c_str(), e.hit_count,
+                Mib(e.file_bytes + e.chunk_bytes),  // v2: the manifest and its chunks
+                std::string(SaveReasonName(e.reason)).c_str(), e.hit_count,
                 Age(e.last_used_ms).c_str(), e.numerics.c_str(),
                 OneLine(e.text, size_t(f.text_chars)).c_str());
   }

@@ -79,7 +79,7 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     if (!t.ok()) spdlog::warn("kv cache: touching {}: {}", entry.path, t.message());
     spdlog::info("kv cache hit tokens={} by={} load={:.1f} ms ({:.0f} MiB/s) file={}",
                  entry.n_tokens, by_text ? "text" : "tokens", hit.load_ms,
-                 CacheMib(entry.file_bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
+                 CacheMib(hit.bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
     return hit;
   }
   {
