@@ -188,8 +188,7 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
   SnapshotImage& img = *job.image;
   // Chunks are cut from the whole captured state: wait for all of it.
   FLASHKV_RETURN_IF_ERROR(job.capture->WaitReady(UINT64_MAX));
-  const std::string chunk_dir = ChunkDirOf(dir_);
-  FLASHKV_RETURN_IF_ERROR(CreateDirectories(chunk_dir, 0700));
+  const std::string chunk_dir = ChunkDirOf(dir_);  // made by the first chunk written
   std::vector<Sha1Digest> pinned;
   uint64_t chunk_bytes = 0;
   Status st = [&]() -> Status {

@@ -374,6 +374,7 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
       }
     }
     if (!buffer) {
+      FLASHKV_RETURN_IF_ERROR(CreateDirectories(sink.chunk_dir, 0700));
       buffer = std::make_unique<snapshot_detail::AlignedBuffer>(kChunkHeaderBytes + payload_bytes);
       if (buffer->p == nullptr) {
         return ResourceExhausted("cannot allocate a chunk of {} bytes", payload_bytes);
