@@ -393,3 +393,48 @@ TEST_F(DiskCacheChunksTest, SavesNotWorthTheirWritesAreSkipped) {
 
 }  // namespace
 }  // namespace flashkv
+
+namespace flashkv {
+namespace {
+
+// Under a tight budget, saves of sessions that share a prefix evict by value: the directory
+// never holds more than the budget, a chunk goes only with the last manifest naming it, and
+// every entry left restores exactly.
+TEST_F(DiskCacheChunksTest, TightBudgetEvictsManifestsAndOnlyTheirOwnChunks) {
+  uint64_t one = 0;
+  {
+    const std::string probe = MakeTempDir("diskchunks-probe");
+    auto cache = DiskCache::Open(Options(probe));
+    ASSERT_TRUE(cache.ok());
+    (void)Save(**cache, Tokens(256, 1), 100, 1);
+    one = (*cache)->stats().used_bytes;
+  }
+  const uint64_t budget = one * 5 / 2;
+  auto cache = DiskCache::Open(Options(dir_, budget));
+  ASSERT_TRUE(cache.ok());
+  const auto base = Tokens(256, 1);
+  std::map<int, std::vector<std::vector<float>>> saved;
+  std::map<int, std::vector<int32_t>> ids;
+  for (int s = 0; s < 6; ++s) {
+    ids[s] = base;  // the first 64 ids (4 chunks) shared, then each session's own
+    for (size_t i = 64; i < base.size(); ++i) ids[s][i] = int32_t(500 + 37 * s + i % 11);
+    saved[s] = Save(**cache, ids[s], 100, 1);
+    ASSERT_TRUE((*cache)->Flush().ok());
+    EXPECT_LE(DirBytes(dir_), budget) << "after session " << s;
+    EXPECT_EQ(ChunkFiles(dir_), ReferencedChunks(dir_)) << "after session " << s;
+  }
+  EXPECT_GT((*cache)->stats().evictions, 0u);
+  int left = 0;
+  for (const auto& [s, layers] : saved) {
+    auto st = KvState::Create(be_, SmallShape(256));
+    ASSERT_TRUE(st.ok());
+    auto hit = LoadExactly(**cache, ids[s], 100, *st);
+    if (!hit.ok()) continue;  // evicted
+    ++left;
+    ExpectLayers(*st, layers);
+  }
+  EXPECT_GE(left, 2);  // the shared chunks are paid once: more than two fit in 2.5 entries
+}
+
+}  // namespace
+}  // namespace flashkv
