@@ -10,7 +10,6 @@
 #include "backend/cuda/kquant_launch.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
-#include "backend/cuda/matvec_rows.h"
 #include "backend/cuda/matvec_tile.cuh"
 #include "backend/cuda/matvec_tp.cuh"
 #include "backend/cuda/mxfp4_launch.h"
@@ -316,10 +315,6 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
       }
       return true;
     }
-  }
-  if constexpr (kQ8 && T == DType::kQ8_0 && std::is_same_v<A, MatVecArgs>) {
-    // Decode rows of a batched step: the weight tile staged once for all rows (same bits).
-    if (LaunchMatVecRowsQ8_0(s, a)) return true;
   }
   if (nt > 8) return false;  // 32-entry tiles are for the token-parallel kernels only
   const int n_tiles = a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, nt));
