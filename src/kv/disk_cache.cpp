@@ -162,8 +162,13 @@ DiskWriter::Host DiskCache::Impl::WriterHost() {
   h.check_directory = [this] { return CheckDirectory(); };
   h.set_aside = [this](const std::string& path) { dir_.SetAside(path); };
   h.stored = [this](DiskRecord r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    index_.Add(std::move(r));
+    DiskStoredEntry stored{r.entry.key, r.entry.n_tokens, {r.entry.path}};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      index_.Add(std::move(r));
+    }
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    if (stored_hook_) stored_hook_(stored);
   };
   h.finished = [this](const DiskWriteJob& job, const Status& st) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -333,6 +338,13 @@ Expected<int> DiskCache::Collect(std::optional<uint64_t> budget_bytes) {
 }
 DiskCacheStats DiskCache::stats() const {
   return impl_->stats();
+}
+void DiskCache::SetStoredHook(std::function<void(const DiskStoredEntry&)> hook) {
+  impl_->SetStoredHook(std::move(hook));
+}
+Status DiskCache::Import(std::string_view key, uint32_t n_tokens,
+                         std::span<const DiskImportObject> objects) {
+  return impl_->Import(key, n_tokens, objects);
 }
 
 }  // namespace flashkv

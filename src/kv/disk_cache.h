@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -104,6 +105,20 @@ struct DiskCacheStats {
   uint64_t pending_writes = 0;
 };
 
+// An entry just put in place by a save (the remote tier mirrors it): its key, token count
+// and the files it is made of.
+struct DiskStoredEntry {
+  std::string key;
+  uint32_t n_tokens = 0;
+  std::vector<std::string> paths;
+};
+
+// One file of an entry fetched from elsewhere (kv/remote_tier.h), already verified there.
+struct DiskImportObject {
+  std::string name;  // a file name in the cache directory
+  std::string_view bytes;
+};
+
 class DiskCache {
  public:
   static Expected<std::unique_ptr<DiskCache>> Open(const DiskCacheOptions& options);
@@ -153,6 +168,15 @@ class DiskCache {
   // were deleted.
   Expected<int> Collect(std::optional<uint64_t> budget_bytes = std::nullopt);
   DiskCacheStats stats() const;
+
+  // Called on the writer thread after each save's files are renamed into place (not for
+  // imports). Set once, before the first save.
+  void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
+  // Keeps an entry fetched from another tier: its files are written (temp, fdatasync,
+  // rename) under the budget as a save is, then indexed as a scan would (damage is
+  // quarantined). kOk without writing when the entry is here already; kResourceExhausted
+  // when it does not fit; kInvalidArgument for a name that is not this entry's file.
+  Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
 
   class Impl;
 

@@ -4,6 +4,7 @@
 // (kv/disk_writer.h) under one mutex. Must not: be included outside kv/.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,8 @@ class DiskCache::Impl {
   Status Remove(std::string_view prefix);
   Expected<int> Collect(std::optional<uint64_t> budget);
   DiskCacheStats stats() const;
+  void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
+  Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
   bool Contains(std::span<const int32_t> tokens) const;
   std::vector<DiskCacheEntry> Candidates(const DiskLookup& lookup) const;
 
@@ -69,6 +72,8 @@ class DiskCache::Impl {
   DiskIndex index_;
   std::set<std::string> pending_keys_;  // admitted, not yet written (or failed)
   DiskCacheStats stats_;
+  std::mutex hook_mu_;
+  std::function<void(const DiskStoredEntry&)> stored_hook_;
   std::mutex standby_mu_;
   std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
   // Last: its thread calls back into everything above, so it stops first.
