@@ -1,0 +1,265 @@
+// The shared KV tier end to end inside one process, against a real redis-server: a save
+// in one disk cache is mirrored, a second cache with its own directory fetches the
+// longest prefix, keeps it (Import) and restores it bit-exactly; damage falls back to a
+// shorter entry; the store killed, back again, and full never fail a lookup.
+#include "kv/remote_tier.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kv/disk_cache.h"
+#include "kv/remote_address.h"
+#include "kv/remote_frame.h"
+#include "kv_test_util.h"
+#include "redis_server.h"
+#include "util/file_io.h"
+
+namespace flashkv {
+namespace {
+
+using testing::LayerOf;
+using testing::Logits;
+using testing::MakeTempDir;
+using testing::RandomState;
+using testing::RedisServer;
+using testing::SmallShape;
+using testing::TestIdentity;
+using testing::Tokens;
+
+constexpr int kVocab = 1000;
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(redis_.Start()); }
+
+  RemoteTierOptions TierOptions() {
+    RemoteTierOptions o;
+    o.store.address = *ParseRemoteAddress(redis_.url());
+    o.store.model = TestIdentity().model;
+    o.store.part_bytes = 4096;  // a tiny snapshot still spans several parts
+    o.numerics = TestIdentity().numerics;
+    o.backoff_min_ms = 20;
+    o.backoff_max_ms = 200;
+    return o;
+  }
+
+  std::unique_ptr<DiskCache> OpenCache(const std::string& dir) {
+    DiskCacheOptions o;
+    o.dir = dir;
+    o.budget_bytes = uint64_t(64) << 20;
+    o.identity = TestIdentity();
+    auto c = DiskCache::Open(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(*c);
+  }
+
+  // A cache whose saves are mirrored by `tier`.
+  std::unique_ptr<DiskCache> MirroredCache(RemoteTier& tier) {
+    auto cache = OpenCache(MakeTempDir("remote-a"));
+    cache->SetStoredHook([&tier](const DiskStoredEntry& e) {
+      tier.Enqueue(RemoteUpload{e.key, e.n_tokens, e.paths});
+    });
+    return cache;
+  }
+
+  std::string Save(DiskCache& cache, const std::vector<int32_t>& ids, int64_t n, uint32_t seed) {
+    KvState st = RandomState(be_, SmallShape(), n, seed);
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + n);
+    const auto logits = Logits(kVocab, float(seed));
+    SnapshotContent c;
+    c.tokens = prefix;
+    c.logits = logits;
+    c.reason = SaveReason::kCold;
+    auto key = cache.Save(st, c);
+    EXPECT_TRUE(key.ok()) << key.status().ToString();
+    EXPECT_TRUE(cache.Flush().ok());
+    saved_[seed] = {LayerOf(st, 0), LayerOf(st, 1), LayerOf(st, 2)};
+    return key.ok() ? *key : "";
+  }
+
+  // Fetches for `request` through `tier` into `cache` and restores it; the hit's key.
+  std::string FetchAndRestore(RemoteTier& tier, DiskCache& cache,
+                              const std::vector<int32_t>& request, KvState& dst) {
+    auto fetched = tier.Fetch(request, 1, 1000);
+    if (!fetched.ok()) return "";
+    std::vector<DiskImportObject> objs;
+    for (const RemoteObject& o : fetched->objects) objs.push_back({o.name, o.bytes});
+    Status st = cache.Import(fetched->key, fetched->n_tokens, objs);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto hit = cache.Load(DiskLookup{.tokens = request, .text = {}}, dst);
+    EXPECT_TRUE(hit.ok()) << hit.status().ToString();
+    if (!hit.ok()) return "";
+    EXPECT_EQ(hit->entry.key, fetched->key);
+    return fetched->key;
+  }
+
+  CpuBackend be_{nullptr};
+  RedisServer redis_;
+  std::map<uint32_t, std::vector<std::vector<float>>> saved_;
+};
+
+TEST_F(RemoteTierTest, SecondCacheRestoresTheLongestMirroredPrefixBitExact) {
+  RemoteTier tier_a(TierOptions());
+  auto a = MirroredCache(tier_a);
+  const auto ids = Tokens(60);
+  Save(*a, ids, 12, 12);
+  const std::string k30 = Save(*a, ids, 30, 30);
+  Save(*a, Tokens(60, 5), 40, 40);  // another conversation
+  ASSERT_TRUE(tier_a.Flush(10000));
+  RemoteTierStats sa = tier_a.stats();
+  EXPECT_EQ(sa.uploads, 3u);
+  EXPECT_GT(sa.bytes_written, 0u);
+
+  // Another server: its own directory, its own connection.
+  RemoteTier tier_b(TierOptions());
+  const std::string dir_b = MakeTempDir("remote-b");
+  auto b = OpenCache(dir_b);
+  KvState dst = RandomState(be_, SmallShape(), 5, 1);
+  const std::vector<int32_t> request(ids.begin(), ids.begin() + 45);
+  ASSERT_EQ(FetchAndRestore(tier_b, *b, request, dst), k30);
+  EXPECT_EQ(dst.n_tokens(), 30);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(dst, l), saved_[30][l]) << l;
+  RemoteTierStats sb = tier_b.stats();
+  EXPECT_EQ(sb.hits, 1u);
+  EXPECT_GT(sb.bytes_read, 0u);
+  // Kept locally: a restart of B finds it on its own disk.
+  b.reset();
+  b = OpenCache(dir_b);
+  EXPECT_EQ(b->List().size(), 1u);
+  EXPECT_TRUE(b->Contains(std::vector<int32_t>(ids.begin(), ids.begin() + 30)));
+
+  // Shorter than every entry, or another branch: a miss.
+  EXPECT_EQ(
+      tier_b.Fetch(std::vector<int32_t>(ids.begin(), ids.begin() + 10), 1, 1000).status().code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(tier_b.Fetch(Tokens(60, 9), 1, 1000).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_b.stats().misses, 2u);
+  // max_tokens bounds the candidates (the state's context).
+  auto bounded = tier_b.Fetch(request, 1, 29);
+  ASSERT_TRUE(bounded.ok());
+  EXPECT_EQ(bounded->n_tokens, 12u);
+
+  // Mirroring an entry another server stored already writes nothing.
+  const uint64_t before = tier_a.stats().bytes_written;
+  tier_b.Enqueue(RemoteUpload{k30, 30, {JoinPath(dir_b, k30 + ".kv")}});
+  ASSERT_TRUE(tier_b.Flush(10000));
+  EXPECT_EQ(tier_b.stats().bytes_written, 0u);
+  EXPECT_EQ(tier_a.stats().bytes_written, before);
+}
+
+TEST_F(RemoteTierTest, DamagedOrForeignEntriesAreNeverLoadedAndAShorterOneServes) {
+  RemoteTier tier_a(TierOptions());
+  auto a = MirroredCache(tier_a);
+  const auto ids = Tokens(60);
+  const std::string k12 = Save(*a, ids, 12, 12);
+  const std::string k30 = Save(*a, ids, 30, 30);
+  ASSERT_TRUE(tier_a.Flush(10000));
+  const Sha1Digest model = TestIdentity().model;
+  const std::string part = RemoteObjectKey(model, k30 + ".kv", 1);
+  std::string v = redis_.Command({"GET", part});
+  ASSERT_GT(v.size(), kRemoteFrameBytes + 100);
+  v[kRemoteFrameBytes + 77] = char(v[kRemoteFrameBytes + 77] ^ 0x40);
+  ASSERT_EQ(redis_.Command({"SET", part, v}), "OK");
+
+  RemoteTier tier_b(TierOptions());
+  auto b = OpenCache(MakeTempDir("remote-b"));
+  KvState dst = RandomState(be_, SmallShape(), 5, 1);
+  const std::vector<int32_t> request(ids.begin(), ids.begin() + 40);
+  ASSERT_EQ(FetchAndRestore(tier_b, *b, request, dst), k12);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(dst, l), saved_[12][l]) << l;
+  EXPECT_EQ(tier_b.stats().damaged, 1u);
+
+  // The 12-token entry's object replaced by another model's intact value.
+  const std::string p0 = RemoteObjectKey(model, k12 + ".kv", 0);
+  const std::string raw = redis_.Command({"GET", p0});
+  uint32_t parts = 0;
+  std::memcpy(&parts, raw.data() + 32, 4);  // the frame's part count
+  ASSERT_EQ(redis_.Command({"SET", p0,
+                            FrameRemotePart(Sha1Of("model-b"), 0, parts,
+                                            std::string_view(raw).substr(kRemoteFrameBytes))}),
+            "OK");
+  EXPECT_EQ(tier_b.Fetch(request, 1, 1000).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_b.stats().foreign, 1u);
+  EXPECT_EQ(tier_b.stats().damaged, 2u);
+}
+
+TEST_F(RemoteTierTest, StoreKilledMidRunNeverFailsALookupAndUploadsResumeWhenItReturns) {
+  RemoteTier tier_a(TierOptions());
+  auto a = MirroredCache(tier_a);
+  const auto ids = Tokens(60);
+  Save(*a, ids, 12, 12);
+  ASSERT_TRUE(tier_a.Flush(10000));
+  redis_.Stop();
+
+  // Saves go on locally; their uploads wait. Lookups miss without waiting for the store.
+  const std::string k30 = Save(*a, ids, 30, 30);
+  for (int i = 0; i < 100 && !tier_a.stats().backoff; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(tier_a.stats().backoff);
+  EXPECT_GE(tier_a.stats().errors, 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(tier_a.Fetch(ids, 1, 1000).status().code(), StatusCode::kNotFound);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_FALSE(tier_a.Flush(100));  // still queued
+
+  ASSERT_TRUE(redis_.Start());  // empty: no persistence
+  ASSERT_TRUE(tier_a.Flush(20000));
+  EXPECT_FALSE(tier_a.stats().backoff);
+  EXPECT_EQ(tier_a.stats().uploads, 2u);
+
+  RemoteTier tier_b(TierOptions());
+  auto b = OpenCache(MakeTempDir("remote-b"));
+  KvState dst = RandomState(be_, SmallShape(), 5, 1);
+  ASSERT_EQ(FetchAndRestore(tier_b, *b, ids, dst), k30);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(dst, l), saved_[30][l]) << l;
+}
+
+TEST_F(RemoteTierTest, FullStoreRefusesUploadsWhileLookupsGoOn) {
+  RemoteTier tier_a(TierOptions());
+  auto a = MirroredCache(tier_a);
+  const auto ids = Tokens(60);
+  const std::string k12 = Save(*a, ids, 12, 12);
+  ASSERT_TRUE(tier_a.Flush(10000));
+  ASSERT_EQ(redis_.Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  ASSERT_EQ(redis_.Command({"CONFIG", "SET", "maxmemory", "1"}), "OK");
+  Save(*a, ids, 30, 30);
+  for (int i = 0; i < 100 && tier_a.stats().refused == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(tier_a.stats().refused, 1u);
+  EXPECT_TRUE(tier_a.stats().writes_backoff);
+  EXPECT_FALSE(tier_a.stats().backoff);
+
+  RemoteTier tier_b(TierOptions());
+  auto b = OpenCache(MakeTempDir("remote-b"));
+  KvState dst = RandomState(be_, SmallShape(), 5, 1);
+  ASSERT_EQ(FetchAndRestore(tier_b, *b, ids, dst), k12);
+
+  // Room again: the queued upload goes.
+  ASSERT_EQ(redis_.Command({"CONFIG", "SET", "maxmemory", "0"}), "OK");
+  ASSERT_TRUE(tier_a.Flush(20000));
+  EXPECT_FALSE(tier_a.stats().writes_backoff);
+  EXPECT_EQ(tier_a.stats().uploads, 2u);
+}
+
+TEST_F(RemoteTierTest, FullQueueDropsAndCounts) {
+  RemoteTierOptions o = TierOptions();
+  o.max_queued = 2;
+  redis_.Stop();  // nothing drains the queue
+  RemoteTier tier(o);
+  for (int i = 0; i < 5; ++i) tier.Enqueue(RemoteUpload{Sha1Hex(Sha1Of(std::to_string(i))), 1, {}});
+  for (int i = 0; i < 100 && !tier.stats().backoff; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const RemoteTierStats s = tier.stats();
+  EXPECT_EQ(s.dropped, 3u);
+  EXPECT_EQ(s.queued, 2u);
+}
+
+}  // namespace
+}  // namespace flashkv
