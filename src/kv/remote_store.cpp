@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <charconv>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -180,7 +181,8 @@ Status RemoteStore::PutValue(const std::string& key, std::string_view value) {
   return Status::Ok();
 }
 
-Expected<std::string> RemoteStore::GetValue(const std::string& key) {
+Status RemoteStore::ReadValue(const std::string& key,
+                              const std::function<Status(std::string_view)>& use) {
   FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"GET", key}));
   Reply r(raw);
   if (r->type == REDIS_REPLY_NIL) return NotFound("no remote value {}", key);
@@ -188,7 +190,8 @@ Expected<std::string> RemoteStore::GetValue(const std::string& key) {
     return IoError("{}: GET: {}", opt_.address.ToString(), std::string_view(r->str, r->len));
   }
   if (r->type != REDIS_REPLY_STRING) return Corrupt("remote value {} is not a string", key);
-  return std::string(r->str, r->len);
+  // Checked and copied out of the reply buffer directly: one copy of a large part less.
+  return use(std::string_view(r->str, r->len));
 }
 
 Expected<bool> RemoteStore::Exists(const std::string& key) {
@@ -236,22 +239,23 @@ Expected<std::string> RemoteStore::GetObject(std::string_view name) {
   uint32_t parts = 1;
   for (uint32_t i = 0; i < parts; ++i) {
     const std::string key = RemoteObjectKey(opt_.model, name, i);
-    Expected<std::string> value = GetValue(key);
-    if (!value.ok()) {
-      // A part gone (evicted by the store) damages the object, not the store.
-      if (value.status().code() == StatusCode::kNotFound && i > 0) {
-        return Corrupt("remote object {} lost part {} of {}", name, i, parts);
+    Status st = ReadValue(key, [&](std::string_view value) -> Status {
+      Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, i);
+      if (!part.ok()) return part.status().WithContext(key);
+      if (i == 0) {
+        parts = part->count;
+        out.reserve(uint64_t(parts) * part->payload.size());
+      } else if (part->count != parts) {
+        return Corrupt("{}: part count {} differs from part 0's {}", key, part->count, parts);
       }
-      return value.status();
+      out.append(part->payload);
+      return Status::Ok();
+    });
+    // A part gone (evicted by the store) damages the object, not the store.
+    if (st.code() == StatusCode::kNotFound && i > 0) {
+      return Corrupt("remote object {} lost part {} of {}", name, i, parts);
     }
-    Expected<RemotePart> part = UnframeRemotePart(*value, opt_.model, i);
-    if (!part.ok()) return part.status().WithContext(key);
-    if (i == 0) {
-      parts = part->count;
-    } else if (part->count != parts) {
-      return Corrupt("{}: part count {} differs from part 0's {}", key, part->count, parts);
-    }
-    out.append(part->payload);
+    if (!st.ok()) return st;
   }
   return out;
 }
@@ -279,14 +283,18 @@ Expected<bool> RemoteStore::HasEntry(std::string_view numerics, std::string_view
 
 Expected<RemoteEntryRecord> RemoteStore::GetEntry(std::string_view numerics, std::string_view key) {
   const std::string k = RemoteEntryKey(opt_.model, numerics, key);
-  FLASHKV_ASSIGN_OR_RETURN(std::string value, GetValue(k));
-  Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, 0);
-  if (!part.ok()) return part.status().WithContext(k);
-  if (part->count != 1) return Corrupt("{}: an entry record has one part", k);
-  Expected<RemoteEntryRecord> r = DecodeEntry(part->payload);
-  if (!r.ok()) return r.status().WithContext(k);
-  if (r->key != key) return Corrupt("{}: the record names entry {}", k, r->key);
-  return r;
+  RemoteEntryRecord record;
+  FLASHKV_RETURN_IF_ERROR(ReadValue(k, [&](std::string_view value) -> Status {
+    Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, 0);
+    if (!part.ok()) return part.status().WithContext(k);
+    if (part->count != 1) return Corrupt("{}: an entry record has one part", k);
+    Expected<RemoteEntryRecord> r = DecodeEntry(part->payload);
+    if (!r.ok()) return r.status().WithContext(k);
+    if (r->key != key) return Corrupt("{}: the record names entry {}", k, r->key);
+    record = std::move(*r);
+    return Status::Ok();
+  }));
+  return record;
 }
 
 Expected<std::vector<uint32_t>> RemoteStore::Lengths(std::string_view numerics, uint32_t lo,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -82,7 +83,8 @@ class RemoteStore {
   // Runs one command; the reply is owned by the caller (Reply frees it).
   Expected<redisReply*> Command(const std::vector<std::string_view>& args);
   Status PutValue(const std::string& key, std::string_view value);
-  Expected<std::string> GetValue(const std::string& key);  // kNotFound when absent
+  // Hands the value to `use` while the reply holds it; kNotFound when absent.
+  Status ReadValue(const std::string& key, const std::function<Status(std::string_view)>& use);
   Expected<bool> Exists(const std::string& key);
 
   const RemoteStoreOptions opt_;
