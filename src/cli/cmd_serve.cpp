@@ -29,6 +29,7 @@
 #include "kv/disk_cache.h"
 #include "kv/kv_state.h"
 #include "kv/ram_cache.h"
+#include "kv/remote_address.h"
 #include "runtime/runtime.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
@@ -205,6 +206,7 @@ Status RunServe(const ServeFlags& f) {
   // Before the disk cache: its writer thread hands saves to the tier until it stops.
   std::unique_ptr<RemoteTier> remote;
   if (!f.remote.url.empty()) {
+    FLASHKV_RETURN_IF_ERROR(ParseRemoteAddress(f.remote.url).status());
     if (f.kv.dir.empty()) {
       return InvalidArgument(
           "--kv-remote needs --kv-disk-dir: fetched entries are kept and restored there");

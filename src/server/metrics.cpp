@@ -78,7 +78,7 @@ std::string PrometheusText(const EngineStats& s,
   std::string out;
   Family prompt_tokens(&out, "flashkv_prompt_tokens_total", "counter",
                        "Prompt tokens by where they came from: reused from a live session, "
-                       "restored from RAM, disk or the shared store, or prefilled.");
+                       "restored from RAM or disk, or prefilled.");
   prompt_tokens.Add("source=\"live\"", s.prompt_tokens_live)
       .Add("source=\"ram\"", s.prompt_tokens_ram)
       .Add("source=\"disk\"", s.prompt_tokens_disk);
