@@ -65,8 +65,20 @@ class RedisServer {
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
-  // Starts (again, on the same port) and waits until it answers PING.
+  // Starts (again, on the same port) and waits until it answers PING. A first start whose
+  // port another test took meanwhile (tests run in parallel) moves to a new free port.
   ::testing::AssertionResult Start(std::vector<std::string> extra = {}) {
+    ::testing::AssertionResult r = StartOnce(extra);
+    for (int i = 0; i < 3 && !r && !started_; ++i) {
+      port_ = FreeLoopbackPort();
+      r = StartOnce(extra);
+    }
+    if (r) started_ = true;
+    return r;
+  }
+
+ private:
+  ::testing::AssertionResult StartOnce(const std::vector<std::string>& extra) {
     const std::string bin = RedisServerBinary();
     if (bin.empty()) {
       return ::testing::AssertionFailure()
@@ -98,6 +110,7 @@ class RedisServer {
     return ::testing::AssertionFailure() << "redis-server did not answer in 10 s";
   }
 
+ public:
   // SIGKILL: the store vanishes mid-conversation.
   void Stop() {
     if (pid_ <= 0) return;
@@ -144,6 +157,7 @@ class RedisServer {
   int port_;
   std::string dir_;
   pid_t pid_ = -1;
+  bool started_ = false;  // once up, restarts keep the port (clients know it)
 };
 
 }  // namespace flashkv::testing
