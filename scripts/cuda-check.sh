@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -46,11 +46,21 @@
 #                                  prefill-explore: the Q8_0 microbenchmark (every tile
 #                                  variant) and the Flash prefill in chunks of 2,048 / 4,096 /
 #                                  8,192 (profiled first and last chunks).
+#                                  prefill-tiles: the expert tiles of 64 pairs vs 32 (imma
+#                                  1 vs 4): GPU tests, SASS, sanitizers on the small MoE
+#                                  shapes, chunks of 2,048 and 8,192 profiled. prefill-final
+#                                  (STAGE_FLASHKV=1): `flashkv bench` 2k -> 32k and the 25k
+#                                  cold prompt through `flashkv serve` (serve_tiers.py).
 #                                  prefill-ncu: the SASS of the int8 and indexer kernels
 #                                  (sass.txt.gz) and, where ncu exists, their issue rates and
 #                                  stall reasons (ncu-*.log).
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
+#                                  decode-final: the final decode figures (random:flash and a
+#                                  Flash-width GGUF of FINAL_LAYERS layers, this build and the
+#                                  baseline staged in .devcarry/base/; STAGE_FLASHKV=1).
+#                                  formats: every GPU test (the GGUF block-type kernels'
+#                                  CPU twins among them), memcheck on CudaKQuantTest.
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -233,6 +243,65 @@ PY
       grep -A8 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
     done
   fi
+  if [[ $what == prefill-tiles ]]; then
+    # Issue #13's expert tiles of 64 pairs (imma 1) against the 32 of before (imma 4): every
+    # GPU test, the SASS of the tensor-core kernels, memcheck + racecheck on the small MoE
+    # shapes, then the Flash prefill in chunks of 2,048 and 8,192 with both in one process
+    # (logits compared bit for bit; first and last chunks profiled).
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 90 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |^\[==|Failure|Expected|Which is|max\|d\||mismatch' \
+      "$OUT/gpu-tests.log" | head -60 || true
+    local OD CS
+    OD=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1 || true)
+    if [[ -n $OD ]]; then
+      "$OD" --dump-sass "$TB" 2>/dev/null | awk '/Function :/ {f = $3} /IMMA/ {n[f]++}
+        /^ +\/\*[0-9a-f]+\*\// {c[f]++} /LDL|STL/ {l[f]++} END {for (k in n) if (k ~ /Imma/)
+        print "SASS:", c[k], "instructions,", n[k], "IMMA,", l[k] + 0, "LDL/STL in", k}' \
+        | sed -E "$short" || true
+    fi
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaImmaTest.SmallMoe*' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -3 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+    for chunk in 2048 8192; do
+      timeout 80 "$BB" --imma-compare 4,1 --chunk $chunk --profile --frontiers 8192,32768 \
+        --decode-steps 8 --warmup-steps 2 --ttft 0 --profile-at 0,$((32768 - chunk)) \
+        --json "$OUT/chunk$chunk.json" > "$OUT/chunk$chunk.log" 2>&1 || rc=1
+      grep -E '^imma|prefill 0|decode|identical|differ|device memory' "$OUT/chunk$chunk.log" | cut -c1-200 || true
+      grep -A12 ', chunk at' "$OUT/chunk$chunk.log" | sed -E "$short" || true
+    done
+  fi
+  if [[ $what == prefill-final ]]; then
+    # Issue #13's closing figures: the int8 and whole-model GPU tests, the profiled Flash
+    # prefill (32- vs 64-pair expert tiles, chunks of 2,048), `flashkv bench` 2k -> 32k as
+    # users run it, then the 25,000-token cold prompt's time to first token through
+    # `flashkv serve` (and its cache tiers; extra args go to serve_tiers.py).
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    timeout 60 "$TB" --gtest_color=no --gtest_filter='CudaImmaTest.*:CudaModelTest.*' \
+      > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED) |^\[==|Failure|Expected|Which is' "$OUT/gpu-tests.log" | head -30 || true
+    timeout 60 "$BB" --imma-compare 4,1 --profile --frontiers 8192,32768 --decode-steps 8 \
+      --warmup-steps 2 --ttft 0 --profile-at 0,30720 --json "$OUT/chunk2048.json" \
+      > "$OUT/chunk2048.log" 2>&1 || rc=1
+    grep -E '^imma|device memory' "$OUT/chunk2048.log" | cut -c1-200 || true
+    grep -A8 ', chunk at' "$OUT/chunk2048.log" | sed -E "$short" || true
+    /work/main/build-cuda/flashkv bench --backend cuda --model random:flash \
+      --ctx-start 2048 --ctx-max 32768 --step-mul 2 --gen-tokens 16 \
+      --csv "$OUT/flash-sweep.csv" > "$OUT/flash-sweep.log" 2>&1 || rc=1
+    if [[ -f $OUT/flash-sweep.csv ]]; then cat "$OUT/flash-sweep.csv"; fi
+    timeout 120 python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv \
+      --backend cuda --model random:flash --out "$OUT/tiers" "$@" > "$OUT/tiers.log" 2>&1 || rc=1
+    tail -25 "$OUT/tiers.log" | cut -c1-220
+  fi
   if [[ $what == prefill-ncu ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
@@ -352,14 +421,130 @@ PY
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
     if [[ -n ${DECODE_NCU:-} && -n $NCU ]]; then
       for k in $DECODE_NCU; do
-        timeout 40 "$NCU" -k "regex:$k" -c 2 --section SpeedOfLight --section WarpStateStats \
-          --section Occupancy --section LaunchStats "$BB" --decode-micro --frontiers "${F%%,*}" \
+        # The first launch of MatVecTileKernel is the output head (the prompt's last token).
+        timeout "${DECODE_NCU_TIMEOUT:-40}" "$NCU" -k "regex:$k" -c "${DECODE_NCU_COUNT:-2}" \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section SchedulerStats --section Occupancy --section LaunchStats -f -o "$OUT/ncu-$k" \
+          "$BB" --decode-micro --frontiers "${F%%,*}" \
           --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
+        [[ ! -f $OUT/ncu-$k.ncu-rep ]] || "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page details \
+          >> "$OUT/ncu-$k.log" 2>&1 || true
         grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Shared Memory Config|Block Limit|Stall|cycles being stalled|One or More|ERR|==PROF==|==ERROR==' \
           "$OUT/ncu-$k.log" | head -40 || true
       done
     elif [[ -n ${DECODE_NCU:-} ]]; then
       echo "ncu: not found"
+    fi
+    # The device tool returns few files: every log, JSON and ncu report in one tar.
+    tar czf "$OUT/decode-run-logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true
+  fi
+  if [[ $what == decode-final ]]; then
+    # The final decode figures of issue #14 in one call: the microbenchmark (unfused vs fused,
+    # bits compared, kernels per token and per layer, per-kernel GB/s against a device copy)
+    # at DECODE_FRONTIERS (default 2048,8192,32768) for random:flash with this build and with
+    # .devcarry/base/ (the build before), the same at FINAL_LAYERS (default 8) layers, then a
+    # Flash-width ds4-layout GGUF of FINAL_LAYERS layers (`flashkv make-tiny --preset
+    # flash:N` under /dev/shm) through `flashkv bench` with both builds, beside
+    # random:flash:N. Needs STAGE_FLASHKV=1 (and the base flashkv in .devcarry/base/).
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda FK=/work/main/build-cuda/flashkv
+    local BASE=$ROOT/.devcarry/base
+    local F=${DECODE_FRONTIERS:-2048,8192,32768} L=${FINAL_LAYERS:-8}
+    local MICRO=(--decode-micro --decode-steps 32 --warmup-steps 8 --profile-steps 4 --ttft 0)
+    "$BB" "${MICRO[@]}" --frontiers "$F" --json "$OUT/final-micro.json" > "$OUT/final-micro.log" 2>&1 || rc=1
+    grep -E '^frontier|weight products|copy|bit-identical|DIFFER|kernels' "$OUT/final-micro.log" | head -40 || true
+    if [[ -x $BASE/flashkv_bench_cuda ]]; then
+      "$BASE/flashkv_bench_cuda" "${MICRO[@]}" --frontiers "$F" --json "$OUT/final-micro-base.json" \
+        > "$OUT/final-micro-base.log" 2>&1 || rc=1
+      grep -E '^frontier|weight products|copy' "$OUT/final-micro-base.log" | head -20 || true
+    fi
+    "$BB" "${MICRO[@]}" --layers "$L" --frontiers "$F" --json "$OUT/final-micro-l$L.json" \
+      > "$OUT/final-micro-l$L.log" 2>&1 || rc=1
+    grep -E '^frontier|weight products|copy' "$OUT/final-micro-l$L.log" | head -20 || true
+    local G=/dev/shm/flash-$L.gguf
+    local SWEEP=(bench --backend cuda --ctx-start 2048 --ctx-max 32768 --step-mul 4 --gen-tokens 64)
+    df -h /dev/shm | tail -1
+    { time "$FK" make-tiny --preset "flash:$L" "$G"; } > "$OUT/final-make-tiny.log" 2>&1 || rc=1
+    tail -4 "$OUT/final-make-tiny.log"
+    if [[ -f $G ]]; then
+      "$FK" "${SWEEP[@]}" --model "$G" --csv "$OUT/final-gguf.csv" > "$OUT/final-gguf.log" 2>&1 || rc=1
+      cat "$OUT/final-gguf.csv" 2>/dev/null || tail -5 "$OUT/final-gguf.log"
+      if [[ -x $BASE/flashkv ]]; then
+        "$BASE/flashkv" "${SWEEP[@]}" --model "$G" --csv "$OUT/final-gguf-base.csv" \
+          > "$OUT/final-gguf-base.log" 2>&1 || rc=1
+        cat "$OUT/final-gguf-base.csv" 2>/dev/null || tail -5 "$OUT/final-gguf-base.log"
+      fi
+      rm -f "$G"
+    fi
+    "$FK" "${SWEEP[@]}" --model "random:flash:$L" --csv "$OUT/final-random-l$L.csv" \
+      > "$OUT/final-random-l$L.log" 2>&1 || rc=1
+    cat "$OUT/final-random-l$L.csv" 2>/dev/null || tail -5 "$OUT/final-random-l$L.log"
+    tar czf "$OUT/decode-final-logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true
+  fi
+  if [[ $what == batch ]]; then
+    # The batched decode step (issue #18), each part time-bounded so one device call holds
+    # it: every GPU test; the batched kernels' small shapes under compute-sanitizer
+    # (memcheck, racecheck); flashkv_bench_cuda --batch-micro at BATCH_SIZES (default
+    # 1,4,16,64: aggregate tok/s, kernels per step, per-kernel profile); then, with
+    # STAGE_FLASHKV=1 STAGE_NODE=1 at stage time, the serve load generator
+    # (bench/serve/serve_load.mjs: BATCH_CLIENTS, default 1,4,16,64, ctx 8192; and 16 clients
+    # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768). BATCH_SWEEP=
+    # "NAME=VALUE …": the microbenchmark once more each at BATCH_SWEEP_SIZES (default 16).
+    # Extra args go to the microbenchmarks.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
+    if [[ -z ${BATCH_SKIP_TESTS:-} ]]; then
+      timeout 60 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
+        > "$OUT/gpu-tests.log" 2>&1 || rc=1
+      grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
+        "$OUT/gpu-tests.log" | head -40 || true
+    fi
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      for tool in memcheck racecheck; do
+        timeout 25 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+          --gtest_filter='CudaBatchKernelsTest.SmallShapes' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+        tail -2 "$OUT/sanitizer-$tool.log"
+      done
+    fi
+    local BM="--frontiers ${BATCH_FRONTIER:-256} --decode-steps 8 --warmup-steps 3 --profile-steps 2 --ttft 0"
+    timeout 70 "$BB" --batch-micro "${BATCH_SIZES:-1,4,16,64}" $BM --json "$OUT/batch-micro.json" \
+      "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
+    grep -E '^batch' "$OUT/batch-micro.log" | cut -c1-200 || true
+    grep -A14 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
+    for kv in ${BATCH_SWEEP:-}; do
+      local tag=${kv//=/-}
+      env "$kv" timeout 40 "$BB" --batch-micro "${BATCH_SWEEP_SIZES:-16}" $BM "$@" \
+        > "$OUT/batch-micro-$tag.log" 2>&1 || rc=1
+      echo "$kv:"; grep -A8 '^batch' "$OUT/batch-micro-$tag.log" | sed -E "$short" || true
+    done
+    local NODE
+    NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
+    if [[ -n $NODE && -x /work/main/build-cuda/flashkv ]]; then
+      local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model random:flash --extra --backend=cuda"
+      timeout 90 $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
+        --requests 1 --max-tokens 64 > "$OUT/serve-load.log" 2>&1 || rc=1
+      tail -8 "$OUT/serve-load.log"
+      timeout 45 $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
+        --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long.log" 2>&1 || rc=1
+      tail -4 "$OUT/serve-load-long.log"
+    fi
+  fi
+  if [[ $what == formats ]]; then
+    # The GGUF block-type kernels (mxfp4_matvec.cu, kquant_matvec.cu): every GPU test (their
+    # CPU twins CudaFormats / CudaMxfp4Test / CudaKQuantTest / CudaLlamaLayoutTest and the
+    # rest), then memcheck on the K-quant / IQ kernels' tests.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |OK \] .*(KQuant|Llama|Formats|Mxfp4)|Failure|Expected|Which is|max\|d\||mix, q8' \
+      "$OUT/gpu-tests.log" | head -120 || true
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    if [[ -n $CS ]]; then
+      timeout 60 "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter='Types/CudaKQuantTest.*' > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
+      tail -3 "$OUT/sanitizer-memcheck.log"
     fi
   fi
   if [[ $what == sanitize ]]; then
@@ -426,7 +611,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-ncu|decode|decode-tests|decode-bench|decode-run|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_backend.h"
+#include "batch_micro.h"
 #include "decode_micro.h"
 #include "kv/kv_state.h"
 #include "matmul_bench.h"
@@ -108,6 +109,7 @@ struct Options {
   std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
   bool decode_micro = false;          // the decode microbenchmark (decode_micro.h)
   int profile_steps = 4;
+  std::vector<int> batch_micro;  // the batched decode microbenchmark's batch sizes (batch_micro.h)
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -158,6 +160,12 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     FLASHKV_RETURN_IF_ERROR(
         model.Forward(std::span<const int32_t>(prompt.data(), size_t(std::min(o.chunk, max_ctx))),
                       st, LogitsFor::kNone, nullptr));
+    // What a chunk's activations and scratch cost (compare runs with another --chunk).
+    if (const auto mem = be.DeviceMemory()) {
+      std::printf("device memory after a %d-token chunk (state of %d tokens live): %.2f GiB used\n",
+                  std::min(o.chunk, max_ctx), max_ctx,
+                  double(mem->total_bytes - mem->free_bytes) / double(1ull << 30));
+    }
   }
   for (size_t vi = 0; vi < setups.size(); ++vi) {
     const Setup& su = setups[vi];
@@ -285,6 +293,17 @@ Status Run(const Options& o) {
     m.profile_steps = o.profile_steps;
     m.bytes_per_token = bytes_token;
     FLASHKV_RETURN_IF_ERROR(RunDecodeMicro(*be, *model, m, out));
+    return WriteJson(o, out);
+  }
+  if (!o.batch_micro.empty()) {
+    BatchMicroOptions m;
+    m.batches = o.batch_micro;
+    m.frontier = o.frontiers.front();
+    m.chunk = o.chunk;
+    m.warmup_steps = o.warmup_steps;
+    m.decode_steps = o.decode_steps;
+    m.profile_steps = o.profile_steps;
+    FLASHKV_RETURN_IF_ERROR(RunBatchMicro(*be, *model, m, out));
     return WriteJson(o, out);
   }
   if (compare) {
@@ -474,7 +493,8 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-model", o.skip_model, "stop after --matmul (no Flash model)");
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
-                 "last once per tensor-core variant (0 = dp4a kernels), e.g. 0,1")
+                 "last once per tensor-core variant (0 = dp4a kernels; 4 = 1 with 32-pair "
+                 "expert tiles), e.g. 0,1")
       ->delimiter(',');
   app.add_option("--profile-at", o.profile_at,
                  "with a compare and --profile: the positions of the chunks to profile (default 0)")
@@ -488,7 +508,12 @@ int main(int argc, char** argv) {
                "instead of the frontier sweep: the decode microbenchmark at each frontier — "
                "unfused vs fused kernels (bits compared), kernels per token and per layer, "
                "per-kernel GB/s next to a device-to-device copy");
-  app.add_option("--profile-steps", o.profile_steps, "--decode-micro: profiled decode steps");
+  app.add_option("--profile-steps", o.profile_steps,
+                 "--decode-micro / --batch-micro: profiled decode steps");
+  app.add_option("--batch-micro", o.batch_micro,
+                 "instead of the frontier sweep: batched decode steps of these many sessions "
+                 "(e.g. 1,4,16,64; the sessions at the first frontier + 8·i), kernels per step")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const flashkv::Status s = flashkv::Run(o);
   if (!s.ok()) {

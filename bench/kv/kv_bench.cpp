@@ -12,7 +12,9 @@
 // the filesystem allows them) for reference. Load = DiskCache::Load
 // (header/index checks, reads with CRC on the reader thread, KvState writes) with the
 // file's pages dropped from the page cache first (posix_fadvise DONTNEED after the
-// fsync), then again warm.
+// fsync), then again warm. FLASHKV_BENCH_CHUNK_TOKENS sets DiskCacheOptions::chunk_tokens
+// (default: the cache's, 2048 — format v2, a manifest plus 2,048-token chunks; 0: one v1
+// file); sizes and rates count the manifest and every chunk it names.
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -71,6 +73,17 @@ void DropCache(const std::string& path) {
   if (f.ok()) f->DropCache();
 }
 
+// Every file of a cache directory and its chunks/.
+void DropCacheDir(const std::string& dir) {
+  for (const std::string& d : {dir, ChunkDirOf(dir)}) {
+    auto list = ListDirectory(d);
+    if (!list.ok()) continue;
+    for (const DirEntry& e : *list) {
+      if (e.is_regular) DropCache(JoinPath(d, e.name));
+    }
+  }
+}
+
 int Run(const std::string& dir, int64_t n_tokens) {
   constexpr int kVocab = 129280;
   CpuBackend be(nullptr);
@@ -105,6 +118,8 @@ int Run(const std::string& dir, int64_t n_tokens) {
   o.dir = cache_dir;
   o.budget_bytes = uint64_t(64) << 30;
   o.identity = SnapshotIdentity{Sha1Of("bench"), "official/q8"};
+  if (const char* c = std::getenv("FLASHKV_BENCH_CHUNK_TOKENS"))
+    o.chunk_tokens = uint32_t(std::atoi(c));
   auto cache = DiskCache::Open(o);
   if (!cache.ok()) {
     std::fprintf(stderr, "%s\n", cache.status().ToString().c_str());
@@ -136,12 +151,13 @@ int Run(const std::string& dir, int64_t n_tokens) {
   const double t9 = Now();
   if (!key2.ok() || !st.ok()) return 1;
   (void)(*cache)->Remove(*key2);
-  const std::string path = JoinPath(cache_dir, *key + ".kv");
-  auto size = File::OpenRead(path)->Size();
-  const uint64_t bytes = *size;
+  uint64_t bytes = 0;  // the manifest (or v1 file) and its chunks
+  for (const DiskCacheEntry& e : (*cache)->List()) {
+    if (e.key == *key) bytes = e.file_bytes + e.chunk_bytes;
+  }
 
   // Cold load, then warm.
-  DropCache(path);
+  DropCacheDir(cache_dir);
   const double t3 = Now();
   auto hit = (*cache)->Load(DiskLookup{.tokens = tokens, .text = {}}, *state);
   const double t4 = Now();
@@ -177,7 +193,8 @@ int Run(const std::string& dir, int64_t n_tokens) {
   const double ddw = Mb(uint64_t(dd_bytes)) / dd_w, ddr = Mb(uint64_t(dd_bytes)) / dd_r;
   const double ddrw = Mb(uint64_t(dd_bytes)) / dd_rw;
   const double ddwd = Mb(uint64_t(((mib + 15) / 16) << 24)) / dd_wd;
-  std::printf("tokens %lld: snapshot %.1f MB\n", static_cast<long long>(n_tokens), Mb(bytes));
+  std::printf("tokens %lld: snapshot %.1f MB (chunk tokens %u)\n", static_cast<long long>(n_tokens),
+              Mb(bytes), o.chunk_tokens);
   std::printf(
       "  save  %7.0f MB/s  (Save returns in %.0f ms: host copy, writes under way; Flush "
       "%.0f ms)  dd write %7.0f MB/s  ratio %.2f  (dd O_DIRECT %.0f MB/s)\n",

@@ -374,6 +374,12 @@ class Backend {
   // One softmax per (token, head) over the visible raw rows (oldest first), then the
   // visible compressed rows (ascending), plus the sink logit in the denominator.
   virtual void Attention(const AttentionArgs& a) = 0;
+  // The attention of several sessions' chunks of one step (Model::ForwardBatch), each with
+  // the values Attention(args[i]) gives it; a backend may run them together. Default: in
+  // order. (A pointer and a count: the CUDA sources are C++17.)
+  virtual void AttentionBatch(const AttentionArgs* args, int n) {
+    for (int i = 0; i < n; ++i) Attention(args[i]);
+  }
   // Stores a chunk's raw rows into the window ring: row i (position pos0 + i) goes to
   // slot (pos0 + i) % n_swa; only the last n_swa positions are written.
   virtual void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,

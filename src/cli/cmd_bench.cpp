@@ -1,6 +1,7 @@
 // `flashkv bench`: throughput at context frontiers (docs/PERFORMANCE.md "Bench sweeps",
 // issue 7). Tokenizes a plain-text prompt file (no chat template), loads the model once,
-// runs the sweep of tools/bench_sweep.h and writes one CSV row per frontier (stdout or
+// runs the sweep (evaluate/bench_sweep_driver.h: one engine request per frontier; the figures in
+// tools/bench_sweep.h) and writes one CSV row per frontier (stdout or
 // --csv), optionally an SVG plot; a progress line on a TTY. --from-csv only re-plots a
 // saved run. `--model random:flash[:LAYERS]` runs the same Model code on weights generated
 // on the backend (model/random_model.h), tokenized with --tokenizer (a file carrying the
@@ -14,11 +15,11 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/project_files.h"
+#include "evaluate/bench_sweep_driver.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench_csv.h"
 #include "tools/bench_plot.h"
-#include "tools/bench_sweep.h"
 #include "util/file_io.h"
 #include "util/progress.h"
 
@@ -175,7 +176,7 @@ Status RunBench(BenchFlags f) {
     csv.Line(FormatBenchCsvRow(row));
     plotted.push_back(ToCsvRow(row));
   };
-  auto rows = RunBenchSweep(rt->model(), tokens, f.sweep, tokenizer->eos_id(), identity, cb);
+  auto rows = RunBenchSweep(rt->model(), *tokenizer, tokens, f.sweep, cb);
   progress.Finish();
   if (!rows.ok()) return rows.status();
   FLASHKV_RETURN_IF_ERROR(csv.Close(f.csv));

@@ -8,9 +8,9 @@
 
 #include "cli/commands.h"
 #include "cli/project_files.h"
+#include "evaluate/vector_case_runner.h"
 #include "gguf/gguf_file.h"
 #include "runtime/runtime.h"
-#include "tools/vector_runner.h"
 #include "util/progress.h"
 
 namespace flashkv::cli {

@@ -1,5 +1,5 @@
-// `flashkv kv ls|show|verify|rm|gc --dir D`: inspect and maintain a disk KV cache
-// directory. ls, show and verify only read (safe while a server uses the directory); rm
+// `flashkv kv ls|show|verify|du|rm|gc --dir D`: inspect and maintain a disk KV cache
+// directory. ls, show, verify and du only read (safe while a server uses the directory); rm
 // and gc take the directory lock like a server does.
 #include <chrono>
 #include <cstdio>
@@ -84,7 +84,8 @@ Status Ls(const KvFlags& f) {
               "age", "numerics", "text");
   for (const DiskCacheEntry& e : view.entries) {
     std::printf("%-12s %8u %9.1f %-9s %5u %6s %-12s %s\n", e.key.substr(0, 12).c_str(), e.n_tokens,
-                Mib(e.file_bytes), std::string(SaveReasonName(e.reason)).c_str(), e.hit_count,
+                Mib(e.file_bytes + e.chunk_bytes),  // v2: the manifest and its chunks
+                std::string(SaveReasonName(e.reason)).c_str(), e.hit_count,
                 Age(e.last_used_ms).c_str(), e.numerics.c_str(),
                 OneLine(e.text, size_t(f.text_chars)).c_str());
   }
@@ -116,6 +117,11 @@ Status Show(const KvFlags& f) {
   std::printf("last used:   %s ago%s\n", Age(h.last_used_ms).c_str(),
               h.stats_ok ? "" : " (stats block damaged: reset)");
   std::printf("hits:        %u\n", h.hit_count);
+  std::printf("format:      version %u%s\n", h.version,
+              h.n_chunks > 0 ? fmt::format(", {} chunks of {} tokens ({:.1f} MiB)", h.n_chunks,
+                                           h.chunk_tokens, Mib(e.chunk_bytes))
+                                   .c_str()
+                             : "");
   std::printf("sections:    %zu\n", h.sections.size());
   for (const SnapshotSection& s : h.sections) {
     if (s.kind == SnapshotSectionKind::kLayer && s.tag > 1 && s.tag + 1 < h.n_layer) continue;
@@ -138,7 +144,7 @@ Status Verify(const KvFlags& f, bool* all_ok) {
   for (const DiskCacheEntry& e : view.entries) {
     auto h = VerifySnapshotFile(e.path);
     if (h.ok()) {
-      bytes += e.file_bytes;
+      bytes += e.file_bytes + e.chunk_bytes;  // v2: its chunks were read whole too
       std::printf("OK  %s (%u tokens)\n", e.path.c_str(), e.n_tokens);
     } else {
       ++bad;
@@ -150,6 +156,29 @@ Status Verify(const KvFlags& f, bool* all_ok) {
               view.entries.size() + view.damaged.size() - bad, bad, Mib(bytes),
               s > 0 ? Mib(bytes) / s : 0.0);
   *all_ok = bad == 0;
+  return Status::Ok();
+}
+
+// Logical bytes (every entry's whole state: its manifest plus every chunk it names, what
+// version-1 files would hold) against the physical bytes of the directory.
+Status Du(const KvFlags& f) {
+  FLASHKV_ASSIGN_OR_RETURN(CacheDirectoryView view, InspectCacheDirectory(f.dir));
+  uint64_t manifests = 0, logical = 0, chunk_refs = 0;
+  for (const DiskCacheEntry& e : view.entries) {
+    manifests += e.file_bytes;
+    logical += e.file_bytes + e.chunk_bytes;
+    chunk_refs += e.chunks;
+  }
+  std::printf("entries:   %zu (%.1f MiB of manifests and whole-state files)\n", view.entries.size(),
+              Mib(manifests));
+  std::printf("chunks:    %llu files, %.1f MiB, named %llu times by the entries\n",
+              static_cast<unsigned long long>(view.chunk_files), Mib(view.chunk_bytes),
+              static_cast<unsigned long long>(chunk_refs));
+  std::printf("logical:   %.1f MiB (sum of every entry's full state)\n", Mib(logical));
+  std::printf("physical:  %.1f MiB (every file in the directory, quarantine and temp too)\n",
+              Mib(view.total_bytes));
+  std::printf("ratio:     %.2fx logical / physical\n",
+              view.total_bytes > 0 ? double(logical) / double(view.total_bytes) : 0.0);
   return Status::Ok();
 }
 
@@ -191,6 +220,13 @@ void RegisterKv(CLI::App& app) {
     Status s = Verify(*f, &ok);
     if (!s.ok()) Fail("kv verify", s);
     if (!ok) Fail("kv verify", Corrupt("damaged entries found"), 2);
+  });
+
+  auto* du = kv->add_subcommand("du", "Logical bytes (every entry's full state) vs physical");
+  add_dir(du);
+  du->callback([f] {
+    Status s = Du(*f);
+    if (!s.ok()) Fail("kv du", s);
   });
 
   auto* rm = kv->add_subcommand("rm", "Remove an entry");

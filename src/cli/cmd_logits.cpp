@@ -5,16 +5,22 @@
 //                  FILE.f32
 // FILE.f32 holds [positions, vocab] row-major: one row per prompt position (from the
 // prefill), then one per greedy decode step (each greedy token fed alone). The greedy
-// tokens are printed on stdout.
+// tokens are printed on stdout. The ids run as one request through the engine — the
+// prefill and decode path of `run` and the server — asking it for every row's logits and
+// an exact greedy decode that EOS does not end, its last id evaluated (engine/evaluation.h).
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "engine/engine.h"
+#include "evaluate/run_stepped.h"
 #include "runtime/runtime.h"
 #include "tokenizer/token_id_list.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashkv::cli {
 namespace {
@@ -45,14 +51,6 @@ Expected<std::vector<int32_t>> ReadTokens(const LogitsFlags& f) {
   return ids;
 }
 
-int32_t Argmax(const float* x, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
-  }
-  return best;
-}
-
 Status WriteFloats(const std::string& path, const std::vector<float>& data) {
   std::FILE* fp = std::fopen(path.c_str(), "wb");
   if (fp == nullptr) return IoError("cannot create {}", path);
@@ -73,11 +71,15 @@ Status RunLogits(const LogitsFlags& f) {
   ro.threads = f.threads;
   ro.backend = f.backend;
   ModelOptions mo;
+  std::optional<Tokenizer> tokenizer;  // the engine's EOS and streamed bytes
   {
     FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(f.model));
     auto config = ModelConfig::FromGguf(file);
     if (!config.ok()) return config.status().WithContext(f.model);
     mo = DefaultModelOptions(*config);
+    auto tok = Tokenizer::FromGguf(file);
+    if (!tok.ok()) return tok.status().WithContext(f.model);
+    tokenizer.emplace(std::move(*tok));
   }
   if (!f.numerics.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(mo.numerics, ParseNumericsMode(f.numerics));
@@ -91,31 +93,45 @@ Status RunLogits(const LogitsFlags& f) {
   const int vocab = model.config().n_vocab;
 
   const int ctx = f.ctx > 0 ? f.ctx : int(prompt.size()) + f.decode;
-  FLASHKV_ASSIGN_OR_RETURN(KvState state, model.NewState(ctx));
 
   std::vector<float> hc;
   if (!f.hc_out.empty()) {
-    // [n_layer, prompt positions, hc_dim]: the residual after each layer of the prefill.
+    // [n_layer, prompt positions, hc_dim]: the residual after each layer of the prefill
+    // (the decode steps' rows are not part of it).
     const size_t hc_dim = model.config().hc_dim();
+    const int64_t n_prompt = int64_t(prompt.size());
     hc.resize(size_t(model.config().n_layer) * prompt.size() * hc_dim);
-    model.SetLayerObserver([&hc, &prompt, hc_dim](int layer, int64_t pos0, int n, const float* x) {
+    model.SetLayerObserver([&hc, n_prompt, hc_dim](int layer, int64_t pos0, int n, const float* x) {
+      if (pos0 + n > n_prompt) return;
       std::copy(x, x + size_t(n) * hc_dim,
-                hc.begin() + (size_t(layer) * prompt.size() + pos0) * hc_dim);
+                hc.begin() + (size_t(layer) * size_t(n_prompt) + size_t(pos0)) * hc_dim);
     });
   }
 
-  std::vector<float> logits(size_t(prompt.size() + f.decode) * vocab);
-  FLASHKV_RETURN_IF_ERROR(model.Forward(prompt, state, LogitsFor::kAll, logits.data(), f.chunk));
-  model.SetLayerObserver(nullptr);
+  EngineOptions eo;
+  eo.ctx_size = ctx;
+  eo.live_sessions = 1;
+  eo.prefill_chunk = f.chunk > 0 ? f.chunk : int(prompt.size());
+  eo.max_batch = 1;
+  EngineMetrics metrics;
+  ToolReplayMap replay;
+  Engine engine(model, *tokenizer, replay, metrics, eo);
 
-  std::vector<int32_t> greedy;
-  for (int step = 0; step < f.decode; ++step) {
-    const float* last = logits.data() + (prompt.size() + step - 1) * size_t(vocab);
-    const int32_t next = Argmax(last, vocab);
-    greedy.push_back(next);
-    float* row = logits.data() + (prompt.size() + step) * size_t(vocab);
-    FLASHKV_RETURN_IF_ERROR(model.Forward({&next, 1}, state, LogitsFor::kAll, row));
-  }
+  std::vector<float> logits;
+  logits.reserve(size_t(prompt.size() + f.decode) * vocab);
+  GenerationRequest req;
+  req.prompt_tokens = prompt;
+  req.output = OutputMode::kRaw;
+  req.max_tokens = f.decode;
+  req.eval.prompt_logits = &logits;  // then the decode rows after them
+  req.eval.decode_logits = &logits;
+  req.eval.exact_length = true;
+  req.eval.evaluate_last = true;
+  RequestHandle handle(std::move(req));
+  auto result = RunStepped(engine, handle);
+  model.SetLayerObserver(nullptr);
+  if (!result.ok()) return result.status();
+  const std::vector<int32_t>& greedy = (*result)->ids;
   FLASHKV_RETURN_IF_ERROR(WriteFloats(f.out, logits));
   if (!hc.empty()) FLASHKV_RETURN_IF_ERROR(WriteFloats(f.hc_out, hc));
   std::printf("%s\n", FormatTokenIdList(greedy).c_str());

@@ -18,6 +18,19 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
                   "a save is served from RAM)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  cmd->add_option("--kv-disk-chunk-tokens", flags->chunk_tokens,
+                  "tokens per content-addressed chunk: saves write only chunks not yet stored "
+                  "plus a manifest (format v2); 0: whole-state v1 files")
+      ->capture_default_str();
+  cmd->add_option("--kv-disk-write-budget-gb-per-day", flags->write_budget_gb_per_day,
+                  "at most this many GB written to the disk cache in any 24 hours; saves "
+                  "beyond it are skipped (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--kv-disk-min-tokens-per-mib", flags->min_tokens_per_mib,
+                  "skip saves that spare fewer prefill tokens per MiB they write (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CachePolicyOptions& p = flags->policy;
   cmd->add_option("--kv-cache-min-tokens", p.min_tokens,
                   "never save or load snapshots shorter than this")
@@ -56,6 +69,9 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
   o.quarantine = flags.quarantine == "on";
   o.write.direct = flags.direct == "on";
   o.identity = identity;
+  o.chunk_tokens = flags.chunk_tokens;
+  o.write_budget_bytes_per_day = uint64_t(flags.write_budget_gb_per_day * 1e9);
+  o.min_tokens_per_mib = flags.min_tokens_per_mib;
   return DiskCache::Open(o);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/gpus_flag.h"
 #include "cli/project_files.h"
 #include "kv/model_fingerprint.h"
 #include "model/model_config.h"
@@ -24,6 +25,8 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
   cmd->add_option("--backend", flags->backend,
                   "auto | cpu | cuda (auto: cuda when this build has it and a GPU answers)")
       ->capture_default_str();
+  cmd->add_option("--gpus", flags->gpus,
+                  "CUDA devices: 0,1,... or auto (every device); default one GPU, device 0");
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -106,6 +109,12 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
   ro.threads = flags.threads;
   ro.backend = flags.backend;
   ro.model = &setup.options;
+  if (!flags.gpus.empty()) {
+    std::string why;
+    const int present = Runtime::CudaDeviceCount(&why);
+    FLASHKV_ASSIGN_OR_RETURN(ro.gpus, ParseGpus(flags.gpus, present, why));
+    if (ro.backend == "auto") ro.backend = "cuda";
+  }
   return Runtime::Open(ro);
 }
 

@@ -28,6 +28,7 @@ struct ModelFlags {
   std::string model;             // empty: DefaultModelPath()
   int threads = 0;               // <= 0: one per core
   std::string backend = "auto";  // Runtime::ResolveBackend
+  std::string gpus;              // cli/gpus_flag.h; empty: one GPU, device 0
   std::string numerics;          // empty: DefaultModelOptions for the file
   std::string act_quant;         // empty: DefaultModelOptions for the file
   std::string tokenizer;         // random: sources only (empty: models/tokenizer/tokenizer.json)
@@ -35,7 +36,7 @@ struct ModelFlags {
 
 // --model/-m and --threads/-t.
 void AddModelFlags(CLI::App* cmd, ModelFlags* flags);
-// --backend, --numerics and --act-quant.
+// --backend, --gpus, --numerics and --act-quant.
 void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags);
 // --tokenizer, for random: model sources (they have no vocabulary of their own).
 void AddTokenizerFlag(CLI::App* cmd, ModelFlags* flags);
@@ -61,7 +62,8 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags);
 // chat markers up to `n_vocab` ids as make-tiny does (plain text tokenizes the same).
 Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
-// Loads the weights of `setup` onto the flags' backend with its options.
+// Loads the weights of `setup` onto the flags' backend with its options. --gpus is checked
+// against the devices present first, and makes --backend auto mean cuda.
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup);
 
 // The fingerprint a KV snapshot of this model carries: ModelFingerprint of the file (it

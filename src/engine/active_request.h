@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/generation.h"
 #include "engine/output_stream.h"
 #include "engine/request_handle.h"
+#include "engine/rewind_point.h"
 #include "engine/sampler.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -53,6 +55,7 @@ struct ActiveRequest {
   int64_t max_new = 0;
   int64_t sampled = 0;
   FinishReason finish = FinishReason::kLength;
+  std::optional<RewindPoint> rewind;  // eval.rewind: the prompt's end, put back by Finish
 };
 
 }  // namespace flashkv

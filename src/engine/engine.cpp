@@ -223,9 +223,8 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   s.AdoptRestored(std::move(hit->tokens), text.ok() ? std::move(*text) : std::string(),
                   hit->logits);
   const int64_t effective = int64_t(reused + continuation.size());
-  if (effective >= options_.ctx_size) {
-    *error = ResourceExhausted("Prompt has {} tokens, but the configured context size is {} tokens",
-                               effective, options_.ctx_size);
+  if (Status room = CheckContextRoom(request, effective, options_.ctx_size); !room.ok()) {
+    *error = room;
     return true;
   }
   for (int32_t id : continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
@@ -242,10 +241,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
 
 Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   const int64_t ctx = options_.ctx_size;
-  auto too_long = [&](int64_t n) {
-    return ResourceExhausted("Prompt has {} tokens, but the configured context size is {} tokens",
-                             n, ctx);
-  };
+  FLASHKV_RETURN_IF_ERROR(CheckPromptIds(request, n_vocab_));
   Resume r;
 
   // Tier 1: a live session the prompt continues.
@@ -253,7 +249,7 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
           pool_.FindBest(request.prompt_text, request.prompt_tokens, tokenizer_)) {
     Session& s = pool_.at(m->slot);
     const int64_t effective = int64_t(s.tokens().size() + m->continuation.size());
-    if (effective >= ctx) return too_long(effective);
+    FLASHKV_RETURN_IF_ERROR(CheckContextRoom(request, effective, ctx));
     // Like a restored snapshot, the session continues from its evaluated ids; its pending
     // ids come back through the continuation when the prompt still holds them.
     s.DropPending();
@@ -271,7 +267,7 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
   // No live session continues the prompt: a fresh slot. The least recently used session
   // makes room, and goes to disk first.
   const int64_t n = int64_t(request.prompt_tokens.size());
-  if (n >= ctx) return too_long(n);
+  FLASHKV_RETURN_IF_ERROR(CheckContextRoom(request, n, ctx));
   if (n == 0) return InvalidArgument("empty prompt");
   const bool full = pool_.live_count() >= pool_.capacity();
   const Clock::time_point t_acquire = Clock::now();

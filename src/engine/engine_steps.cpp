@@ -63,12 +63,25 @@ void Engine::StartDecode(ActiveRequest& a) {
   metrics_.SetLiveSessions(pool_.live_count());
 
   a.decoding = true;
-  a.sampler = std::make_unique<Sampler>(req.sampling);
+  a.sampler =
+      std::make_unique<Sampler>(req.sampling, req.eval.never_eos ? tokenizer_.eos_id() : -1);
   a.decoder = std::make_unique<StreamDecoder>(tokenizer_);
   a.output = std::make_unique<OutputStream>(req);
+  if (req.eval.rewind) {
+    // Taken before the decode clock starts: the probe's time is the decode alone.
+    Expected<RewindPoint> point = RewindPoint::Capture(session, &result.rewind);
+    if (!point.ok()) {
+      a.decode_t0 = WorkerClock::now();
+      a.finish = FinishReason::kError;
+      result.error = point.status().ToString();
+      Finish(a);
+      return;
+    }
+    a.rewind.emplace(std::move(*point));
+  }
   a.decode_t0 = WorkerClock::now();
   const int64_t room = int64_t(options_.ctx_size) - int64_t(session.total_tokens());
-  a.max_new = req.max_tokens > 0 ? std::min<int64_t>(req.max_tokens, room) : room;
+  a.max_new = DecodeLimit(req, room);
   if (!SampleNext(a)) {
     Finish(a);
     return;
@@ -92,8 +105,10 @@ bool Engine::SampleNext(ActiveRequest& a) {
     a.finish = FinishReason::kLength;
     return false;
   }
+  KeepSampledRow(a.request.request(), session.logits());
   const int32_t id = PickNextToken(*a.output, *a.sampler, session.logits());
   ++a.sampled;
+  result.ids.push_back(id);
   const WorkerClock::time_point now = WorkerClock::now();
   if (a.sampled == 1) {
     result.timing.first_token_ms = MsSince(a.decode_t0);
@@ -103,7 +118,7 @@ bool Engine::SampleNext(ActiveRequest& a) {
   }
   a.last_token = now;
   session.AddPending(id, tokenizer_.TokenBytes(id));
-  if (id == tokenizer_.eos_id()) {
+  if (id == tokenizer_.eos_id() && EosEndsDecode(a.request.request())) {
     a.finish = FinishReason::kStop;
     return false;
   }
@@ -119,7 +134,7 @@ bool Engine::SampleNext(ActiveRequest& a) {
     a.finish = FinishReason::kToolCalls;
     return false;
   }
-  if (a.sampled >= a.max_new) {
+  if (a.sampled >= a.max_new && !a.request.request().eval.evaluate_last) {
     a.finish = FinishReason::kLength;
     return false;  // the last token stays pending: nobody may need its logits
   }
@@ -137,6 +152,12 @@ void Engine::Finish(ActiveRequest& a) {
   push(a.output->Finish());
   result->timing.decode_tokens = a.sampled;
   result->timing.decode_ms = MsSince(a.decode_t0);
+  if (a.rewind) {
+    if (Status st = a.rewind->Restore(session, &result->rewind); !st.ok()) {
+      a.finish = FinishReason::kError;
+      result->error = st.ToString();
+    }
+  }
   const std::string error = result->error;
   a.output->Complete(a.finish, result);
   if (!error.empty()) result->error = error;
@@ -216,6 +237,10 @@ void Engine::Step() {
     c.state = &s.state();
     c.logits_for = row.want_logits ? LogitsFor::kLast : LogitsFor::kNone;
     c.logits = row.want_logits ? s.logits().data() : nullptr;
+    if (float* kept = KeptLogitsRows(a->request.request(), a->decoding, row.n, n_vocab_)) {
+      c.logits_for = LogitsFor::kAll;  // the session's row is copied from its last one
+      c.logits = kept;
+    }
     chunks_.push_back(c);
     rows_.push_back(row);
     n_rows += int(row.n);
@@ -243,6 +268,7 @@ void Engine::Step() {
   for (const Row& row : rows_) {
     ActiveRequest& a = *row.a;
     Session& s = pool_.at(a.slot);
+    if (row.want_logits) CopyLastKeptRow(a.request.request(), a.decoding, s.logits());
     s.CommitPending(row.n, row.want_logits);
     if (a.decoding) {
       if (!SampleNext(a)) Finish(a);

@@ -12,6 +12,7 @@
 #include "chat/output_parser.h"
 #include "chat/prompt_renderer.h"
 #include "engine/engine_metrics.h"
+#include "engine/evaluation.h"
 #include "engine/request_timing.h"
 #include "engine/sampler.h"
 #include "util/status.h"
@@ -40,6 +41,8 @@ struct GenerationRequest {
   // Whether this client resends reasoning with its history (the server reads it from the
   // request). Picks which visible key a disk snapshot of the session is filed under.
   bool replays_reasoning = true;
+  // For the commands that evaluate the model (engine/evaluation.h); off for a reply.
+  EvaluationOptions eval;
 };
 
 enum class FinishReason {
@@ -69,10 +72,12 @@ struct GenerationResult {
   std::vector<std::string> tool_call_ids;  // one per parsed.tool_calls, as streamed
   std::string stop_sequence;               // the stop sequence that ended it, if any
   CacheInfo cache;
+  std::vector<int32_t> ids;       // every sampled id, in order (a final EOS included)
   int64_t completion_tokens = 0;  // sampled tokens (reasoning and DSML included)
   int64_t reasoning_tokens = 0;   // of those, the ones before </think> closed (it included)
   RequestTiming timing;
-  std::string error;  // why, when finish is kError
+  RewindTiming rewind;  // with eval.rewind
+  std::string error;    // why, when finish is kError
 };
 
 struct GenerationEvent {

@@ -5,14 +5,16 @@
 
 namespace flashkv {
 
-Sampler::Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {}
+Sampler::Sampler(const SamplerOptions& options, int32_t exclude_id)
+    : options_(options), exclude_id_(exclude_id), rng_(options.seed) {}
 
-int32_t Sampler::Greedy(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = int32_t(i);
+int32_t Sampler::Greedy(std::span<const float> logits, int32_t exclude) {
+  int32_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (int32_t(i) == exclude) continue;
+    if (best < 0 || logits[i] > logits[best]) best = int32_t(i);
   }
-  return best;
+  return std::max(best, 0);
 }
 
 double Sampler::Uniform() {
@@ -20,11 +22,16 @@ double Sampler::Uniform() {
 }
 
 int32_t Sampler::Sample(std::span<const float> logits) {
-  if (options_.temperature <= 0.0f || logits.empty()) return Greedy(logits);
+  const int32_t exclude = exclude_id_;
+  const bool excludes = exclude >= 0 && size_t(exclude) < logits.size();
+  if (options_.temperature <= 0.0f || logits.size() <= (excludes ? 1u : 0u)) {
+    return Greedy(logits, exclude);
+  }
 
-  candidates_.resize(logits.size());
+  candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
-    candidates_[i] = {logits[i] / options_.temperature, int32_t(i)};
+    if (int32_t(i) == exclude) continue;
+    candidates_.push_back({logits[i] / options_.temperature, int32_t(i)});
   }
   // Most likely first; equal logits by id so the order is fully determined.
   auto better = [](const Candidate& a, const Candidate& b) {

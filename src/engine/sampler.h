@@ -5,7 +5,8 @@
 //
 // Order: logits / temperature → keep the top_k largest → softmax → keep the smallest set
 // of most likely tokens whose mass reaches top_p → drop tokens below min_p · p_max →
-// renormalise → draw. Ties in the greedy argmax go to the lowest id.
+// renormalise → draw. Ties in the greedy argmax go to the lowest id. An excluded id is never
+// a candidate (a probe that must run its full length bans the EOS).
 #pragma once
 
 #include <cstdint>
@@ -25,14 +26,16 @@ struct SamplerOptions {
 
 class Sampler {
  public:
-  explicit Sampler(const SamplerOptions& options);
+  // `exclude_id`: never picked (< 0: none).
+  explicit Sampler(const SamplerOptions& options, int32_t exclude_id = -1);
 
   // logits: [n_vocab]. Reuses its candidate buffer, so calls after the first do not
   // allocate.
   int32_t Sample(std::span<const float> logits);
+  int32_t exclude_id() const { return exclude_id_; }
 
-  // The argmax, lowest id on ties.
-  static int32_t Greedy(std::span<const float> logits);
+  // The argmax, lowest id on ties, never `exclude` (< 0: none); 0 when nothing is left.
+  static int32_t Greedy(std::span<const float> logits, int32_t exclude = -1);
 
  private:
   struct Candidate {
@@ -43,6 +46,7 @@ class Sampler {
   double Uniform();
 
   SamplerOptions options_;
+  int32_t exclude_id_;
   std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;
   std::vector<double> probs_;

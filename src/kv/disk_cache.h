@@ -41,6 +41,7 @@
 
 #include "kv/kv_state.h"
 #include "kv/resume_point.h"
+#include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "kv/snapshot_format.h"
 #include "util/status.h"
@@ -63,10 +64,38 @@ struct DiskCacheOptions {
   // the copy is the part of a save that blocks decoding.
   bool reuse_host_buffer = true;
   SnapshotLoadOptions load;
+  // Tokens per content-addressed chunk of a save (format version 2, kv/snapshot_chunks.h):
+  // a save writes only the chunks not already stored plus a manifest. 0, or a size that
+  // is not a multiple of every compress ratio of the state's shape: whole-state version-1
+  // files, as before.
+  uint32_t chunk_tokens = kDefaultChunkTokens;
+  // SSD stewardship. A rolling 24-hour write budget (--kv-disk-write-budget-gb-per-day;
+  // 0: none): a save whose bytes would take the last 24 hours' writes (and the writes
+  // queued) past it is skipped (kResourceExhausted, counted). And admission by worth: a
+  // save that spares fewer than `min_tokens_per_mib` tokens of prefill (its tokens beyond
+  // the longest stored entry it extends) per MiB it writes is skipped (0: off).
+  uint64_t write_budget_bytes_per_day = 0;
+  double min_tokens_per_mib = 0;
+  // The clock of the write budget's window (tests); empty: the wall clock.
+  std::function<int64_t()> clock_ms;
+  // Told of every object file a save puts in place (manifest or chunk) and every one the
+  // cache deletes or quarantines, on the thread that did it — the one place a mirror
+  // (the remote tier) learns what the directory holds. Runs with no cache lock held.
+  std::function<void(const struct DiskObjectEvent&)> on_object;
   // Chunking and O_DIRECT of the streamed write. O_DIRECT (default) keeps snapshots out
   // of the page cache, where they would push out the model's mapped pages; the price is
   // that a load soon after a save reads the disk instead of the cache.
   SnapshotWriteOptions write;
+};
+
+// An object of the cache directory written or removed (DiskCacheOptions::on_object).
+struct DiskObjectEvent {
+  enum class Kind { kManifest, kChunk };
+  Kind kind = Kind::kManifest;
+  bool removed = false;  // false: written (renamed into place, durable)
+  std::string name;      // relative to the directory: "<key>.kv" or "chunks/<name>.kvc"
+  std::string path;      // where it is (written) or was (removed)
+  uint64_t bytes = 0;
 };
 
 // One snapshot file as the index knows it.
@@ -85,6 +114,12 @@ struct DiskCacheEntry {
 
   // (hits · 2^(−age / half_life) + 1) · n_tokens / file_bytes, age from last use.
   double Value(int64_t now_ms, double half_life_hours) const;
+  // The same over `bytes` (a version-2 entry: its manifest plus its share of its chunks).
+  double ValueFor(int64_t now_ms, double half_life_hours, double bytes) const;
+  // Version 2: chunks its manifest names and their bytes, whole (file_bytes is the
+  // manifest's); 0 for version 1.
+  uint32_t chunks = 0;
+  uint64_t chunk_bytes = 0;
 };
 
 using DiskLookup = ResumeLookup;
@@ -103,6 +138,20 @@ struct DiskCacheStats {
   uint64_t saves = 0, save_failures = 0, save_skipped = 0;
   uint64_t evictions = 0, quarantined = 0;
   uint64_t pending_writes = 0;
+  // Version 2: chunk files indexed and their bytes; chunks saves wrote and reused.
+  uint64_t chunks = 0, chunk_bytes = 0;
+  uint64_t chunks_written = 0, chunks_reused = 0;
+  // Bytes this process put on disk (manifests, whole files, chunks), in all and by the
+  // save reason (indexed by SaveReason's value).
+  uint64_t bytes_written = 0;
+  uint64_t bytes_written_by_reason[6] = {};
+  // Saves skipped by the write budget / as not worth their writes (in save_skipped too),
+  // and the bytes written in the budget's window (24 h, this process).
+  uint64_t save_skipped_write_budget = 0, save_skipped_not_worth = 0;
+  uint64_t bytes_written_24h = 0;
+  // Sum over indexed entries of their whole state (manifest + every chunk it names):
+  // what version-1 files of the same entries would occupy.
+  uint64_t logical_bytes = 0;
 };
 
 // An entry just put in place by a save (the remote tier mirrors it): its key, token count
@@ -177,6 +226,9 @@ class DiskCache {
   // quarantined). kOk without writing when the entry is here already; kResourceExhausted
   // when it does not fit; kInvalidArgument for a name that is not this entry's file.
   Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
+  // Whether `file_name` is a chunk file ("<name>.kvc") this cache holds, of `bytes` bytes:
+  // an import may then leave it out.
+  bool HasChunk(std::string_view file_name, uint64_t bytes) const;
 
   class Impl;
 
@@ -195,6 +247,8 @@ struct CacheDirectoryView {
   uint64_t total_bytes = 0;                             // every regular file, quarantine too
   uint64_t temp_files = 0;
   uint64_t quarantined_files = 0;
+  uint64_t chunk_files = 0;  // chunks/<name>.kvc (version 2)
+  uint64_t chunk_bytes = 0;
 };
 Expected<CacheDirectoryView> InspectCacheDirectory(
     const std::string& dir, const std::optional<SnapshotIdentity>& identity = std::nullopt);

@@ -4,6 +4,7 @@
 // (kv/disk_writer.h) under one mutex. Must not: be included outside kv/.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,10 +37,28 @@ class DiskCache::Impl {
   void ScanEntry(const std::string& path, const Sha1Digest& key, uint64_t size);
   void QuarantineLocked(const std::string& path, uint64_t size, const Status& why);
 
+  void ScanChunks();
+  // Start-up mark-and-sweep: after every manifest is indexed, chunks none names go.
+  void SweepChunks();
+  // Moves a damaged chunk to quarantine/ (its manifests then fail to load, one by one).
+  void QuarantineChunkLocked(const std::string& hex, const Status& why);
+  // Verifies the chunks of a version-2 entry whose load failed as damage, and quarantines
+  // those that are bad (reads them: called without mu_).
+  void CheckChunksOf(const DiskCacheEntry& entry);
+
+  // ---- objects (the one place they are reported: DiskCacheOptions::on_object) --------
+  void NoteWritten(const std::string& path, uint64_t bytes) const;
+  void NoteRemoved(const std::string& path, uint64_t bytes) const;
+
   // ---- eviction --------------------------------------------------------------------
   // Deletes planned victims; unlink is cheap, so callers may hold mu_. Returns how many
   // went.
+  // Chunk victims are handed to the writer thread (the one that writes chunks).
   int DeleteVictims(const std::vector<DiskVictim>& victims);
+  // Unlinks victims, chunk victims only when `chunks` (the writer thread, without mu_)
+  // and only those not written again since they were doomed. Returns the entries and
+  // quarantined files deleted.
+  int Unlink(const std::vector<DiskVictim>& victims, bool chunks);
   void SettleLocked(const std::vector<DiskVictim>& victims, int deleted);
   // What the writer thread asks of the cache (kv/disk_writer.h).
   DiskWriter::Host WriterHost();
@@ -54,6 +73,12 @@ class DiskCache::Impl {
   void PrepareHostBuffer(Backend& backend, uint64_t bytes);
   Status Flush();
 
+  // The write budget's clock and window (mu_ held): bytes written in the last 24 h.
+  int64_t BudgetNowMs() const;
+  uint64_t WrittenInWindowLocked(int64_t now_ms);
+  // Why a save of `n_tokens` writing `bytes` is not admitted by the SSD rules, or Ok.
+  Status CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes);
+
   // ---- maintenance -----------------------------------------------------------------
   Status Touch(std::string_view key);
   std::vector<DiskCacheEntry> List() const;
@@ -62,6 +87,7 @@ class DiskCache::Impl {
   DiskCacheStats stats() const;
   void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
   Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
+  bool HasChunk(std::string_view file_name, uint64_t bytes) const;
   bool Contains(std::span<const int32_t> tokens) const;
   std::vector<DiskCacheEntry> Candidates(const DiskLookup& lookup) const;
 
@@ -70,7 +96,9 @@ class DiskCache::Impl {
   CacheDirectory dir_;
   mutable std::mutex mu_;  // guards index_, pending_keys_, stats_
   DiskIndex index_;
-  std::set<std::string> pending_keys_;  // admitted, not yet written (or failed)
+  std::set<std::string> pending_keys_;               // admitted, not yet written (or failed)
+  std::deque<std::pair<int64_t, uint64_t>> writes_;  // (finished at, bytes) in the window
+  uint64_t queued_write_bytes_ = 0;                  // admitted, not finished
   DiskCacheStats stats_;
   std::mutex hook_mu_;
   std::function<void(const DiskStoredEntry&)> stored_hook_;

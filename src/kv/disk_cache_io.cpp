@@ -47,6 +47,10 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     if (!loaded.ok()) {
       ++failed;
       last_error = loaded.status().ToString();
+      // A damaged chunk fails every manifest that names it: set it aside too.
+      if (loaded.status().code() == StatusCode::kCorrupt && entry.chunks > 0) {
+        CheckChunksOf(entry);
+      }
       HandleLoadFailure(entry, loaded.status());
       continue;
     }
@@ -75,7 +79,7 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     if (!t.ok()) spdlog::warn("kv cache: touching {}: {}", entry.path, t.message());
     spdlog::info("kv cache hit tokens={} by={} load={:.1f} ms ({:.0f} MiB/s) file={}",
                  entry.n_tokens, by_text ? "text" : "tokens", hit.load_ms,
-                 CacheMib(entry.file_bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
+                 CacheMib(hit.bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
     return hit;
   }
   {
@@ -91,10 +95,15 @@ void DiskCache::Impl::HandleLoadFailure(const DiskCacheEntry& entry, const Statu
   const DiskRecord* r = index_.Find(entry.key);
   const bool still_indexed = r != nullptr && r->entry.path == entry.path;
   switch (st.code()) {
-    case StatusCode::kCorrupt:
+    case StatusCode::kCorrupt: {
       if (still_indexed) index_.Drop(entry.key);
       QuarantineLocked(entry.path, entry.file_bytes, st);
+      NoteRemoved(entry.path, entry.file_bytes);
+      // Chunks only it named are of no use now.
+      std::vector<DiskVictim> orphans = index_.TakeOrphans();
+      if (!orphans.empty()) writer_.Submit(DiskWriteJob::DeleteOnly(std::move(orphans)));
       break;
+    }
     case StatusCode::kNotFound:
       spdlog::warn("kv cache: {} vanished", entry.path);
       if (still_indexed) index_.Drop(entry.key);
@@ -112,12 +121,28 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
   const Sha1Digest digest = TokensKey(content.tokens);
   const std::string key = Sha1Hex(digest);
   const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
-  const uint64_t bytes =
-      SnapshotFileBytes(state.shape(), int64_t(content.tokens.size()),
-                        int64_t(content.logits.size()), content.text.size(), extensions);
+  const int64_t n_tokens = int64_t(content.tokens.size());
+  // Chunked (version 2) when the shape allows the configured chunk size.
+  uint32_t chunk_tokens = opt_.chunk_tokens;
+  if (chunk_tokens > 0 && !CheckChunkTokens(state.shape(), chunk_tokens).ok()) chunk_tokens = 0;
+  const uint64_t image_bytes = SnapshotFileBytes(
+      state.shape(), n_tokens, int64_t(content.logits.size()), content.text.size(), extensions);
+  std::vector<Sha1Digest> chunk_names;
+  uint64_t manifest_bytes = image_bytes;
+  if (chunk_tokens > 0) {
+    chunk_names = ChunkNames(*opt_.identity, chunk_tokens, content.tokens);
+    manifest_bytes = ManifestFileBytes(state.shape(), n_tokens, int64_t(content.logits.size()),
+                                       content.text.size(), extensions, chunk_tokens);
+  }
+  const uint64_t chunk_file_bytes =
+      chunk_tokens > 0 ? kChunkHeaderBytes + ChunkPayloadBytes(state.shape(), chunk_tokens) : 0;
+  uint64_t bytes = manifest_bytes;  // what this save adds to the directory
   std::vector<DiskVictim> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (const Sha1Digest& n : chunk_names) {
+      if (index_.FindChunk(Sha1Hex(n)) == nullptr) bytes += chunk_file_bytes;
+    }
     if (pending_keys_.count(key)) return key;
     if (const DiskRecord* r = index_.Find(key)) {
       if (r->entry.loadable && r->extensions == SignatureOf(extensions)) {
@@ -125,6 +150,11 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
       }
       // Another model's entry or other extensions: replaced.
       victims.push_back(index_.Evict(key, "replaced"));
+    }
+    if (Status rule = CheckWriteRulesLocked(content.tokens, bytes); !rule.ok()) {
+      ++stats_.save_skipped;
+      if (!victims.empty()) writer_.Submit(DiskWriteJob::DeleteOnly(std::move(victims)));
+      return rule.WithContext(fmt::format("kv cache save of {} tokens", content.tokens.size()));
     }
     DiskCacheEntry probe;
     probe.n_tokens = uint32_t(content.tokens.size());
@@ -139,17 +169,18 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
     }
     victims.insert(victims.end(), more.begin(), more.end());
     index_.Reserve(bytes);
+    queued_write_bytes_ += bytes;
     pending_keys_.insert(key);
   }
   // Room in the queue first: the image is allocated (or the spare buffer taken) only
   // when it may be queued.
-  std::unique_ptr<SnapshotImage> spare = writer_.WaitForRoom(bytes);
+  std::unique_ptr<SnapshotImage> spare = writer_.WaitForRoom(image_bytes);
   // No spare large enough (the first save, or the last one still being written): the
   // buffer made ahead, page-locked, so this capture can still be asynchronous.
-  if (!spare || spare->capacity() < bytes) {
+  if (!spare || spare->capacity() < image_bytes) {
     PinnedStandby& standby = Standby(state.backend());
-    if (auto ahead = standby.Take(bytes)) spare = std::move(ahead);
-    standby.Prepare(bytes + bytes / 8);
+    if (auto ahead = standby.Take(image_bytes)) spare = std::move(ahead);
+    standby.Prepare(image_bytes + image_bytes / 8);
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto img = PrepareSnapshot(state, *opt_.identity, content, CacheNowMs(), spare.get());
@@ -157,6 +188,7 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
     {
       std::lock_guard<std::mutex> lock(mu_);
       index_.Unreserve(bytes);
+      queued_write_bytes_ -= bytes;
       pending_keys_.erase(key);
       ++stats_.save_failures;
     }
@@ -171,16 +203,66 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
   auto capture = std::make_shared<CaptureProgress>();
   auto image = std::make_unique<SnapshotImage>(std::move(*img));
   SnapshotImage& target = *image;
-  writer_.Submit(DiskWriteJob{std::move(image), key, JoinPath(opt_.dir, SnapshotFileName(digest)),
-                              std::move(victims), capture, &state.backend()});
+  DiskWriteJob job{std::move(image),   key,     JoinPath(opt_.dir, SnapshotFileName(digest)),
+                   std::move(victims), capture, &state.backend()};
+  job.chunk_tokens = chunk_tokens;
+  job.reserved = bytes;
+  writer_.Submit(std::move(job));
   // `target` may be gone once the capture is finished (written and released).
   capture->Finish(CaptureSnapshotLayersAsync(state, target));
   if (!capture->status.ok()) return capture->status;  // the writer drops the job
   spdlog::debug(
       "kv cache: captured {} tokens ({:.1f} MiB) in {:.1f} ms", content.tokens.size(),
-      CacheMib(bytes),
+      CacheMib(image_bytes),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return key;
+}
+
+int64_t DiskCache::Impl::BudgetNowMs() const {
+  return opt_.clock_ms ? opt_.clock_ms() : CacheNowMs();
+}
+
+uint64_t DiskCache::Impl::WrittenInWindowLocked(int64_t now_ms) {
+  constexpr int64_t kDayMs = int64_t(24) * 3600 * 1000;
+  while (!writes_.empty() && writes_.front().first <= now_ms - kDayMs) writes_.pop_front();
+  uint64_t sum = 0;
+  for (const auto& [t, b] : writes_) sum += b;
+  return sum;
+}
+
+Status DiskCache::Impl::CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes) {
+  if (opt_.write_budget_bytes_per_day > 0) {
+    const uint64_t used = WrittenInWindowLocked(BudgetNowMs()) + queued_write_bytes_;
+    if (used + bytes > opt_.write_budget_bytes_per_day) {
+      ++stats_.save_skipped_write_budget;
+      return ResourceExhausted(
+          "skipped by the disk write budget: {:.1f} MiB written or queued in the last 24 h, "
+          "{:.1f} MiB more would pass {:.1f} MiB per day",
+          CacheMib(used), CacheMib(bytes), CacheMib(opt_.write_budget_bytes_per_day));
+    }
+  }
+  if (opt_.min_tokens_per_mib > 0) {
+    // The prefill this entry spares: its tokens beyond the longest stored entry it extends
+    // (a restore of that one plus a short prefill reaches the same point).
+    ResumeLookup lookup;
+    lookup.tokens = tokens;
+    lookup.min_tokens = 1;
+    lookup.max_tokens = int64_t(tokens.size()) - 1;
+    int64_t have = 0;
+    for (const DiskIndex::Candidate& c : index_.Candidates(lookup)) {
+      if (!c.by_text) have = std::max<int64_t>(have, c.record->entry.n_tokens);
+    }
+    const double spared = double(int64_t(tokens.size()) - have);
+    const double worth = spared / std::max(CacheMib(bytes), 1e-9);
+    if (worth < opt_.min_tokens_per_mib) {
+      ++stats_.save_skipped_not_worth;
+      return ResourceExhausted(
+          "not worth its writes: {:.0f} tokens of prefill spared for {:.1f} MiB ({:.1f} "
+          "tokens/MiB, the minimum is {:.1f})",
+          spared, CacheMib(bytes), worth, opt_.min_tokens_per_mib);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace flashkv

@@ -1,6 +1,7 @@
 #include "kv/disk_index.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -11,7 +12,10 @@ namespace flashkv {
 ExtSignature SignatureOf(const SnapshotHeader& h) {
   ExtSignature sig;
   for (const SnapshotSection& s : h.sections) {
-    if (s.kind == SnapshotSectionKind::kExtension) sig.emplace_back(s.tag, s.bytes, s.crc32c);
+    // The chunk list says where the state is, not what the entry carries.
+    if (s.kind == SnapshotSectionKind::kExtension && s.tag != kSnapshotChunksTag) {
+      sig.emplace_back(s.tag, s.bytes, s.crc32c);
+    }
   }
   return sig;
 }
@@ -26,6 +30,11 @@ ExtSignature SignatureOf(std::span<const SnapshotExtension> ext) {
 
 void DiskIndex::Add(DiskRecord r) {
   const std::string key = r.entry.key;
+  // References first: a replaced record's chunks that the new one names stay referenced.
+  for (const SnapshotChunkRef& c : r.chunks) {
+    auto it = chunks_.find(Sha1Hex(c.name));
+    if (it != chunks_.end()) ++it->second.refs;
+  }
   if (records_.count(key)) Drop(key);
   entry_bytes_ += r.entry.file_bytes;
   if (r.entry.loadable) {
@@ -39,6 +48,10 @@ void DiskIndex::Drop(const std::string& key) {
   auto it = records_.find(key);
   if (it == records_.end()) return;
   entry_bytes_ -= it->second.entry.file_bytes;
+  for (const SnapshotChunkRef& c : it->second.chunks) {
+    auto ch = chunks_.find(Sha1Hex(c.name));
+    if (ch != chunks_.end() && ch->second.refs > 0) --ch->second.refs;
+  }
   if (it->second.entry.loadable) {
     tokens_.Erase(it->second.tokens);
     texts_.Erase(key, it->second.entry.text);
@@ -52,7 +65,75 @@ size_t DiskIndex::Clear() {
   quarantine_.clear();
   quarantine_bytes_ = 0;
   other_bytes_ = 0;
+  chunks_.clear();
+  chunk_bytes_ = 0;
+  keep_unreferenced_ = false;
   return lost;
+}
+
+void DiskIndex::AddChunk(const std::string& hex, const std::string& path,
+                         const SnapshotChunkRef& ref) {
+  auto [it, fresh] = chunks_.try_emplace(hex);
+  if (!fresh) chunk_bytes_ -= it->second.bytes;
+  it->second.path = path;
+  it->second.bytes = ref.file_bytes;
+  it->second.payload_crc32c = ref.payload_crc32c;
+  chunk_bytes_ += ref.file_bytes;
+}
+
+const DiskChunk* DiskIndex::FindChunk(const std::string& hex) const {
+  auto it = chunks_.find(hex);
+  return it == chunks_.end() ? nullptr : &it->second;
+}
+
+bool DiskIndex::PinChunk(const std::string& hex) {
+  auto it = chunks_.find(hex);
+  if (it == chunks_.end()) return false;
+  ++it->second.pins;
+  return true;
+}
+
+void DiskIndex::UnpinChunk(const std::string& hex) {
+  auto it = chunks_.find(hex);
+  if (it != chunks_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+void DiskIndex::DropChunk(const std::string& hex) {
+  auto it = chunks_.find(hex);
+  if (it == chunks_.end()) return;
+  chunk_bytes_ -= it->second.bytes;
+  chunks_.erase(it);
+}
+
+std::vector<DiskVictim> DiskIndex::TakeOrphans() {
+  std::vector<DiskVictim> out;
+  if (keep_unreferenced_) return out;
+  for (auto it = chunks_.begin(); it != chunks_.end();) {
+    if (it->second.refs == 0 && it->second.pins == 0) {
+      out.push_back({it->second.path, it->second.bytes, "unreferenced chunk"});
+      chunk_bytes_ -= it->second.bytes;
+      doomed_bytes_ += it->second.bytes;
+      it = chunks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+double DiskIndex::ChargedBytes(const DiskRecord& r) const {
+  double bytes = double(r.entry.file_bytes);
+  for (const SnapshotChunkRef& c : r.chunks) {
+    const DiskChunk* ch = FindChunk(Sha1Hex(c.name));
+    if (ch != nullptr) bytes += double(ch->bytes) / double(std::max<uint32_t>(ch->refs, 1));
+  }
+  return bytes;
+}
+
+uint64_t DiskIndex::LogicalBytes(const DiskRecord& r) const {
+  uint64_t bytes = r.entry.file_bytes;
+  for (const SnapshotChunkRef& c : r.chunks) bytes += c.file_bytes;
+  return bytes;
 }
 
 DiskRecord* DiskIndex::Find(const std::string& key) {
@@ -93,19 +174,29 @@ Status DiskIndex::Plan(uint64_t need, double new_value, uint64_t budget, int64_t
     freed += quarantine_[i].bytes;
   }
   if (freed < excess) {
-    std::vector<const DiskRecord*> order;
-    for (const auto& [key, r] : records_) order.push_back(&r);
-    std::sort(order.begin(), order.end(), [&](const DiskRecord* a, const DiskRecord* b) {
-      const double va = a->entry.Value(now, half_life_hours_);
-      const double vb = b->entry.Value(now, half_life_hours_);
-      if (va != vb) return va < vb;
-      return a->entry.last_used_ms < b->entry.last_used_ms;
+    // Values with each chunk charged in shares to the manifests that name it.
+    std::vector<std::pair<double, const DiskRecord*>> order;
+    for (const auto& [key, r] : records_) {
+      order.emplace_back(r.entry.ValueFor(now, half_life_hours_, ChargedBytes(r)), &r);
+    }
+    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return a.second->entry.last_used_ms < b.second->entry.last_used_ms;
     });
-    for (const DiskRecord* r : order) {
+    // A chunk is freed with the last of its referencing manifests that goes.
+    std::map<std::string, uint32_t> dropped_refs;
+    for (const auto& [value, r] : order) {
       if (freed >= excess) break;
-      if (new_value > 0 && r->entry.Value(now, half_life_hours_) > new_value) break;
+      if (new_value > 0 && value > new_value) break;
       e_taken.push_back(r->entry.key);
       freed += r->entry.file_bytes;
+      for (const SnapshotChunkRef& c : r->chunks) {
+        const std::string hex = Sha1Hex(c.name);
+        const DiskChunk* ch = FindChunk(hex);
+        if (ch == nullptr) continue;
+        const uint32_t gone = ++dropped_refs[hex];
+        if (gone >= ch->refs && ch->pins == 0) freed += ch->bytes;
+      }
     }
   }
   if (freed < excess && new_value > 0) {
@@ -135,6 +226,7 @@ Status DiskIndex::Plan(uint64_t need, double new_value, uint64_t budget, int64_t
     victims.push_back(Evict(key, fmt::format("tokens={} hits={} reason={}", e.n_tokens, e.hit_count,
                                              SaveReasonName(e.reason))));
   }
+  for (DiskVictim& v : TakeOrphans()) victims.push_back(std::move(v));
   *out = std::move(victims);
   return Status::Ok();
 }

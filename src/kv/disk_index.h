@@ -41,6 +41,18 @@ struct DiskRecord {
   DiskCacheEntry entry;
   std::vector<int32_t> tokens;
   ExtSignature extensions;
+  std::vector<SnapshotChunkRef> chunks;  // version 2: the chunks its manifest names
+};
+
+// A chunk file (chunks/<name>.kvc) as the index knows it: referenced by `refs` indexed
+// manifests and pinned by `pins` saves in flight (which reference it before their
+// manifest is indexed). Unreferenced and unpinned, it is an orphan: deleted.
+struct DiskChunk {
+  std::string path;
+  uint64_t bytes = 0;
+  uint32_t payload_crc32c = 0;
+  uint32_t refs = 0;
+  uint32_t pins = 0;
 };
 
 // A file an eviction plan deletes.
@@ -55,7 +67,30 @@ class DiskIndex {
   explicit DiskIndex(double hit_half_life_hours) : half_life_hours_(hit_half_life_hours) {}
 
   // Adds (or replaces) the record of r.entry.key; loadable ones join the prefix indexes.
+  // Its chunks gain a reference each (they must be known: AddChunk).
   void Add(DiskRecord r);
+
+  // ---- chunks (format version 2) ----------------------------------------------------
+  // A chunk file on disk, with no references yet (a scan, or a save that wrote it).
+  void AddChunk(const std::string& hex, const std::string& path, const SnapshotChunkRef& ref);
+  const DiskChunk* FindChunk(const std::string& hex) const;
+  // A save in flight references the chunk (false: not known); Unpin when its manifest is
+  // indexed or its write failed.
+  bool PinChunk(const std::string& hex);
+  void UnpinChunk(const std::string& hex);
+  // Takes a (damaged) chunk out of the index: manifests that still name it fail to load.
+  void DropChunk(const std::string& hex);
+  // Unreferenced, unpinned chunks leave the index as victims (their bytes doomed) — none
+  // while KeepUnreferencedChunks is set (a manifest this build cannot read may name them).
+  std::vector<DiskVictim> TakeOrphans();
+  void KeepUnreferencedChunks() { keep_unreferenced_ = true; }
+  // The bytes a record's state occupies, each chunk charged to its manifests in equal
+  // shares: what eviction by value weighs (a chunk's bytes count once in all).
+  double ChargedBytes(const DiskRecord& r) const;
+  // Manifest + every chunk it names, whole: the entry's logical size.
+  uint64_t LogicalBytes(const DiskRecord& r) const;
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  size_t chunk_count() const { return chunks_.size(); }
   // Removes an entry from the index (not from disk).
   void Drop(const std::string& key);
   // Forgets every entry, quarantined and unrelated file (the directory was replaced);
@@ -73,14 +108,17 @@ class DiskIndex {
   // Every byte the budget counts: entries, unrelated files, quarantine, reservations,
   // and victims out of the index but not yet deleted.
   uint64_t used() const {
-    return entry_bytes_ + other_bytes_ + quarantine_bytes_ + reserved_bytes_ + doomed_bytes_;
+    return entry_bytes_ + chunk_bytes_ + other_bytes_ + quarantine_bytes_ + reserved_bytes_ +
+           doomed_bytes_;
   }
 
   // Chooses what to delete so that `need` more bytes fit `budget`: quarantined files
   // first (oldest first), then entries by value, lowest first. With a new entry of value
   // `new_value` (> 0), only entries worth no more than it may go (a tie evicts the
   // older); otherwise the new entry would be the first to go (kResourceExhausted).
-  // Victims leave the index at once (their bytes count as doomed until Settle).
+  // Evicting an entry frees its manifest and the chunks no other manifest references
+  // (those are victims too). Victims leave the index at once (their bytes count as
+  // doomed until Settle).
   Status Plan(uint64_t need, double new_value, uint64_t budget, int64_t now_ms,
               std::vector<DiskVictim>* out);
   // Takes one entry out of the index as a victim (`what` names why), its bytes doomed.
@@ -113,6 +151,9 @@ class DiskIndex {
   TextPrefixIndex texts_;
   std::vector<LooseFile> quarantine_;
   int64_t order_ = 0;
+  std::map<std::string, DiskChunk> chunks_;  // by 40-hex name
+  uint64_t chunk_bytes_ = 0;
+  bool keep_unreferenced_ = false;
   uint64_t entry_bytes_ = 0;  // every indexed entry (any identity)
   uint64_t other_bytes_ = 0;  // unrelated files and unreadable-version entries
   uint64_t quarantine_bytes_ = 0;

@@ -34,6 +34,9 @@ DiskRecord RecordOf(ScannedSnapshot scan, const Sha1Digest& key, const std::stri
   r.entry.text = std::move(scan.text);
   r.tokens = std::move(scan.tokens);
   r.extensions = SignatureOf(scan.header);
+  r.entry.chunks = uint32_t(scan.chunks.size());
+  for (const SnapshotChunkRef& c : scan.chunks) r.entry.chunk_bytes += c.file_bytes;
+  r.chunks = std::move(scan.chunks);
   return r;
 }
 
@@ -59,6 +62,21 @@ Expected<CacheDirectoryView> InspectCacheDirectory(
       for (const DirEntry& qf : *q) {
         view.total_bytes += qf.size;
         ++view.quarantined_files;
+      }
+      continue;
+    }
+    if (f.is_dir && f.name == kChunkDirName) {
+      auto c = ListDirectory(path);
+      if (!c.ok()) return c.status();
+      for (const DirEntry& cf : *c) {
+        view.total_bytes += cf.size;
+        Sha1Digest name;
+        if (cf.name.find(kChunkTempMarker) != std::string::npos) {
+          ++view.temp_files;
+        } else if (cf.is_regular && ParseChunkFileName(cf.name, &name)) {
+          ++view.chunk_files;
+          view.chunk_bytes += cf.size;
+        }
       }
       continue;
     }

@@ -135,6 +135,7 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
   Status st = [&]() -> Status {
     // Saves queue: the directory may have gone since this one was admitted.
     FLASHKV_RETURN_IF_ERROR(host_.check_directory());
+    if (job.chunk_tokens > 0) return WriteChunked(job, tmp);
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
     CaptureProgress& c = *job.capture;
     FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
@@ -148,7 +149,9 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
     if (::lstat(final_path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
       host_.set_aside(final_path);
     }
-    return RenameDurably(tmp, final_path);
+    FLASHKV_RETURN_IF_ERROR(RenameDurably(tmp, final_path));
+    job.written_bytes = img.size();
+    return Status::Ok();
   }();
   if (!st.ok()) {
     (void)RemoveFile(tmp);
@@ -158,10 +161,12 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info(
-      "kv cache stored tokens={} reason={} size={:.1f} MiB write={:.1f} ms ({:.0f} MiB/s) "
-      "file={}",
-      img.header().n_tokens, SaveReasonName(img.header().reason), CacheMib(img.size()), ms,
-      CacheMib(img.size()) / std::max(ms / 1000.0, 1e-9), final_path);
+      "kv cache stored tokens={} reason={} size={:.1f} MiB written={:.1f} MiB write={:.1f} ms "
+      "({:.0f} MiB/s) file={}",
+      img.header().n_tokens, SaveReasonName(img.header().reason), CacheMib(img.size()),
+      CacheMib(job.written_bytes), ms, CacheMib(job.written_bytes) / std::max(ms / 1000.0, 1e-9),
+      final_path);
+  if (job.chunk_tokens > 0) return Status::Ok();  // WriteChunked indexed it
   DiskRecord r;
   r.entry.key = job.key;
   r.entry.path = final_path;
@@ -177,6 +182,71 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
   r.extensions = SignatureOf(img.header());
   host_.stored(std::move(r));
   return Status::Ok();
+}
+
+Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
+  SnapshotImage& img = *job.image;
+  // Chunks are cut from the whole captured state: wait for all of it.
+  FLASHKV_RETURN_IF_ERROR(job.capture->WaitReady(UINT64_MAX));
+  const std::string chunk_dir = ChunkDirOf(dir_);  // made by the first chunk written
+  std::vector<Sha1Digest> pinned;
+  uint64_t chunk_bytes = 0;
+  Status st = [&]() -> Status {
+    ChunkSink sink;
+    sink.chunk_dir = chunk_dir;
+    sink.tmp_tag = fmt::format("{}.{}", ::getpid(), temp_seq_);
+    sink.direct = write_.direct;
+    sink.existing = [&](const Sha1Digest& name) {
+      std::optional<SnapshotChunkRef> ref = host_.use_chunk(name);
+      if (ref) pinned.push_back(name);
+      return ref;
+    };
+    sink.written = [&](const SnapshotChunkRef& ref) {
+      host_.chunk_written(ref);
+      pinned.push_back(ref.name);
+      chunk_bytes += ref.file_bytes;
+    };
+    // Every chunk is durable (fdatasync, rename, one fsync of chunks/) before the manifest
+    // that names it exists: a crash leaves at worst unreferenced chunks.
+    FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs,
+                             WriteImageChunks(img, job.chunk_tokens, sink));
+    FLASHKV_ASSIGN_OR_RETURN(SnapshotImage manifest,
+                             MakeManifestImage(img, job.chunk_tokens, refs));
+    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+    // As a version-1 file: chunked O_DIRECT writes, the header's chunk last.
+    FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(manifest, f, {}, write_));
+    FLASHKV_RETURN_IF_ERROR(f.SyncData());
+    FLASHKV_RETURN_IF_ERROR(f.Close());
+    struct stat there;
+    if (::lstat(job.path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
+      host_.set_aside(job.path);
+    }
+    FLASHKV_RETURN_IF_ERROR(RenameDurably(tmp, job.path));
+    job.written_bytes = chunk_bytes + manifest.size();
+    const SnapshotHeader& h = manifest.header();
+    DiskRecord r;
+    r.entry.key = job.key;
+    r.entry.path = job.path;
+    r.entry.n_tokens = h.n_tokens;
+    r.entry.file_bytes = manifest.size();
+    r.entry.reason = h.reason;
+    r.entry.created_ms = h.created_ms;
+    r.entry.last_used_ms = h.last_used_ms;
+    r.entry.numerics = h.identity.numerics;
+    r.entry.loadable = true;
+    r.entry.text = std::string(img.text());
+    r.entry.chunks = uint32_t(refs.size());
+    for (const SnapshotChunkRef& c : refs) r.entry.chunk_bytes += c.file_bytes;
+    r.tokens.assign(img.tokens().begin(), img.tokens().end());
+    r.extensions = SignatureOf(h);
+    r.chunks = std::move(refs);
+    host_.stored(std::move(r));
+    return Status::Ok();
+  }();
+  // Indexed (its references hold the chunks) or failed (chunks it wrote are orphans).
+  host_.release_chunks(pinned);
+  if (!st.ok()) job.written_bytes = chunk_bytes;
+  return st;
 }
 
 }  // namespace flashkv

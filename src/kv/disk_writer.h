@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,6 +52,10 @@ struct DiskWriteJob {
   std::vector<DiskVictim> victims;
   std::shared_ptr<CaptureProgress> capture;  // set with image
   Backend* backend = nullptr;                // the state's: page-locks a kept buffer
+  // > 0: written as chunks + a version-2 manifest (the image is the whole state).
+  uint32_t chunk_tokens = 0;
+  uint64_t reserved = 0;       // bytes its admission reserved against the budget
+  uint64_t written_bytes = 0;  // set by the writer: bytes it put on disk
 
   // A job without an image: deletes the victims off the caller's thread.
   static DiskWriteJob DeleteOnly(std::vector<DiskVictim> victims) {
@@ -71,6 +76,12 @@ class DiskWriter {
     std::function<void(const std::string& path)> set_aside;
     // The entry is in place: index it.
     std::function<void(DiskRecord)> stored;
+    // Version 2: the stored chunk of that name, pinned for this job (nullopt: none).
+    std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> use_chunk;
+    // A chunk file is in place (renamed): index it, pinned for this job.
+    std::function<void(const SnapshotChunkRef&)> chunk_written;
+    // The job no longer needs the chunks it pinned (its manifest is indexed, or failed).
+    std::function<void(const std::vector<Sha1Digest>&)> release_chunks;
     // The job is done (`status` of its write); runs before Flush can return.
     std::function<void(const DiskWriteJob&, const Status&)> finished;
   };
@@ -94,6 +105,8 @@ class DiskWriter {
  private:
   void Loop();
   Status WriteEntry(DiskWriteJob& job);
+  // Version 2: chunks (those not stored yet), then the manifest naming them.
+  Status WriteChunked(DiskWriteJob& job, const std::string& tmp);
 
   const std::string dir_;
   const SnapshotWriteOptions write_;

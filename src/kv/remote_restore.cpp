@@ -11,8 +11,10 @@ Expected<DiskHit> LoadFromRemote(RemoteTier& remote, DiskCache& disk, const Disk
                                  KvState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   // Only ids name remote entries (a text match needs the local index's texts).
+  // Chunks the disk holds already (another entry's) are not fetched again.
   Expected<RemoteFetched> fetched = remote.Fetch(
-      lookup.tokens, lookup.min_tokens, std::min<int64_t>(lookup.max_tokens, state.ctx_size()));
+      lookup.tokens, lookup.min_tokens, std::min<int64_t>(lookup.max_tokens, state.ctx_size()),
+      [&disk](std::string_view name, uint64_t bytes) { return disk.HasChunk(name, bytes); });
   if (!fetched.ok()) return fetched.status();
   std::vector<DiskImportObject> objects;
   for (const RemoteObject& o : fetched->objects) objects.push_back({o.name, o.bytes});

@@ -195,8 +195,9 @@ Status RemoteTier::Upload(const RemoteUpload& u) {
   return Status::Ok();
 }
 
-Expected<RemoteFetched> RemoteTier::Fetch(std::span<const int32_t> tokens, int64_t min_tokens,
-                                          int64_t max_tokens) {
+Expected<RemoteFetched> RemoteTier::Fetch(
+    std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
+    const std::function<bool(std::string_view name, uint64_t bytes)>& have) {
   auto miss = [this](Status why) -> Status {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.misses;
@@ -260,6 +261,7 @@ Expected<RemoteFetched> RemoteTier::Fetch(std::span<const int32_t> tokens, int64
     out.n_tokens = n;
     Status bad;
     for (const auto& [name, bytes] : rec->objects) {
+      if (have && have(name, bytes)) continue;
       Expected<std::string> obj = fetch_store_.GetObject(name);
       if (!obj.ok()) {
         bad = obj.status();

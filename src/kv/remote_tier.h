@@ -19,10 +19,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -89,9 +91,12 @@ class RemoteTier {
   // Never blocks.
   void Enqueue(RemoteUpload upload);
   // The longest entry with min_tokens <= n <= max_tokens whose ids are `tokens`' first n.
-  // kNotFound on a miss, in backoff, or when every candidate failed its checks.
-  Expected<RemoteFetched> Fetch(std::span<const int32_t> tokens, int64_t min_tokens,
-                                int64_t max_tokens);
+  // kNotFound on a miss, in backoff, or when every candidate failed its checks. Objects
+  // `have(name, bytes)` says the caller holds already (a disk cache's chunks, shared by
+  // entries) are not fetched and not in the result.
+  Expected<RemoteFetched> Fetch(
+      std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
+      const std::function<bool(std::string_view name, uint64_t bytes)>& have = {});
   // Waits until the queue is empty and nothing is being uploaded (tests, shutdown), or
   // `timeout_ms` passed; false then.
   bool Flush(int timeout_ms);

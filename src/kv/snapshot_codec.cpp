@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "kv/snapshot_chunks.h"
+#include "kv/snapshot_codec_internal.h"
 #include "util/crc32c.h"
 #include "util/file_io_writer.h"
 
@@ -19,84 +21,34 @@ namespace flashkv {
 static_assert(std::endian::native == std::endian::little,
               "the snapshot format is little-endian; big-endian hosts need byte swaps");
 
-namespace {
+namespace snapshot_detail {
 
-// Fixed header field offsets (docs/KV_FORMAT.md).
-constexpr size_t kOffMagic = 0;
-constexpr size_t kOffVersion = 8;
-constexpr size_t kOffHeaderBytes = 12;
-constexpr size_t kOffModel = 16;
-constexpr size_t kOffNumerics = 36;
-constexpr size_t kNumericsBytes = 16;
-constexpr size_t kOffNLayer = 52;
-constexpr size_t kOffHeadDim = 56;
-constexpr size_t kOffNSwa = 60;
-constexpr size_t kOffIndexerDim = 64;
-constexpr size_t kOffNVocab = 68;
-constexpr size_t kOffNTokens = 72;
-constexpr size_t kOffCtx = 76;
-constexpr size_t kOffReason = 80;
-constexpr size_t kOffFlags = 84;
-constexpr size_t kOffCreated = 88;
-constexpr size_t kOffSectionCount = 96;
-constexpr size_t kOffTableCrc = 100;
-constexpr size_t kOffFileBytes = 104;
-constexpr size_t kOffHeaderCrc = 220;
-constexpr size_t kOffStatsLastUsed = kSnapshotStatsOffset;  // 224
-constexpr size_t kOffStatsHits = kSnapshotStatsOffset + 8;  // 232
-constexpr size_t kOffStatsCrc = kSnapshotStatsOffset + 28;  // 252
-static_assert(kOffStatsCrc + 4 == kSnapshotHeaderBytes);
-
-// Sanity limits that keep a hostile header from asking for absurd allocations.
-constexpr uint32_t kMaxLayers = 4096;
-constexpr uint32_t kMaxExtensions = 64;
-constexpr uint64_t kMaxTextBytes = uint64_t(1) << 30;
-constexpr uint64_t kMaxExtensionBytes = uint64_t(1) << 30;
-constexpr uint32_t kMaxVocab = 1u << 24;
-constexpr uint32_t kLayerTableRowBytes = 8;
-
-template <typename T>
-void Put(uint8_t* base, size_t off, T v) {
-  std::memcpy(base + off, &v, sizeof(T));
-}
-template <typename T>
-T Get(const uint8_t* base, size_t off) {
-  T v;
-  std::memcpy(&v, base + off, sizeof(T));
-  return v;
-}
-
-uint64_t AlignUp(uint64_t x, uint64_t a) {
-  return (x + a - 1) / a * a;
-}
-
-// Byte size of each section of a snapshot, in file order.
-struct SectionPlan {
-  SnapshotSectionKind kind;
-  uint32_t tag;
-  uint64_t bytes;
-};
-
-uint64_t LayerBytes(const KvShape& shape, int layer, int64_t n_tokens) {
+uint64_t LayerBytes(const KvShape& shape, int layer, int64_t n_tokens, int64_t chunked_tokens) {
   size_t floats = 0;
   for (KvSection s : {KvSection::kRaw, KvSection::kCompressed, KvSection::kCompressorKv,
                       KvSection::kCompressorScore, KvSection::kIndexerRows, KvSection::kIndexerKv,
                       KvSection::kIndexerScore}) {
     floats += KvState::SectionFloatsFor(shape, layer, s, n_tokens);
   }
-  return uint64_t(floats) * sizeof(float);
+  const KvLayerShape& ls = shape.layers[size_t(layer)];
+  const uint64_t rows = ChunkedRows(ls.compress_ratio, chunked_tokens);
+  const uint64_t row_floats =
+      uint64_t(shape.head_dim) + (ls.indexer ? uint64_t(shape.indexer_dim) : 0);
+  return uint64_t(floats) * sizeof(float) - rows * row_floats * sizeof(float);
 }
 
 std::vector<SectionPlan> PlanSections(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
                                       size_t text_bytes,
-                                      std::span<const SnapshotExtension> extensions) {
+                                      std::span<const SnapshotExtension> extensions,
+                                      int64_t chunked_tokens) {
   std::vector<SectionPlan> plan;
   plan.push_back({SnapshotSectionKind::kText, 0, text_bytes});
   plan.push_back({SnapshotSectionKind::kTokens, 0, uint64_t(n_tokens) * 4});
   plan.push_back({SnapshotSectionKind::kLogits, 0, uint64_t(n_vocab) * 4});
   plan.push_back({SnapshotSectionKind::kLayerTable, 0, shape.layers.size() * kLayerTableRowBytes});
   for (size_t l = 0; l < shape.layers.size(); ++l) {
-    plan.push_back({SnapshotSectionKind::kLayer, uint32_t(l), LayerBytes(shape, int(l), n_tokens)});
+    plan.push_back({SnapshotSectionKind::kLayer, uint32_t(l),
+                    LayerBytes(shape, int(l), n_tokens, chunked_tokens)});
   }
   for (const SnapshotExtension& e : extensions) {
     plan.push_back({SnapshotSectionKind::kExtension, e.tag, e.bytes.size()});
@@ -178,7 +130,7 @@ Expected<KvShape> ShapeOf(const SnapshotHeader& h, std::string_view layer_table)
 Status CheckLayerSizes(const SnapshotHeader& h, const KvShape& shape) {
   for (const SnapshotSection& s : h.sections) {
     if (s.kind != SnapshotSectionKind::kLayer) continue;
-    const uint64_t want = LayerBytes(shape, int(s.tag), h.n_tokens);
+    const uint64_t want = LayerBytes(shape, int(s.tag), h.n_tokens, int64_t(h.chunked_tokens()));
     if (s.bytes != want) {
       return Corrupt("layer {} section has {} bytes, the shape implies {}", s.tag, s.bytes, want);
     }
@@ -197,15 +149,52 @@ uint8_t* AllocHostBytes(uint64_t n) {
   return static_cast<uint8_t*>(p);
 }
 
-struct AlignedBuffer {
-  uint8_t* p = nullptr;
-  explicit AlignedBuffer(size_t n) { p = AllocHostBytes(n); }
-  ~AlignedBuffer() { std::free(p); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-};
+// Writes the header and the section table (with the sections' CRCs as set in `h`) into
+// the first bytes of the image.
+void EncodeHeaderAndTable(const SnapshotHeader& h, uint8_t* base) {
+  for (size_t i = 0; i < h.sections.size(); ++i) {
+    const SnapshotSection& s = h.sections[i];
+    uint8_t* row = base + kSnapshotHeaderBytes + i * kSnapshotSectionRowBytes;
+    Put<uint32_t>(row, 0, uint32_t(s.kind));
+    Put<uint32_t>(row, 4, s.tag);
+    Put<uint64_t>(row, 8, s.offset);
+    Put<uint64_t>(row, 16, s.bytes);
+    Put<uint32_t>(row, 24, s.crc32c);
+    Put<uint32_t>(row, 28, 0);
+  }
+  const uint32_t table_crc =
+      Crc32c(0, base + kSnapshotHeaderBytes, h.sections.size() * kSnapshotSectionRowBytes);
+  std::memset(base, 0, kSnapshotHeaderBytes);
+  std::memcpy(base + kOffMagic, kSnapshotMagic, sizeof(kSnapshotMagic));
+  Put<uint32_t>(base, kOffVersion, h.version);
+  Put<uint32_t>(base, kOffHeaderBytes, kSnapshotHeaderBytes);
+  std::memcpy(base + kOffModel, h.identity.model.data(), h.identity.model.size());
+  std::memcpy(base + kOffNumerics, h.identity.numerics.data(), h.identity.numerics.size());
+  Put<uint32_t>(base, kOffNLayer, h.n_layer);
+  Put<uint32_t>(base, kOffHeadDim, h.head_dim);
+  Put<uint32_t>(base, kOffNSwa, h.n_swa);
+  Put<uint32_t>(base, kOffIndexerDim, h.indexer_dim);
+  Put<uint32_t>(base, kOffNVocab, h.n_vocab);
+  Put<uint32_t>(base, kOffNTokens, h.n_tokens);
+  Put<uint32_t>(base, kOffCtx, h.ctx_size);
+  base[kOffReason] = uint8_t(h.reason);
+  Put<uint32_t>(base, kOffFlags, h.flags);
+  Put<int64_t>(base, kOffCreated, h.created_ms);
+  Put<uint32_t>(base, kOffSectionCount, uint32_t(h.sections.size()));
+  Put<uint32_t>(base, kOffTableCrc, table_crc);
+  Put<uint64_t>(base, kOffFileBytes, h.file_bytes);
+  Put<uint32_t>(base, kOffChunkTokens, h.chunk_tokens);
+  Put<uint32_t>(base, kOffChunkCount, h.n_chunks);
+  Put<uint32_t>(base, kOffHeaderCrc, Crc32c(0, base, kOffHeaderCrc));
+  Put<int64_t>(base, kOffStatsLastUsed, h.last_used_ms);
+  Put<uint32_t>(base, kOffStatsHits, h.hit_count);
+  Put<uint32_t>(base, kOffStatsCrc,
+                Crc32c(0, base + kSnapshotStatsOffset, kOffStatsCrc - kSnapshotStatsOffset));
+}
 
-}  // namespace
+}  // namespace snapshot_detail
+
+using namespace snapshot_detail;
 
 void SnapshotImage::FreeBytes::operator()(uint8_t* p) const {
   if (pinned_by != nullptr) pinned_by->UnpinHost(p);
@@ -314,9 +303,9 @@ Expected<SnapshotImage> PrepareSnapshot(const KvState& state, const SnapshotIden
     }
   }
   for (const SnapshotExtension& e : content.extensions) {
-    if (e.tag == kSnapshotTailTag || e.tag == kSnapshotReplayTag) {
-      return InvalidArgument("extension tag 0x{:08x} is kv's own section (tail or replay map)",
-                             e.tag);
+    if (e.tag == kSnapshotTailTag || e.tag == kSnapshotReplayTag || e.tag == kSnapshotChunksTag) {
+      return InvalidArgument(
+          "extension tag 0x{:08x} is kv's own section (tail, replay map or chunk list)", e.tag);
     }
   }
   const std::vector<SnapshotExtension> extensions = SnapshotExtensionsOf(content);
@@ -488,51 +477,6 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
   return img;
 }
 
-namespace {
-
-// Writes the header and the section table (with the sections' CRCs as set in `h`) into
-// the first bytes of the image.
-void EncodeHeaderAndTable(const SnapshotHeader& h, uint8_t* base) {
-  for (size_t i = 0; i < h.sections.size(); ++i) {
-    const SnapshotSection& s = h.sections[i];
-    uint8_t* row = base + kSnapshotHeaderBytes + i * kSnapshotSectionRowBytes;
-    Put<uint32_t>(row, 0, uint32_t(s.kind));
-    Put<uint32_t>(row, 4, s.tag);
-    Put<uint64_t>(row, 8, s.offset);
-    Put<uint64_t>(row, 16, s.bytes);
-    Put<uint32_t>(row, 24, s.crc32c);
-    Put<uint32_t>(row, 28, 0);
-  }
-  const uint32_t table_crc =
-      Crc32c(0, base + kSnapshotHeaderBytes, h.sections.size() * kSnapshotSectionRowBytes);
-  std::memset(base, 0, kSnapshotHeaderBytes);
-  std::memcpy(base + kOffMagic, kSnapshotMagic, sizeof(kSnapshotMagic));
-  Put<uint32_t>(base, kOffVersion, kSnapshotVersion);
-  Put<uint32_t>(base, kOffHeaderBytes, kSnapshotHeaderBytes);
-  std::memcpy(base + kOffModel, h.identity.model.data(), h.identity.model.size());
-  std::memcpy(base + kOffNumerics, h.identity.numerics.data(), h.identity.numerics.size());
-  Put<uint32_t>(base, kOffNLayer, h.n_layer);
-  Put<uint32_t>(base, kOffHeadDim, h.head_dim);
-  Put<uint32_t>(base, kOffNSwa, h.n_swa);
-  Put<uint32_t>(base, kOffIndexerDim, h.indexer_dim);
-  Put<uint32_t>(base, kOffNVocab, h.n_vocab);
-  Put<uint32_t>(base, kOffNTokens, h.n_tokens);
-  Put<uint32_t>(base, kOffCtx, h.ctx_size);
-  base[kOffReason] = uint8_t(h.reason);
-  Put<uint32_t>(base, kOffFlags, h.flags);
-  Put<int64_t>(base, kOffCreated, h.created_ms);
-  Put<uint32_t>(base, kOffSectionCount, uint32_t(h.sections.size()));
-  Put<uint32_t>(base, kOffTableCrc, table_crc);
-  Put<uint64_t>(base, kOffFileBytes, h.file_bytes);
-  Put<uint32_t>(base, kOffHeaderCrc, Crc32c(0, base, kOffHeaderCrc));
-  Put<int64_t>(base, kOffStatsLastUsed, h.last_used_ms);
-  Put<uint32_t>(base, kOffStatsHits, h.hit_count);
-  Put<uint32_t>(base, kOffStatsCrc,
-                Crc32c(0, base + kSnapshotStatsOffset, kOffStatsCrc - kSnapshotStatsOffset));
-}
-
-}  // namespace
-
 void SealSnapshot(SnapshotImage& img) {
   SnapshotHeader& h = img.header_;
   uint8_t* base = img.bytes_.get();
@@ -606,9 +550,9 @@ Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
     return Corrupt("not a flashkv snapshot (bad magic)");
   }
   const uint32_t version = Get<uint32_t>(b, kOffVersion);
-  if (version != kSnapshotVersion) {
-    return Unsupported("snapshot format version {} (this build reads version {})", version,
-                       kSnapshotVersion);
+  if (version != kSnapshotVersion && version != kSnapshotVersionV1) {
+    return Unsupported("snapshot format version {} (this build reads versions {} and {})", version,
+                       kSnapshotVersionV1, kSnapshotVersion);
   }
   if (Get<uint32_t>(b, kOffHeaderCrc) != Crc32c(0, b, kOffHeaderCrc)) {
     return Corrupt("header checksum mismatch");
@@ -618,6 +562,9 @@ Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
                    kSnapshotHeaderBytes);
   }
   SnapshotHeader h;
+  h.version = version;
+  h.chunk_tokens = Get<uint32_t>(b, kOffChunkTokens);
+  h.n_chunks = Get<uint32_t>(b, kOffChunkCount);
   std::memcpy(h.identity.model.data(), b + kOffModel, h.identity.model.size());
   const char* num = reinterpret_cast<const char*>(b + kOffNumerics);
   h.identity.numerics.assign(num, strnlen(num, kNumericsBytes - 1));
@@ -640,6 +587,12 @@ Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
         "header shape fields are out of range (layers {}, tokens {}, vocab {}, "
         "head_dim {}, window {})",
         h.n_layer, h.n_tokens, h.n_vocab, h.head_dim, h.n_swa);
+  }
+  if (version == kSnapshotVersionV1
+          ? (h.chunk_tokens != 0 || h.n_chunks != 0)
+          : (h.n_chunks > 0 && h.chunk_tokens == 0) || h.chunked_tokens() > h.n_tokens) {
+    return Corrupt("chunk fields ({} chunks of {} tokens) do not fit {} tokens", h.n_chunks,
+                   h.chunk_tokens, h.n_tokens);
   }
   if (n_sections < 4 + h.n_layer || n_sections > 4 + h.n_layer + kMaxExtensions) {
     return Corrupt("section count {} does not fit {} layers", n_sections, h.n_layer);
@@ -738,6 +691,7 @@ Expected<ScannedSnapshot> ScanSnapshotFile(const File& file) {
   FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
                            ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
   out.tokens = DecodeSnapshotTokens(tokens);
+  FLASHKV_ASSIGN_OR_RETURN(out.chunks, ReadSnapshotChunkRefs(file, h));
   return out;
 }
 
@@ -775,220 +729,6 @@ Status CheckSnapshotCompatible(const SnapshotHeader& h, std::string_view layer_t
                               h.n_tokens, shape.ctx_size);
   }
   return Status::Ok();
-}
-
-namespace {
-
-// Streams the layer sections through staging buffers: a reader thread only issues the
-// read()s (so the disk always has a request in flight); the calling thread checks each
-// layer's CRC and hands it to KvState::WriteLayer. Buffers are sized for the largest
-// layer (one layer must be contiguous on the host for WriteLayer).
-class LayerStreamer {
- public:
-  LayerStreamer(const File& file, const std::vector<const SnapshotSection*>& layers,
-                const SnapshotLoadOptions& options)
-      : file_(file), layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 4096)) {
-    uint64_t biggest = 0;
-    for (const SnapshotSection* s : layers_) biggest = std::max(biggest, s->bytes);
-    const int n = std::clamp(options.staging_buffers, 1, 8);
-    for (int i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
-    slots_.resize(n);
-  }
-
-  ~LayerStreamer() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (reader_.joinable()) reader_.join();
-  }
-
-  // Calls consume(layer_index, bytes) for every layer in order; stops at the first error.
-  template <typename Fn>
-  Status Run(Fn&& consume) {
-    for (const auto& b : bufs_) {
-      if (b->p == nullptr) return ResourceExhausted("cannot allocate the snapshot staging buffers");
-    }
-    reader_ = std::thread([this] { ReaderLoop(); });
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const size_t slot = i % bufs_.size();
-      Status st;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock,
-                 [&] { return slots_[slot].filled_for == int64_t(i) || !reader_status_.ok(); });
-        if (slots_[slot].filled_for != int64_t(i)) st = reader_status_;
-      }
-      if (!st.ok()) return st;
-      // The CRC runs here, not on the reader,,  so the next read() is already in flight.
-      const SnapshotSection& sec = *layers_[i];
-      if (Crc32c(0, bufs_[slot]->p, sec.bytes) != sec.crc32c) {
-        return Corrupt("{} checksum mismatch", SectionName(sec));
-      }
-      st = consume(i, bufs_[slot]->p);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        slots_[slot].filled_for = -1;
-        slots_[slot].consumed = int64_t(i);
-      }
-      cv_.notify_all();
-      if (!st.ok()) return st;
-    }
-    return Status::Ok();
-  }
-
-  uint64_t bytes_read() const { return bytes_read_; }
-
- private:
-  struct Slot {
-    int64_t filled_for = -1;  // layer index whose bytes the buffer holds, verified
-    int64_t consumed = -1;    // last layer index the consumer released from it
-  };
-
-  void ReaderLoop() {
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const size_t slot = i % bufs_.size();
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        // The slot is free once the layer that used it last (i - n) was consumed.
-        cv_.wait(lock, [&] {
-          return stop_ || i < bufs_.size() || slots_[slot].consumed == int64_t(i - bufs_.size());
-        });
-        if (stop_) return;
-      }
-      const SnapshotSection& s = *layers_[i];
-      uint8_t* dst = bufs_[slot]->p;
-      Status st;
-      for (uint64_t done = 0; done < s.bytes && st.ok();) {
-        const size_t n = size_t(std::min<uint64_t>(chunk_, s.bytes - done));
-        st = file_.ReadAt(s.offset + done, dst + done, n);
-        done += n;
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!st.ok()) {
-          reader_status_ = st;
-        } else {
-          slots_[slot].filled_for = int64_t(i);
-          bytes_read_ += s.bytes;
-        }
-      }
-      cv_.notify_all();
-      if (!st.ok()) return;
-    }
-  }
-
-  const File& file_;
-  const std::vector<const SnapshotSection*>& layers_;
-  const size_t chunk_;
-  std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Slot> slots_;
-  Status reader_status_;
-  bool stop_ = false;
-  uint64_t bytes_read_ = 0;
-  std::thread reader_;
-};
-
-Expected<LoadedSnapshot> LoadInto(const File& file, const SnapshotIdentity& identity,
-                                  KvState& state, const SnapshotLoadOptions& options) {
-  LoadedSnapshot out;
-  FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(file));
-  const SnapshotHeader& h = out.header;
-  FLASHKV_ASSIGN_OR_RETURN(std::string table,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
-  // Identity and shape first: another model's file never reaches the state.
-  FLASHKV_RETURN_IF_ERROR(CheckSnapshotCompatible(h, table, identity, state.shape()));
-  if (options.expect_vocab > 0 && int64_t(h.n_vocab) != options.expect_vocab) {
-    return FailedPrecondition("snapshot has {} logits, this model's vocabulary is {}", h.n_vocab,
-                              options.expect_vocab);
-  }
-  FLASHKV_ASSIGN_OR_RETURN(KvShape file_shape, ShapeOf(h, table));
-  FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, file_shape));
-  FLASHKV_ASSIGN_OR_RETURN(out.text,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kText)));
-  FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
-  out.tokens = DecodeSnapshotTokens(tokens);
-  for (size_t i = 0; i < out.tokens.size(); ++i) {
-    if (out.tokens[i] < 0 || uint32_t(out.tokens[i]) >= h.n_vocab) {
-      return Corrupt("token {} at index {} is outside the vocabulary of {}", out.tokens[i], i,
-                     h.n_vocab);
-    }
-  }
-  FLASHKV_ASSIGN_OR_RETURN(std::string logits,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLogits)));
-  out.logits.resize(h.n_vocab);
-  std::memcpy(out.logits.data(), logits.data(), logits.size());
-  // Extensions before the payload too: everything small is verified before the state is
-  // touched.
-  for (const SnapshotSection& s : h.sections) {
-    if (s.kind != SnapshotSectionKind::kExtension) continue;
-    FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadSnapshotSection(file, s));
-    out.extensions.push_back(SnapshotExtension{s.tag, std::move(bytes)});
-  }
-  out.bytes_read = kSnapshotHeaderBytes + h.sections.size() * kSnapshotSectionRowBytes +
-                   table.size() + out.text.size() + tokens.size() + logits.size();
-  for (const SnapshotExtension& e : out.extensions) out.bytes_read += e.bytes.size();
-  FLASHKV_RETURN_IF_ERROR(TakeKvSections(&out.extensions, &out.tail, &out.replay));
-
-  std::vector<const SnapshotSection*> layers;
-  for (const SnapshotSection& s : h.sections) {
-    if (s.kind == SnapshotSectionKind::kLayer) layers.push_back(&s);
-  }
-  FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
-  LayerStreamer streamer(file, layers, options);
-  FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t layer, const uint8_t* bytes) {
-    return state.WriteLayer(int(layer), reinterpret_cast<const float*>(bytes));
-  }));
-  out.bytes_read += streamer.bytes_read();
-  return out;
-}
-
-}  // namespace
-
-Expected<LoadedSnapshot> LoadSnapshot(const std::string& path, const SnapshotIdentity& identity,
-                                      KvState& state, const SnapshotLoadOptions& options) {
-  auto file = File::OpenRead(path);
-  if (!file.ok()) return file.status();
-  ::posix_fadvise(file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  auto loaded = LoadInto(*file, identity, state, options);
-  if (!loaded.ok()) {
-    (void)state.Clear();
-    return loaded.status().WithContext(path);
-  }
-  return loaded;
-}
-
-Expected<SnapshotHeader> VerifySnapshotFile(const std::string& path) {
-  auto run = [&]() -> Expected<SnapshotHeader> {
-    FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
-    FLASHKV_ASSIGN_OR_RETURN(SnapshotHeader h, ReadSnapshotHeader(file));
-    FLASHKV_ASSIGN_OR_RETURN(std::string table,
-                             ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
-    FLASHKV_ASSIGN_OR_RETURN(KvShape shape, ShapeOf(h, table));
-    FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, shape));
-    uint64_t biggest = 0;
-    for (const SnapshotSection& s : h.sections) biggest = std::max(biggest, s.bytes);
-    const size_t kChunk = size_t(std::min<uint64_t>(biggest, uint64_t(16) << 20));
-    AlignedBuffer buf(kChunk);
-    for (const SnapshotSection& s : h.sections) {
-      uint32_t crc = 0;
-      for (uint64_t done = 0; done < s.bytes;) {
-        const size_t n = size_t(std::min<uint64_t>(kChunk, s.bytes - done));
-        FLASHKV_RETURN_IF_ERROR(file.ReadAt(s.offset + done, buf.p, n));
-        crc = Crc32c(crc, buf.p, n);
-        done += n;
-      }
-      if (crc != s.crc32c) return Corrupt("{} checksum mismatch", SectionName(s));
-    }
-    return h;
-  };
-  auto r = run();
-  if (!r.ok()) return r.status().WithContext(path);
-  return r;
 }
 
 }  // namespace flashkv

@@ -74,6 +74,11 @@ struct SnapshotWriteOptions {
   bool direct = true;                     // O_DIRECT where the filesystem has it
 };
 
+class SnapshotImage;
+// The version-2 manifest of `full` (a captured whole-state image, kv/snapshot_manifest.h).
+Expected<SnapshotImage> MakeManifestImage(const SnapshotImage& full, uint32_t chunk_tokens,
+                                          std::span<const SnapshotChunkRef> refs);
+
 // A snapshot in host memory, byte for byte its file. Move-only (it may be gigabytes).
 class SnapshotImage {
  public:
@@ -112,6 +117,8 @@ class SnapshotImage {
   friend void SealSnapshot(SnapshotImage&);
   friend Status StreamSnapshotImage(SnapshotImage&, File&, const std::function<Status(uint64_t)>&,
                                     const SnapshotWriteOptions&);
+  friend Expected<SnapshotImage> MakeManifestImage(const SnapshotImage&, uint32_t,
+                                                   std::span<const SnapshotChunkRef>);
   SnapshotImage() = default;
 
   SnapshotHeader header_;
@@ -192,6 +199,10 @@ Status StreamSnapshotImage(SnapshotImage& image, File& file,
 // Bytes of a snapshot file, from the shape alone (budget admission before capture).
 uint64_t SnapshotFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
                            size_t text_bytes, std::span<const SnapshotExtension> extensions);
+// The same for the version-2 manifest with `chunk_tokens` per chunk (without its chunks).
+uint64_t ManifestFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_vocab,
+                           size_t text_bytes, std::span<const SnapshotExtension> extensions,
+                           uint32_t chunk_tokens);
 
 // Parses and checks the fixed header and the section table of a file of `file_size`
 // bytes: magic, version, header and table CRCs, every section inside the file, in order
@@ -210,6 +221,7 @@ struct ScannedSnapshot {
   SnapshotHeader header;
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<SnapshotChunkRef> chunks;  // version 2: the chunks it references, in order
 };
 Expected<ScannedSnapshot> ScanSnapshotFile(const File& file);
 

@@ -1,4 +1,4 @@
-// The `.kv` snapshot file format, version 1: constants, the save-reason enum and the
+// The `.kv` snapshot file format, versions 1 and 2: constants, the save-reason enum and the
 // parsed header (docs/KV_FORMAT.md is the byte-level spec). Every number is little-endian.
 // Must not: do I/O (snapshot_codec.h reads and writes files) or know the model (the
 // identity is given by the caller).
@@ -13,6 +13,9 @@
 //                   CRC32C of the section bytes);
 //   sections        64-byte aligned, in table order: text, tokens, logits, layer table,
 //                   one per layer, then optional opaque extension blobs.
+// Version 2 (a manifest) has the same container; its layer sections leave out the
+// compressed and indexer rows of the first n_chunks · chunk_tokens tokens, which live in
+// content-addressed chunk files (kv/snapshot_chunks.h) that its 'CHK2' section lists.
 // Format strings written here are frozen: a change bumps kSnapshotVersion.
 #pragma once
 
@@ -27,7 +30,8 @@
 namespace flashkv {
 
 inline constexpr char kSnapshotMagic[8] = {'F', 'L', 'A', 'S', 'H', 'K', 'V', '\x1a'};
-inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr uint32_t kSnapshotVersion = 2;    // written by chunked saves (manifests)
+inline constexpr uint32_t kSnapshotVersionV1 = 1;  // whole-state files: still read and written
 inline constexpr uint32_t kSnapshotHeaderBytes = 256;
 inline constexpr uint32_t kSnapshotSectionRowBytes = 32;
 inline constexpr uint32_t kSnapshotSectionAlign = 64;
@@ -72,6 +76,7 @@ struct SnapshotSection {
 // Everything the header and the section table say, validated for internal consistency
 // (not yet against a model).
 struct SnapshotHeader {
+  uint32_t version = kSnapshotVersionV1;
   SnapshotIdentity identity;
   uint32_t n_layer = 0;
   uint32_t head_dim = 0;
@@ -84,6 +89,11 @@ struct SnapshotHeader {
   uint32_t flags = 0;
   int64_t created_ms = 0;  // Unix time, milliseconds
   uint64_t file_bytes = 0;
+  // Version 2: the first n_chunks · chunk_tokens tokens' compressed and indexer rows are
+  // in chunk files, not in the layer sections (both 0 in version 1).
+  uint32_t chunk_tokens = 0;
+  uint32_t n_chunks = 0;
+  uint64_t chunked_tokens() const { return uint64_t(chunk_tokens) * n_chunks; }
   // The stats block; `stats_ok` false when its CRC failed (then hits 0, last used =
   // created: a torn touch costs the history, never the entry).
   int64_t last_used_ms = 0;
@@ -105,8 +115,19 @@ constexpr uint32_t SnapshotTag(const char (&s)[5]) {
 // writer's own extensions and never accepted as one:
 // the resume tail — u32 ids the text covers beyond the tokens (kv/resume_point.h);
 inline constexpr uint32_t kSnapshotTailTag = SnapshotTag("VKA1");
-// the tool replay map — opaque bytes the server's ToolReplayMap encodes.
+// the tool replay map — opaque bytes the server's ToolReplayMap encodes;
 inline constexpr uint32_t kSnapshotReplayTag = SnapshotTag("KTM1");
+// version 2 only, always the first extension: the chunk list (kv/snapshot_chunks.h).
+inline constexpr uint32_t kSnapshotChunksTag = SnapshotTag("CHK2");
+
+// One chunk a version-2 manifest references (a 32-byte row of its 'CHK2' section):
+// the chunk's content name, its file's size and the CRC-32C of its payload.
+struct SnapshotChunkRef {
+  Sha1Digest name{};
+  uint64_t file_bytes = 0;
+  uint32_t payload_crc32c = 0;
+  bool operator==(const SnapshotChunkRef&) const = default;
+};
 
 // Offsets of the stats block inside the header, for in-place touches.
 inline constexpr uint32_t kSnapshotStatsOffset = 224;

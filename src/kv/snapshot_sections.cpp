@@ -30,6 +30,8 @@ Status TakeKvSections(std::vector<SnapshotExtension>* extensions, std::vector<in
   for (SnapshotExtension& e : *extensions) {
     if (e.tag == kSnapshotReplayTag) {
       *replay = std::move(e.bytes);
+    } else if (e.tag == kSnapshotChunksTag) {
+      return Corrupt("chunk list section outside a version-2 manifest's first extension");
     } else if (e.tag == kSnapshotTailTag) {
       if (e.bytes.size() % 4 != 0) {
         return Corrupt("tail section of {} bytes is not whole u32 ids", e.bytes.size());

@@ -3,17 +3,19 @@
 // writes act.x_hc_next, appends to each session's KvState (raw window, compressed rows,
 // frontiers). The projections (the compressors' and the indexer's included) are row-wise and
 // run once over all rows; what reads positions or a session's KV runs per session
-// (AttendChunk).
+// (PrepareChunk, FinishChunk; the attention itself for every session at once).
 #include <cmath>
+#include <vector>
 
 #include "model/chunk_context.h"
 
 namespace flashkv {
 namespace {
 
-// One session's chunk: q and c at its positions, its compressors and indexer, attention over
-// its window ring and compressed rows, then its values un-rotated. c.act views its rows.
-void AttendChunk(ChunkContext& c, int l) {
+// One session's chunk up to its attention: q and c at its positions, its compressors and
+// indexer; returns the attention it needs (over its window ring and compressed rows). c.act
+// views its rows.
+AttentionArgs PrepareChunk(ChunkContext& c, int l) {
   Backend& be = c.be;
   const ModelConfig& cfg = c.cfg;
   const LayerWeights& w = c.weights.layers[l];
@@ -74,11 +76,17 @@ void AttendChunk(ChunkContext& c, int l) {
   args.ratio = cfg.compress_ratio(l);
   args.top_k = cfg.indexer_top_k;
   args.scale = 1.0f / std::sqrt(float(cfg.head_dim));
-  be.Attention(args);
-  // The chunk's raw rows join the window ring only after every token has attended.
-  be.StoreWindowRows(a.kv, c.pos0, T, cfg.n_swa, cfg.head_dim, st.ring);
+  return args;
+}
 
-  // Undo the rotation the values carried: RoPE at −pos on each head's tail
+// After the attention: the chunk's raw rows join the window ring (only after every token has
+// attended), and the values lose the rotation they carried (RoPE at −pos on each head's tail).
+void FinishChunk(ChunkContext& c, int l) {
+  Backend& be = c.be;
+  const ModelConfig& cfg = c.cfg;
+  Activations& a = c.act;
+  const int T = c.n_tokens;
+  be.StoreWindowRows(a.kv, c.pos0, T, cfg.n_swa, cfg.head_dim, c.kv.layer(l).ring);
   be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, true);
 }
 
@@ -107,8 +115,15 @@ void AttentionSublayer(StepContext& s, int l) {
   // The compressors' (and the indexer's) projections of every row
   if (cfg.is_compressed(l)) ProjectCompressors(s, l);
 
-  // Positions, KV and attention, session by session
-  for (ChunkContext& c : s.chunks) AttendChunk(c, l);
+  // Positions, KV and attention: what reads a session's positions and state runs session by
+  // session, the attention of every session at once (a backend may launch it once for all of
+  // them); a session only ever touches its own rows and state, so this order gives each the
+  // bits of a step alone.
+  std::vector<AttentionArgs>& attention = s.attention;
+  attention.clear();
+  for (ChunkContext& c : s.chunks) attention.push_back(PrepareChunk(c, l));
+  be.AttentionBatch(attention.data(), int(attention.size()));
+  for (ChunkContext& c : s.chunks) FinishChunk(c, l);
 
   // out = W_ob · concat_j(W_oa[j] · heads of group j)
   be.MatMulGrouped(w.attn_output_a, a.heads, R, cfg.n_out_group, a.low, aq);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "kv/kv_state.h"
@@ -19,6 +20,8 @@
 #include "model/model_weights.h"
 
 namespace flashkv {
+
+class ExpertShards;  // model/sharded_moe.h
 
 // One session's chunk of a step: its tokens are rows [row0, row0 + n_tokens) of the step,
 // and `act` views the activations from row0 on, so a block sees the chunk as if it ran alone.
@@ -55,6 +58,8 @@ struct StepContext {
   HcParams hc;
   int n_rows;
   std::span<ChunkContext> chunks;
+  std::vector<AttentionArgs>& attention;  // a layer's per-session attention (kept: no allocation)
+  ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
 
   ActQuantMode aq() const { return opt.act_quant; }
 };

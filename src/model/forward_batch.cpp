@@ -7,6 +7,7 @@
 
 #include "model/chunk_context.h"
 #include "model/model.h"
+#include "model/sharded_moe.h"
 #include "model/step_scratch.h"
 
 namespace flashkv {
@@ -89,8 +90,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
                                     ch.state->n_tokens(), int(ch.tokens.size()), row0});
     row0 += int(ch.tokens.size());
   }
-  StepContext step{backend_, config_, options_, weights_, act_, MakeHcParams(config_),
-                   rows,     sessions};
+  StepContext step{backend_, config_,  options_,   weights_, act_, MakeHcParams(config_),
+                   rows,     sessions, k.attention};
+  step.experts = experts_.get();
 
   // X = embedding broadcast to n_hc streams
   EmbedRows(step);
@@ -109,6 +111,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
       }
     }
   }
+  // A failed shard fails the step before its tokens are appended (its in-place KV writes
+  // may be partial: the caller drops the state, as after a device error).
+  if (experts_) FLASHKV_RETURN_IF_ERROR(experts_->TakeError());
   for (const ChunkContext& c : sessions) c.kv.Advance(c.n_tokens);
 
   if (logit_rows == 0) return backend_.Synchronize();

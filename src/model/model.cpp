@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/rope_table.h"
+#include "model/sharded_moe.h"  // complete for experts_ in the constructor
 #include "model/step_scratch.h"
 
 namespace flashkv {

@@ -27,6 +27,9 @@
 
 namespace flashkv {
 
+class ExpertShards;  // model/sharded_moe.h
+class RowExchange;   // backend/exchange.h
+
 // Which positions of a Forward call get logits.
 enum class LogitsFor {
   kNone,  // state only
@@ -91,6 +94,13 @@ class Model {
       std::function<void(int layer, int64_t pos0, int n_tokens, const float* x_hc)>;
   void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
 
+  // Expert parallel (docs/MULTI_GPU.md, model/sharded_moe.cpp): from the next step on, the
+  // routed experts run on `shards` (a contiguous block of every layer's experts each, copied
+  // from this model's backend), their rows moved through `exchange`; everything else stays
+  // on backend(). Logits and KvState keep their bits. Both must outlive the model or the
+  // next call; an empty span goes back to one backend. Not during a Forward.
+  Status ShardExperts(std::span<Backend* const> shards, RowExchange& exchange);
+
  private:
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
   // The rope tables and the log line, once the weights are bound.
@@ -114,6 +124,7 @@ class Model {
   std::unique_ptr<StepScratch> step_;  // host-side lists of the step
   std::vector<float> observer_buf_;
   LayerObserver observer_;
+  std::unique_ptr<ExpertShards> experts_;  // null: the routed experts run on backend_
 };
 
 }  // namespace flashkv

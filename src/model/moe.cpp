@@ -1,6 +1,7 @@
 // The MoE FFN sublayer (docs/DS4_MODEL.md §5): router (hash or biased top-k), routed experts with
 // the clamped SwiGLU, the shared expert, then HC_post. Reads act.x_hc, writes act.x_hc_next.
 #include "model/chunk_context.h"
+#include "model/sharded_moe.h"
 
 namespace flashkv {
 
@@ -50,7 +51,11 @@ void FfnSublayer(StepContext& s, int l) {
   moe.comb = a.comb;
   moe.hc = s.hc;
   moe.out = a.x_hc_next;
-  be.MoeBlock(moe);
+  if (s.experts != nullptr) {
+    s.experts->MoeBlock(l, moe);
+  } else {
+    be.MoeBlock(moe);
+  }
 }
 
 }  // namespace flashkv

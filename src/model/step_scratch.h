@@ -18,6 +18,7 @@ struct Model::StepScratch {
   std::vector<ChunkContext> sessions;     // each session's context, over its view
   std::vector<std::pair<int, int>> runs;  // the head's input: (first row, rows)
   std::vector<HostCopy> copies;           // logits back to each session's buffer
+  std::vector<AttentionArgs> attention;   // each session's attention in a layer
 };
 
 }  // namespace flashkv

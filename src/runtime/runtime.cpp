@@ -36,16 +36,39 @@ std::string Runtime::ResolveBackend(const std::string& name, std::string* why) {
   return "cpu";
 }
 
+int Runtime::CudaDeviceCount(std::string* why) {
+#if FLASHKV_HAVE_CUDA
+  return CudaBackend::DeviceCount(why);
+#else
+  if (why != nullptr) *why = "this build has no CUDA";
+  return 0;
+#endif
+}
+
 Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) {
   std::unique_ptr<Runtime> rt(new Runtime(options.threads));
   std::string why;
   const std::string backend = ResolveBackend(options.backend, &why);
   if (options.backend == "auto") spdlog::info("backend auto: {} ({})", backend, why);
+  if (!options.gpus.empty() && backend != "cuda") {
+    return InvalidArgument("--gpus needs the cuda backend, not {}", backend);
+  }
+  if (options.gpus.size() > 1) {
+    return Unsupported(
+        "--gpus names {} devices, but one flashkv process drives one GPU so far (expert "
+        "parallel over several is designed in docs/MULTI_GPU.md, not built yet); name one",
+        options.gpus.size());
+  }
   if (backend == "cpu") {
     rt->backend_ = std::make_unique<CpuBackend>(&rt->pool_);
   } else if (backend == "cuda") {
 #if FLASHKV_HAVE_CUDA
-    FLASHKV_ASSIGN_OR_RETURN(rt->backend_, CudaBackend::Create());
+    CudaBackendOptions cuda;
+    if (!options.gpus.empty()) cuda.device = options.gpus[0];
+    auto made = CudaBackend::Create(cuda);
+    // A device another process holds in exclusive mode fails here ("busy or unavailable").
+    if (!made.ok()) return made.status().WithContext(fmt::format("CUDA device {}", cuda.device));
+    rt->backend_ = std::move(*made);
 #else
     return Unsupported(
         "this flashkv was built without CUDA (configure with -DFLASHKV_CUDA=ON "

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
@@ -22,6 +23,9 @@ struct RuntimeOptions {
   std::string backend = "cpu";          // "cpu" | "cuda" | "auto" (ResolveBackend)
   int threads = 0;                      // <= 0: one per core (CPU backend and host work)
   const ModelOptions* model = nullptr;  // null: DefaultModelOptions for the file
+  // CUDA device ordinals (cli/gpus_flag.h); empty: device 0. One process drives one device
+  // so far: more than one is an error until expert parallel is wired in (docs/MULTI_GPU.md).
+  std::vector<int> gpus;
 };
 
 // What Open built for a random: source (for logs and benchmark records).
@@ -49,6 +53,9 @@ class Runtime {
   // answers, else "cpu"; other names are returned as they are. `why`, when given, says in
   // a few words how "auto" chose (for the start-up log).
   static std::string ResolveBackend(const std::string& name, std::string* why = nullptr);
+  // CUDA devices present: 0 in a build without CUDA or without a driver or GPU, and `why`,
+  // when given, then says which.
+  static int CudaDeviceCount(std::string* why = nullptr);
 
  private:
   explicit Runtime(int threads) : pool_(threads) {}

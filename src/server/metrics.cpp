@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <iterator>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -200,6 +201,31 @@ std::string PrometheusText(const EngineStats& s,
     Family(&out, "flashkv_disk_pending_writes", "gauge",
            "Snapshots queued for the background writer.")
         .Add(d.pending_writes);
+    // SSD stewardship (format v2 chunks, the write budget).
+    Family written(&out, "flashkv_disk_written_bytes_total", "counter",
+                   "Bytes written to the disk KV cache by save reason.");
+    for (uint8_t r = 0; r < std::size(d.bytes_written_by_reason); ++r) {
+      written.Add(fmt::format("reason=\"{}\"", SaveReasonName(SaveReason(r))),
+                  d.bytes_written_by_reason[r]);
+    }
+    Family(&out, "flashkv_disk_written_bytes_24h", "gauge",
+           "Bytes written in the last 24 hours (the write budget's window).")
+        .Add(d.bytes_written_24h);
+    Family(&out, "flashkv_disk_logical_bytes", "gauge",
+           "Sum of every disk entry's whole state (what v1 files would occupy).")
+        .Add(d.logical_bytes);
+    Family(&out, "flashkv_disk_chunks", "gauge", "Content-addressed chunk files on disk.")
+        .Add(d.chunks);
+    Family(&out, "flashkv_disk_chunk_bytes", "gauge", "Bytes of the chunk files.")
+        .Add(d.chunk_bytes);
+    Family(&out, "flashkv_disk_chunk_writes_total", "counter",
+           "Chunks a save needed, by whether it wrote them or found them stored.")
+        .Add("result=\"written\"", d.chunks_written)
+        .Add("result=\"reused\"", d.chunks_reused);
+    Family(&out, "flashkv_disk_saves_skipped_total", "counter",
+           "Saves skipped by the SSD rules, by rule.")
+        .Add("rule=\"write_budget\"", d.save_skipped_write_budget)
+        .Add("rule=\"not_worth\"", d.save_skipped_not_worth);
   }
 
   if (s.remote_enabled) AppendRemoteTierMetrics(s, &out);

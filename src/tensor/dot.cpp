@@ -29,6 +29,8 @@ ActQuant ActQuantFor(DType wtype) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ1_M:
     case DType::kQ8_K:
       return ActQuant::kQ8_K;
     default:

@@ -24,4 +24,12 @@ bool HasDotQ8Rows8(DType wtype);
 void DotQ8Rows8(DType wtype, const void* w, int64_t row_bytes, const void* xq, int64_t n,
                 float* out);
 
+// DotQ8 of a type quant_lanes.h splits (lanes::HasLanes), computed as the GPU kernels do:
+// 32 workers' integer terms per block, summed, then the block fold. The CPU twin of
+// backend/cuda/kquant_matvec.cu; equals ref::DotQ8 bit for bit (dot_test). NaN for other types.
+float DotQ8ByLanes(DType wtype, const void* wrow, const void* xq, int64_t n);
+// The row's n values through lanes::DequantValues8 (the GPU's embedding path); false for a
+// type it does not split.
+bool DequantizeRowByLanes(DType wtype, const void* wrow, float* out, int64_t n);
+
 }  // namespace flashkv::internal

@@ -10,6 +10,8 @@
 #include "tensor/dot.h"
 #include "tensor/dot_internal.h"
 #include "tensor/dot_ref.h"
+#include "tensor/iq1_tables.h"
+#include "tensor/iq2_tables.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_internal.h"
 #include "tensor/simd_avx2.h"
@@ -172,6 +174,108 @@ void IQ2_XXSMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out
     for (int t = 0; t < NT; ++t) sumf[t] += dw * y[t][b].d * static_cast<float>(HSumI32(acc[t]));
   }
   for (int t = 0; t < NT; ++t) out[t] = 0.125f * sumf[t];
+}
+
+// The 32 sign bytes (+1 / -1) of four IQ2 sign masks (8 bits each, value 8k + j negated where
+// bit j of masks byte k is set).
+inline __m256i SignBytes32(uint32_t masks) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(masks)), spread);
+  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(1));
+}
+
+// IQ2_XS: per block bsum = sum over halves of (2 ls + 1) * sum(grid * sign * q8), exact in int32;
+// sumf += (f16(d) * d_x) * bsum; result 0.125 * sumf (ref::DotQ8's order).
+template <int NT>
+void IQ2_XSMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
+  float sumf[NT] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ2_XS);
+    __m256i acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      uint16_t q[4];
+      std::memcpy(q, blk + 2 + 8 * g, 8);
+      const __m256i grid = _mm256_set_epi64x(static_cast<int64_t>(kIq2xsGrid[q[3] & 511]),
+                                             static_cast<int64_t>(kIq2xsGrid[q[2] & 511]),
+                                             static_cast<int64_t>(kIq2xsGrid[q[1] & 511]),
+                                             static_cast<int64_t>(kIq2xsGrid[q[0] & 511]));
+      const uint32_t masks = kIq2Signs[q[0] >> 9] | (kIq2Signs[q[1] >> 9] << 8) |
+                             (kIq2Signs[q[2] >> 9] << 16) |
+                             (static_cast<uint32_t>(kIq2Signs[q[3] >> 9]) << 24);
+      const __m256i sign = SignBytes32(masks);
+      const uint8_t sc = blk[66 + g];
+      // Low 128-bit lane: values 0..15 (scale nibble 0); high lane: 16..31 (nibble 1).
+      const __m256i ls = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * (sc >> 4) + 1)),
+                                          _mm_set1_epi16(static_cast<int16_t>(2 * (sc & 15) + 1)));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i qx = _mm256_sign_epi8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 32 * g)), sign);
+        // grid <= 43 and |qx| <= 127: the pair sums cannot saturate.
+        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, qx), ls));
+      }
+    }
+    const float dw = LoadHalf(blk);
+    for (int t = 0; t < NT; ++t) sumf[t] += dw * y[t][b].d * static_cast<float>(HSumI32(acc[t]));
+  }
+  for (int t = 0; t < NT; ++t) out[t] = 0.125f * sumf[t];
+}
+
+// IQ1_M: per block the exact sumi1 = sum (2s + 1) * sum(grid * q8) and sumi2 = sum (2s + 1) *
+// (+-1) * sum(q8) (grid + 1 in {0, 1, 2} makes maddubs usable: grid * q8 = (grid + 1) * q8 -
+// q8); sumf += (f16(scale) * d_x) * ((float)sumi1 + 0.125 * (float)sumi2) (ref::DotQ8's order).
+template <int NT>
+void IQ1_MMulti(const uint8_t* w, const void* const* xq, int64_t n, float* out) {
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = static_cast<const BlockQ8_K*>(xq[t]);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i plus1 = _mm256_set1_epi64x(0x0101010101010101ll);
+  float sumf[NT] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ1_M);
+    __m256i s1[NT], s2[NT];
+    for (int t = 0; t < NT; ++t) s1[t] = s2[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      int ls[2];
+      internal::Iq1mGroupScales(blk + 48, g, &ls[0], &ls[1]);
+      int64_t grid[4];
+      int16_t m1[4], m2[4];
+      for (int k = 0; k < 4; ++k) {
+        bool neg;
+        grid[k] = static_cast<int64_t>(kIq1sGrid[internal::Iq1mRun(blk, g, k, &neg)]);
+        m1[k] = static_cast<int16_t>(ls[k / 2]);
+        m2[k] = static_cast<int16_t>(neg ? -ls[k / 2] : ls[k / 2]);
+      }
+      // Grid bytes -1 / 0 / +1 plus one per byte: no carries between bytes.
+      const __m256i gp1 =
+          _mm256_add_epi8(_mm256_set_epi64x(grid[3], grid[2], grid[1], grid[0]), plus1);
+      // int16 pair k covers values 2k, 2k + 1: run k / 4.
+      const __m256i w1 = _mm256_setr_epi16(m1[0], m1[0], m1[0], m1[0], m1[1], m1[1], m1[1], m1[1],
+                                           m1[2], m1[2], m1[2], m1[2], m1[3], m1[3], m1[3], m1[3]);
+      const __m256i w2 = _mm256_setr_epi16(m2[0], m2[0], m2[0], m2[0], m2[1], m2[1], m2[1], m2[1],
+                                           m2[2], m2[2], m2[2], m2[2], m2[3], m2[3], m2[3], m2[3]);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i qx =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 32 * g));
+        const __m256i sq = _mm256_maddubs_epi16(ones8, qx);  // pair sums of q8
+        // (grid + 1) <= 2, |q8| <= 127: no saturation; minus the q8 pair sums: grid * q8.
+        const __m256i gq = _mm256_sub_epi16(_mm256_maddubs_epi16(gp1, qx), sq);
+        s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(gq, w1));
+        s2[t] = _mm256_add_epi32(s2[t], _mm256_madd_epi16(sq, w2));
+      }
+    }
+    const float dw = internal::Iq1mScale(blk + 48);
+    for (int t = 0; t < NT; ++t) {
+      const float inner =
+          static_cast<float>(HSumI32(s1[t])) + kIq1Delta * static_cast<float>(HSumI32(s2[t]));
+      sumf[t] += dw * y[t][b].d * inner;
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = sumf[t];
 }
 
 // MXFP4: per block the doubled E2M1 values (a pshufb of the nibbles into kMxfp4Doubled) times
@@ -356,6 +460,10 @@ MultiFn KernelFor(DType t) {
       return Q4_KMulti<NT>;
     case DType::kIQ2_XXS:
       return IQ2_XXSMulti<NT>;
+    case DType::kIQ2_XS:
+      return IQ2_XSMulti<NT>;
+    case DType::kIQ1_M:
+      return IQ1_MMulti<NT>;
     case DType::kMXFP4:
       return MXFP4Multi<NT>;
     case DType::kF16:

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "tensor/half.h"
+#include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_internal.h"
@@ -218,6 +219,70 @@ float DotMXFP4(const uint8_t* w, const BlockQ8_0Act* x, int64_t n) {
   return acc;
 }
 
+// GGML's ggml_vec_dot_iq2_xs_q8_K_generic: per block bsum = sum over halves of (2 ls + 1) *
+// sum(grid * sign * q8), exact; sumf += (f16(d) * d_x) * bsum; result 0.125 * sumf.
+float DotIQ2_XS(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ2_XS);
+    const float d = LoadHalf(blk) * y[b].d;
+    const uint8_t* scales = blk + 66;
+    const int8_t* q8 = y[b].qs;
+    int32_t bsum = 0;
+    for (int g = 0; g < 8; ++g) {
+      for (int half = 0; half < 2; ++half) {
+        const int32_t ls = 2 * ((scales[g] >> (4 * half)) & 15) + 1;
+        int32_t sumi = 0;
+        for (int k = 2 * half; k < 2 * half + 2; ++k) {
+          uint16_t q;
+          std::memcpy(&q, blk + 2 + 2 * (4 * g + k), 2);
+          const uint64_t grid = kIq2xsGrid[q & 511];
+          const uint8_t signs = kIq2Signs[q >> 9];
+          for (int j = 0; j < 8; ++j) {
+            const int32_t mag = static_cast<int32_t>((grid >> (8 * j)) & 0xff);
+            sumi += ((signs >> j) & 1 ? -mag : mag) * q8[j];
+          }
+          q8 += 8;
+        }
+        bsum += sumi * ls;
+      }
+    }
+    sumf += d * static_cast<float>(bsum);
+  }
+  return 0.125f * sumf;
+}
+
+// GGML's ggml_vec_dot_iq1_m_q8_K_generic: per block the exact integers sumi1 = sum (2s + 1) *
+// sum(grid * q8) and sumi2 = sum (2s + 1) * (±1) * sum(q8); sumf += (f16(scale) * d_x) *
+// ((float)sumi1 + 0.125 * (float)sumi2), fp32, blocks in order.
+float DotIQ1_M(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ1_M);
+    const int8_t* q8 = y[b].qs;
+    int32_t sumi1 = 0, sumi2 = 0;
+    for (int g = 0; g < 8; ++g) {
+      int ls[2];
+      internal::Iq1mGroupScales(blk + 48, g, &ls[0], &ls[1]);
+      for (int k = 0; k < 4; ++k) {
+        bool neg;
+        const uint64_t grid = kIq1sGrid[internal::Iq1mRun(blk, g, k, &neg)];
+        int32_t s1 = 0, s2 = 0;
+        for (int j = 0; j < 8; ++j) {
+          s1 += q8[j] * static_cast<int8_t>((grid >> (8 * j)) & 0xff);
+          s2 += q8[j];
+        }
+        q8 += 8;
+        sumi1 += s1 * ls[k / 2];
+        sumi2 += (neg ? -s2 : s2) * ls[k / 2];
+      }
+    }
+    const float d = internal::Iq1mScale(blk + 48) * y[b].d;
+    sumf += d * (static_cast<float>(sumi1) + kIq1Delta * static_cast<float>(sumi2));
+  }
+  return sumf;
+}
+
 float DotQ8_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   float acc = 0.0f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -307,6 +372,10 @@ float DotQ8(DType wtype, const void* wrow, const void* xq, int64_t n) {
       return DotQ6_K(w, static_cast<const BlockQ8_K*>(xq), n);
     case DType::kMXFP4:
       return DotMXFP4(w, static_cast<const BlockQ8_0Act*>(xq), n);
+    case DType::kIQ2_XS:
+      return DotIQ2_XS(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ1_M:
+      return DotIQ1_M(w, static_cast<const BlockQ8_K*>(xq), n);
     default:
       return kNaN;
   }

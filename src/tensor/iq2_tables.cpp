@@ -70,4 +70,9 @@ const uint64_t kIq2xxsGrid[256] = {
     0x2b2b082b08080808ull, 0x2b2b190808192b08ull, 0x2b2b2b0819190808ull, 0x2b2b2b1908081908ull,
 };
 
+// GGML's iq2xs_grid (ascending, bytes 8, 25, 43).
+const uint64_t kIq2xsGrid[512] = {
+#include "tensor/iq2xs_grid.inc"
+};
+
 }  // namespace flashkv

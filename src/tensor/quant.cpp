@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tensor/half.h"
+#include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
 #include "tensor/quant_internal.h"
 #include "tensor/quant_k.h"
@@ -152,6 +153,45 @@ void DequantBlockMXFP4(const uint8_t* block, float* out) {
   }
 }
 
+// GGML's dequantize_row_iq2_xs: db = (f16(d) * (0.5 + ls)) * 0.25, value = (db * grid) * sign.
+void DequantBlockIQ2_XS(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* scales = block + 66;
+  for (int g = 0; g < 8; ++g) {
+    const float db[2] = {d * (0.5f + static_cast<float>(scales[g] & 15)) * 0.25f,
+                         d * (0.5f + static_cast<float>(scales[g] >> 4)) * 0.25f};
+    for (int k = 0; k < 4; ++k) {
+      uint16_t q;
+      std::memcpy(&q, block + 2 + 2 * (4 * g + k), 2);
+      const uint64_t grid = kIq2xsGrid[q & 511];
+      const uint8_t signs = kIq2Signs[q >> 9];
+      for (int j = 0; j < 8; ++j) {
+        const float mag = static_cast<float>((grid >> (8 * j)) & 0xff);
+        out[32 * g + 8 * k + j] = db[k / 2] * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+      }
+    }
+  }
+}
+
+// GGML's dequantize_row_iq1_m: dl = f16(scale) * (2s + 1), value = dl * (grid + delta).
+void DequantBlockIQ1_M(const uint8_t* block, float* out) {
+  const float d = Iq1mScale(block + 48);
+  for (int g = 0; g < 8; ++g) {
+    int ls[2];
+    Iq1mGroupScales(block + 48, g, &ls[0], &ls[1]);
+    for (int k = 0; k < 4; ++k) {
+      bool neg;
+      const uint64_t grid = kIq1sGrid[Iq1mRun(block, g, k, &neg)];
+      const float delta = neg ? -kIq1Delta : kIq1Delta;
+      const float dl = d * static_cast<float>(ls[k / 2]);
+      for (int j = 0; j < 8; ++j) {
+        const auto v = static_cast<int8_t>((grid >> (8 * j)) & 0xff);
+        out[32 * g + 8 * k + j] = dl * (static_cast<float>(v) + delta);
+      }
+    }
+  }
+}
+
 BlockDequantFn ScalarBlockDequant(DType type) {
   switch (type) {
     case DType::kQ8_0:
@@ -172,6 +212,10 @@ BlockDequantFn ScalarBlockDequant(DType type) {
       return DequantBlockQ6_K;
     case DType::kMXFP4:
       return DequantBlockMXFP4;
+    case DType::kIQ2_XS:
+      return DequantBlockIQ2_XS;
+    case DType::kIQ1_M:
+      return DequantBlockIQ1_M;
     default:
       return nullptr;
   }

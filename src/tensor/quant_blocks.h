@@ -69,6 +69,32 @@ struct BlockIQ2_XXS {
 };
 static_assert(sizeof(BlockIQ2_XXS) == 66, "IQ2_XXS block is 66 bytes in GGUF");
 
+// IQ2_XS, 256 values in 8 groups of 32, each two halves of 16 with a 4-bit scale. Word qs[4g + k]
+// (k = 0..3) covers values 32g + 8k .. 32g + 8k + 7: its low 9 bits index kIq2xsGrid (8
+// magnitudes from {8, 25, 43}), its top 7 bits index kIq2Signs (bit j negates value j). The
+// scale of half k / 2 is ls = scales[g] & 15 (k < 2) or scales[g] >> 4 (k >= 2):
+//   value = f16(d) * (0.5 + ls) * 0.25 * grid * sign.
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74, "IQ2_XS block is 74 bytes in GGUF");
+
+// IQ1_M, 256 values in 8 groups of 32, each four runs of 8 and two halves of 16. No f16 field:
+// the block scale's 16 bits are the top nibbles of the four little-endian u16 words of
+// `scales`, word 0 holding bits 0..3. Group g's halves have the 3-bit scales
+// s1 = (w[g / 2] >> 6(g % 2)) & 7 and s2 = (w[g / 2] >> (6(g % 2) + 3)) & 7. Run k (k = 0..3,
+// values 32g + 8k ..) reads the 11-bit kIq1sGrid index qs[4g + k] | ((qh[2g + k / 2] >> 4(k % 2))
+// & 7) << 8 and the shift sign bit 3 of that nibble (set: -delta):
+//   value = (f16(scale) * (2 s + 1)) * (grid + (±kIq1Delta)), s = s1 for k < 2, s2 otherwise.
+struct BlockIQ1_M {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_M) == 56, "IQ1_M block is 56 bytes in GGUF");
+
 // Q3_K, 256 values in 16 groups of 16, 3 bits each: the low 2 bits in qs, the third in hmask,
 // a 6-bit signed group scale (stored + 32) packed into 12 bytes: scale byte g (g < 16) has its
 // low 4 bits in scales[g % 8] (its low nibble for g < 8, its high nibble for g >= 8) and its

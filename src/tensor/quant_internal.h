@@ -8,6 +8,7 @@
 #include "tensor/dtype.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_lanes.h"
 
 namespace flashkv::internal {
 
@@ -24,16 +25,10 @@ inline float LoadFloat(const void* p) {
   return f;
 }
 
-// Q4_K's 6-bit scale and min of group j (0..7) from the packed 12 bytes.
-inline void Q4KScaleMin(const uint8_t* s, int j, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *mn = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
+// Block field readers shared with the GPU kernels (quant_lanes.h).
+using lanes::Iq1mGroupScales;
+using lanes::Iq1mRun;
+using lanes::Q4KScaleMin;
 
 // MXFP4's block scale halved, 2^(e - 128) exactly (kMxfp4Doubled holds twice the E2M1 values):
 // built from its bits, a subnormal for e < 2, as GGML does.
@@ -46,11 +41,12 @@ inline float Mxfp4HalfScale(uint8_t e) {
 
 // Q3_K's 16 signed 6-bit group scales (already minus 32) from the packed 12 bytes.
 inline void Q3KScales(const uint8_t* s, int* out) {
-  for (int g = 0; g < 16; ++g) {
-    const int lo = g < 8 ? s[g] & 15 : s[g - 8] >> 4;
-    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-    out[g] = (lo | (hi << 4)) - 32;
-  }
+  for (int g = 0; g < 16; ++g) out[g] = lanes::Q3KScale(s, g);
+}
+
+// IQ1_M's block scale: the f16 assembled from the top nibbles of the four scale words.
+inline float Iq1mScale(const uint8_t* scales) {
+  return F16ToF32(lanes::Iq1mScaleBits(scales));
 }
 
 // One block -> its values, f32, in GGML's dequantization arithmetic (see quant_blocks.h).
@@ -63,6 +59,8 @@ void DequantBlockQ3_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ5_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockQ6_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockMXFP4(const uint8_t* block, float* out);    // [32]
+void DequantBlockIQ2_XS(const uint8_t* block, float* out);   // [256]
+void DequantBlockIQ1_M(const uint8_t* block, float* out);    // [256]
 
 // The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
 void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);

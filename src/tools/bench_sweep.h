@@ -1,14 +1,15 @@
-// The throughput sweep behind `flashkv bench` (docs/PERFORMANCE.md "Bench sweeps", issue 7):
-// one fixed token sequence is prefilled incrementally to a series of context frontiers; at
-// each frontier the live state is snapshotted into host memory, a fixed greedy probe of
-// gen_tokens decode steps is timed, and the snapshot is restored so the next interval
-// continues from the exact frontier state. Must not: parse flags, read files or print (the
-// CLI does), or parse HTTP.
+// The figures of the throughput sweep behind `flashkv bench` (docs/PERFORMANCE.md "Bench
+// sweeps", issue 7): its options and frontiers, what a row holds, and the KV byte counts.
+// The sweep itself runs on the engine (evaluate/bench_sweep_driver.h): one fixed token sequence is
+// prefilled incrementally to a series of context frontiers; at each frontier a fixed greedy
+// probe of gen_tokens decode steps is timed, and the live session is put back at the
+// frontier from an in-memory snapshot so the next interval continues from the exact
+// frontier state. Must not: run the model, parse flags, read files or print.
 //
 // What a row measures (docs/PERFORMANCE.md, "Bench sweeps"):
-// - prefill: only the tokens added since the previous frontier, timed around Model::Forward
-//   (the last call also computes the frontier's logits, as a real prefill does);
-// - gen: exactly gen_tokens greedy steps (best non-EOS token, then one Forward each);
+// - prefill: only the tokens added since the previous frontier, the engine's prefill time
+//   (the last chunk also computes the frontier's logits, as a real prefill does);
+// - gen: exactly gen_tokens greedy steps (best non-EOS token, each evaluated);
 // - kv_bytes: the state's live content at the frontier, Σ over layers and KvSections of
 //   the floats that hold information for that token count, × 4 (LiveKvBytes below) —
 //   the figure that grows by the model's per-token amount (docs/DS4_MODEL.md §7), not the
@@ -18,18 +19,15 @@
 //   would write;
 // - snapshot_save_ms: CaptureSnapshot + SealSnapshot (copy out of the backend + CRCs, the
 //   CPU side of a disk save without the write); snapshot_load_ms: RestoreSnapshotImage
-//   (CRC check + copy into the backend, the CPU side of a load without the read).
-// Neither snapshot time is inside the prefill or gen timers.
+//   (CRC check + copy into the backend, the CPU side of a load without the read); the
+//   engine's rewind point (engine/rewind_point.h). Neither is inside the prefill or gen
+//   timers.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <span>
 #include <vector>
 
 #include "kv/kv_state.h"
-#include "kv/snapshot_format.h"
-#include "model/model.h"
 #include "util/status.h"
 
 namespace flashkv {
@@ -41,7 +39,7 @@ struct BenchOptions {
   double step_mul = 0;       // > 1: next frontier = ceil(frontier · step_mul)
   int gen_tokens = 128;      // greedy decode steps timed at each frontier (0: none)
   int ctx_alloc = 0;         // state capacity; 0: ctx_max + gen_tokens
-  int prefill_chunk = 2048;  // most tokens per Forward call while prefilling
+  int prefill_chunk = 2048;  // most ids per prefill step (the engine's prefill chunk)
 };
 
 // The frontiers of a sweep: ctx_start, then each step while <= ctx_max, then ctx_max itself
@@ -70,28 +68,5 @@ uint64_t LiveKvBytes(const KvShape& shape, int64_t n_tokens);
 // Bytes of the buffers `state` holds for its whole context (what the device must have),
 // for reference next to LiveKvBytes.
 uint64_t KvAllocBytes(const KvState& state);
-
-struct BenchCallbacks {
-  // After each finished row (e.g. to write a CSV line at once).
-  std::function<void(const BenchRow&)> on_row;
-  // For a progress line: the sequence tokens prefilled so far, the frontier being worked
-  // on and the phase ("prefill" after each prefill Forward call, "generate" before the
-  // probe).
-  std::function<void(int64_t prefilled, int64_t frontier, const char* phase)> on_progress;
-  // After each probe step, with the next-token logits [n_vocab] (inside the gen timer:
-  // for consistency checks, not for timed runs).
-  std::function<void(int64_t frontier, int step, std::span<const float> logits)> on_probe_step;
-};
-
-// Runs the sweep over `tokens` (at least options.ctx_max of them; ids < n_vocab). `eos`
-// is never chosen by the probe (< 0: no token excluded). `identity` tags the snapshots.
-Expected<std::vector<BenchRow>> RunBenchSweep(Model& model, std::span<const int32_t> tokens,
-                                              const BenchOptions& options, int32_t eos,
-                                              const SnapshotIdentity& identity,
-                                              const BenchCallbacks& callbacks = {});
-
-// The greedy choice of the probe: the index of the largest logit other than `eos` (the
-// lowest index among equals). Exposed for tests.
-int32_t GreedyNonEos(std::span<const float> logits, int32_t eos);
 
 }  // namespace flashkv

@@ -78,61 +78,43 @@ Expected<std::string> RenderVectorPrompt(const VectorCase& c) {
   return RenderPrompt(messages, options);
 }
 
-Expected<CaseVerdict> RunVectorCase(const VectorCase& c, const Tokenizer& tokenizer, Model* model,
-                                    const VectorRunOptions& options) {
+Expected<std::vector<int32_t>> VectorPromptTokens(const VectorCase& c, const Tokenizer& tokenizer) {
   FLASHKV_ASSIGN_OR_RETURN(std::string prompt, RenderVectorPrompt(c));
-  std::vector<int32_t> tokens = tokenizer.EncodeChatPrompt(prompt);
-  const int n_prompt = static_cast<int>(tokens.size());
-  if (model == nullptr) return CompareVectorCase(c, n_prompt, {}, /*check_steps=*/false);
+  return tokenizer.EncodeChatPrompt(prompt);
+}
 
-  const int n_vocab = model->config().n_vocab;
-  if (static_cast<size_t>(n_vocab) > tokenizer.vocab_size())
-    return InvalidArgument("model vocabulary ({}) is larger than its tokenizer's ({})", n_vocab,
-                           tokenizer.vocab_size());
-  const int steps = static_cast<int>(c.steps.size());
-  FLASHKV_ASSIGN_OR_RETURN(KvState state, model->NewState(n_prompt + steps + 1));
-  std::vector<float> logits(static_cast<size_t>(n_vocab));
+Expected<CaseVerdict> CheckVectorPrompt(const VectorCase& c, const Tokenizer& tokenizer) {
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, VectorPromptTokens(c, tokenizer));
+  return CompareVectorCase(c, static_cast<int>(tokens.size()), {}, /*check_steps=*/false);
+}
 
-  // Prefill in chunks so long cases can show progress.
-  const int chunk = options.prefill_chunk > 0 ? options.prefill_chunk : n_prompt;
-  for (int done = 0; done < n_prompt;) {
-    int n = std::min(chunk, n_prompt - done);
-    bool last = done + n == n_prompt;
-    FLASHKV_RETURN_IF_ERROR(model->Forward({tokens.data() + done, static_cast<size_t>(n)}, state,
-                                           last ? LogitsFor::kLast : LogitsFor::kNone,
-                                           logits.data()));
-    done += n;
-    if (options.on_prefill) options.on_prefill(done, n_prompt);
-  }
-
+std::vector<EngineStep> VectorSteps(const VectorCase& c, const Tokenizer& tokenizer,
+                                    std::span<const float> rows, int n_vocab, int top_k) {
   BytesIndex index(tokenizer);
   std::vector<EngineStep> ours;
   std::vector<double> logprobs;
   std::vector<int32_t> order(static_cast<size_t>(n_vocab));
-  for (int s = 0; s < steps; ++s) {
-    LogSoftmax(logits.data(), n_vocab, &logprobs);
+  const size_t steps = std::min(c.steps.size(), rows.size() / static_cast<size_t>(n_vocab));
+  for (size_t s = 0; s < steps; ++s) {
+    LogSoftmax(rows.data() + s * static_cast<size_t>(n_vocab), n_vocab, &logprobs);
     std::iota(order.begin(), order.end(), 0);
-    const int k = std::min(options.top_k, n_vocab);
+    const int k = std::min(top_k, n_vocab);
     // Best first; the lowest id wins ties, as greedy argmax does.
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
       return logprobs[a] != logprobs[b] ? logprobs[a] > logprobs[b] : a < b;
     });
     EngineStep step;
-    int32_t chosen = order[0];
-    step.chosen_bytes = std::string(tokenizer.TokenBytes(chosen));
+    step.chosen_bytes = std::string(tokenizer.TokenBytes(order[0]));
     for (int i = 0; i < k; ++i) {
       std::string bytes(tokenizer.TokenBytes(order[static_cast<size_t>(i)]));
       step.top.push_back({{bytes, bytes}, logprobs[order[static_cast<size_t>(i)]]});
     }
-    int32_t official = index.Find(c.steps[static_cast<size_t>(s)].token.bytes);
+    int32_t official = index.Find(c.steps[s].token.bytes);
     step.official_token_known = official >= 0 && official < n_vocab;
     if (step.official_token_known) step.logprob_of_official = logprobs[official];
     ours.push_back(std::move(step));
-    if (s + 1 < steps) {
-      FLASHKV_RETURN_IF_ERROR(model->Forward({&chosen, 1}, state, LogitsFor::kLast, logits.data()));
-    }
   }
-  return CompareVectorCase(c, n_prompt, ours, /*check_steps=*/true);
+  return ours;
 }
 
 }  // namespace flashkv

@@ -1,14 +1,14 @@
-// Runs one official API vector case through flashkv: render the request with the DS4 chat
-// template, tokenize it, and (given a model) decode greedily for the recorded steps,
-// collecting what CompareVectorCase needs. Used by `flashkv check-vectors`.
-// Must not: print (the caller reports) or know HTTP.
+// One official API vector case on flashkv's side, without the model: render the request
+// with the DS4 chat template, tokenize it, check its prompt count, and turn the logits each
+// greedy step was chosen from into what CompareVectorCase needs. The decode runs on the
+// engine (evaluate/vector_case_runner.h). Used by `flashkv check-vectors`.
+// Must not: run the model, print (the caller reports) or know HTTP.
 #pragma once
 
-#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/official_vectors.h"
 
@@ -18,16 +18,17 @@ namespace flashkv {
 // request asks: the vectors were captured with thinking disabled).
 Expected<std::string> RenderVectorPrompt(const VectorCase& c);
 
-struct VectorRunOptions {
-  int top_k = 20;         // alternatives collected per step
-  int prefill_chunk = 0;  // <= 0: the whole prompt at once
-  // Called after each prefill chunk with (tokens done, total) — progress for long cases.
-  std::function<void(int64_t done, int64_t total)> on_prefill;
-};
+// The ids the case's prompt encodes to (RenderVectorPrompt + EncodeChatPrompt).
+Expected<std::vector<int32_t>> VectorPromptTokens(const VectorCase& c, const Tokenizer& tokenizer);
 
-// Renders and tokenizes the case; with `model` null only the prompt count is checked.
-Expected<CaseVerdict> RunVectorCase(const VectorCase& c, const Tokenizer& tokenizer, Model* model,
-                                    const VectorRunOptions& options);
+// The prompt count alone, checked against the API's usage.prompt_tokens.
+Expected<CaseVerdict> CheckVectorPrompt(const VectorCase& c, const Tokenizer& tokenizer);
+
+// Our side of each step from the logits it was chosen from (`rows`: [steps, n_vocab]): the
+// argmax (lowest id on ties) and its bytes, the top_k alternatives, and our log-probability
+// of the official token.
+std::vector<EngineStep> VectorSteps(const VectorCase& c, const Tokenizer& tokenizer,
+                                    std::span<const float> rows, int n_vocab, int top_k);
 
 // log-softmax of logits[0..n) into out (double accumulation so tiny probabilities keep
 // their digits).

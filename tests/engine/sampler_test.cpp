@@ -31,6 +31,24 @@ TEST(SamplerTest, GreedyTakesTheArgmaxLowestIdOnTies) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(k1.Sample(Logs()), 3);
 }
 
+// The bench probe's rule (it must not end at EOS): the best other id, lowest on ties.
+TEST(SamplerTest, AnExcludedIdIsNeverPicked) {
+  const std::vector<float> l = {1, 5, 5, 2};
+  EXPECT_EQ(Sampler::Greedy(l, -1), 1);
+  EXPECT_EQ(Sampler::Greedy(l, 1), 2);
+  EXPECT_EQ(Sampler::Greedy(l, 2), 1);
+  const std::vector<float> flat = {3, 3, 3};
+  EXPECT_EQ(Sampler::Greedy(flat, 0), 1);
+  Sampler greedy(SamplerOptions{}, /*exclude_id=*/3);
+  EXPECT_EQ(greedy.Sample(Logs()), 2);
+  // Sampling redistributes the excluded id's mass over the others: 1/6, 2/6, 3/6.
+  Sampler s(SamplerOptions{1.0f, 0, 1.0f, 0.0f, 11}, /*exclude_id=*/3);
+  std::vector<int> h(4);
+  for (int i = 0; i < 20000; ++i) ++h[s.Sample(Logs())];
+  EXPECT_EQ(h[3], 0);
+  EXPECT_NEAR(h[2] / 20000.0, 0.5, 0.015);
+}
+
 TEST(SamplerTest, TemperatureOneFollowsTheSoftmax) {
   const auto h = Histogram(SamplerOptions{1.0f, 0, 1.0f, 0.0f, 42}, 20000);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(h[i] / 20000.0, 0.1 * (i + 1), 0.015) << i;

@@ -7,11 +7,13 @@
 #include "backend/cpu/cpu_backend.h"
 #include "fuzz_targets.h"
 #include "gguf/gguf_writer.h"
+#include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "model/model_config.h"
 #include "model/random_model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/vocab.h"
+#include "util/crc32c.h"
 #include "util/sha1.h"
 
 namespace flashkv::fuzz {
@@ -165,10 +167,37 @@ std::vector<Bytes> SnapshotSeeds() {
     if (n == 13) c.replay = "tool ids";
     auto img = CaptureSnapshot(*st, SeedIdentity(), c, 1700000000000);
     if (!img.ok()) continue;
+    // Format v2 too: the same state as a manifest of 16-token chunks (named, not on disk:
+    // its load stops at the missing chunks) — the chunk list and the trimmed layers parse.
+    std::vector<SnapshotChunkRef> refs;
+    for (const Sha1Digest& name : ChunkNames(SeedIdentity(), 16, tokens)) {
+      refs.push_back({name, kChunkHeaderBytes + ChunkPayloadBytes(SeedShape(), 16), 0});
+    }
+    if (auto manifest = MakeManifestImage(*img, 16, refs); manifest.ok()) {
+      out.emplace_back(manifest->data(), manifest->data() + manifest->size());
+    }
     SealSnapshot(*img);
     out.emplace_back(img->data(), img->data() + img->size());
   }
   return out;
+}
+
+std::vector<Bytes> ChunkSeeds() {
+  // A chunk file of SeedShape (16 tokens), then a two-row chunk list.
+  const uint64_t payload = ChunkPayloadBytes(SeedShape(), 16);
+  Bytes file(kChunkHeaderBytes + payload);
+  for (uint64_t i = 0; i < payload; ++i) file[kChunkHeaderBytes + i] = uint8_t(i * 13);
+  ChunkHeader h;
+  h.name = Sha1Of("chunk");
+  h.index = 1;
+  h.chunk_tokens = 16;
+  h.n_layer = 3;
+  h.payload_bytes = payload;
+  h.payload_crc32c = Crc32c(0, file.data() + kChunkHeaderBytes, payload);
+  EncodeChunkHeader(h, file.data());
+  std::vector<SnapshotChunkRef> refs = {{Sha1Of("a"), 1000, 7}, {Sha1Of("b"), 64, 8}};
+  const std::string list = EncodeChunkRefs(refs);
+  return {file, Bytes(list.begin(), list.end())};
 }
 
 std::vector<Bytes> RequestSeeds() {

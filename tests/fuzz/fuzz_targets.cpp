@@ -12,6 +12,7 @@
 #include "chat/prompt_renderer.h"
 #include "convert/safetensors_file.h"
 #include "gguf/gguf_file.h"
+#include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "model/model_config.h"
 #include "server/anthropic_messages.h"
@@ -19,6 +20,7 @@
 #include "server/openai_responses.h"
 #include "server/request_reader.h"
 #include "tokenizer/tokenizer.h"
+#include "util/crc32c.h"
 #include "util/file_io.h"
 
 namespace flashkv::fuzz {
@@ -29,6 +31,7 @@ std::vector<Bytes> SnapshotSeeds();
 std::vector<Bytes> RequestSeeds();
 std::vector<Bytes> DsmlSeeds();
 std::vector<Bytes> SafetensorsSeeds();
+std::vector<Bytes> ChunkSeeds();
 KvShape SeedShape();
 SnapshotIdentity SeedIdentity();
 
@@ -144,6 +147,27 @@ int RunSnapshot(Input in) {
   return depth;
 }
 
+// A chunk file's header and payload CRC, and the same bytes as a manifest's chunk list.
+int RunChunk(Input in) {
+  Quiet();
+  int depth = 0;
+  uint64_t h = 0;
+  if (auto header = ParseChunkHeader(in.data(), in.size()); header.ok()) {
+    depth = 1;
+    h += header->index + header->n_layer;
+    if (Crc32c(0, in.data() + kChunkHeaderBytes, header->payload_bytes) == header->payload_crc32c) {
+      ++depth;
+    }
+  }
+  const std::string_view bytes(reinterpret_cast<const char*>(in.data()), in.size());
+  if (auto refs = DecodeChunkRefs(bytes, uint32_t(in.size() / kChunkRefBytes)); refs.ok()) {
+    ++depth;
+    for (const SnapshotChunkRef& r : *refs) h += r.file_bytes + r.name[0];
+  }
+  g_sink = g_sink + h;
+  return depth;
+}
+
 int RunRequest(Input in) {
   Quiet();
   if (in.empty()) return 0;
@@ -208,11 +232,9 @@ int RunSafetensors(Input in) {
 
 const std::vector<Target>& Targets() {
   static const std::vector<Target> targets = {
-      {"gguf", &RunGguf, &GgufSeeds},
-      {"kv", &RunSnapshot, &SnapshotSeeds},
-      {"request", &RunRequest, &RequestSeeds},
-      {"dsml", &RunDsml, &DsmlSeeds},
-      {"safetensors", &RunSafetensors, &SafetensorsSeeds},
+      {"gguf", &RunGguf, &GgufSeeds},      {"kv", &RunSnapshot, &SnapshotSeeds},
+      {"kvchunk", &RunChunk, &ChunkSeeds}, {"request", &RunRequest, &RequestSeeds},
+      {"dsml", &RunDsml, &DsmlSeeds},      {"safetensors", &RunSafetensors, &SafetensorsSeeds},
   };
   return targets;
 }

@@ -26,7 +26,9 @@ struct Target {
 
 // gguf: GgufFile::FromBytes, every getter on every key, every tensor byte, then
 //   ModelConfig::FromGguf and the tokenizer built from the file's vocabulary.
-// kv: a .kv snapshot's header, cache scan, full verification and a load into a state.
+// kv: a .kv snapshot's header, cache scan, full verification and a load into a state
+//   (version-1 files and version-2 manifests).
+// kvchunk: a version-2 chunk file's header and payload CRC, and a manifest's chunk list.
 // request: an API request body (its first byte picks the dialect) through ReadApiRequest
 //   and the prompt renderer, as every generation endpoint does.
 // dsml: model output (its first byte picks thinking/tools and the chunk size) through the

@@ -339,7 +339,7 @@ TEST_F(SnapshotDamageTest, AnotherModelOrShapeIsRefusedBeforeTouchingTheState) {
 
 TEST_F(SnapshotDamageTest, WrongVersionIsUnsupported) {
   std::string bad = good_;
-  bad[8] = 2;
+  bad[8] = 3;
   Put(bad);
   EXPECT_EQ(LoadExpectFailure().code(), StatusCode::kUnsupported);
   bad = good_;

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "kv/model_fingerprint.h"
+#include "llama_layout_files.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model_test_util.h"
@@ -30,171 +31,7 @@ using testing::DropTensor;
 using testing::EditedDs4Tiny;
 using testing::TensorEdit;
 
-constexpr int kLayers = 5;  // ds4-tiny's trunk
-constexpr uint64_t kD = 256, kF = 256, kE = 8, kV = 1024;
-
-void PutHalf(uint8_t* p, float v) {
-  const uint16_t h = F32ToF16(v);
-  std::memcpy(p, &h, 2);
-}
-
-// Random blocks of type t with scales in a range where the model stays well-conditioned.
-std::vector<uint8_t> RandomBlocks(DType t, uint64_t values, uint32_t seed) {
-  const DTypeInfo& info = GetDTypeInfo(t);
-  const uint64_t nb = values / info.block_size;
-  std::vector<uint8_t> w(nb * info.block_bytes);
-  std::mt19937 rng(seed);
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(0.0005f, 0.004f);
-  for (uint64_t b = 0; b < nb; ++b) {
-    uint8_t* p = w.data() + b * info.block_bytes;
-    switch (t) {
-      case DType::kMXFP4:
-        p[0] = static_cast<uint8_t>(117 + rng() % 4);  // 2^-10 .. 2^-7
-        break;
-      case DType::kQ3_K:
-        PutHalf(p + 108, scale(rng));
-        break;
-      case DType::kQ4_K:
-      case DType::kQ5_K:
-        PutHalf(p, scale(rng));
-        PutHalf(p + 2, scale(rng));
-        break;
-      case DType::kQ6_K:
-        PutHalf(p + 208, scale(rng));
-        break;
-      case DType::kBF16: {
-        const uint16_t h = F32ToBF16(std::normal_distribution<float>(0.0f, 0.05f)(rng));
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      default:
-        ADD_FAILURE() << "no generator for " << info.name;
-    }
-  }
-  return w;
-}
-
-std::vector<uint8_t> ToF32(DType t, const std::vector<uint8_t>& src, uint64_t values) {
-  std::vector<uint8_t> out(values * 4);
-  const Status s = DequantizeRow(t, src.data(), reinterpret_cast<float*>(out.data()),
-                                 static_cast<int64_t>(values));
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return out;
-}
-
-struct NewTensor {
-  std::string name;
-  std::vector<uint64_t> ne;
-  DType type;
-  std::vector<uint8_t> data;
-};
-
-// The quantized tensors of the test files: per layer the expert types of a real file
-// (ggml-org MXFP4_MOE, Q4_K_M's Q5_K/Q6_K, Q3_K_M's Q3_K), Q6_K shared experts and lm head,
-// a BF16 embedding.
-std::vector<NewTensor> QuantizedTensors() {
-  const DType gate_up[kLayers] = {DType::kMXFP4, DType::kQ5_K, DType::kQ3_K, DType::kMXFP4,
-                                  DType::kMXFP4};
-  const DType down[kLayers] = {DType::kMXFP4, DType::kQ6_K, DType::kQ4_K, DType::kMXFP4,
-                               DType::kQ6_K};
-  std::vector<NewTensor> out;
-  uint32_t seed = 1;
-  for (int l = 0; l < kLayers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    for (const char* n : {"ffn_gate_exps", "ffn_up_exps"})
-      out.push_back({p + n + ".weight",
-                     {kD, kF, kE},
-                     gate_up[l],
-                     RandomBlocks(gate_up[l], kD * kF * kE, seed++)});
-    out.push_back({p + "ffn_down_exps.weight",
-                   {kF, kD, kE},
-                   down[l],
-                   RandomBlocks(down[l], kF * kD * kE, seed++)});
-    out.push_back({p + "ffn_down_shexp.weight",
-                   {kF, kD},
-                   DType::kQ6_K,
-                   RandomBlocks(DType::kQ6_K, kF * kD, seed++)});
-  }
-  out.push_back(
-      {"output.weight", {kD, kV}, DType::kQ6_K, RandomBlocks(DType::kQ6_K, kD * kV, seed++)});
-  // llama.cpp keeps the checkpoint's BF16 tensors BF16.
-  out.push_back(
-      {"token_embd.weight", {kD, kV}, DType::kBF16, RandomBlocks(DType::kBF16, kD * kV, seed++)});
-  return out;
-}
-
-std::vector<TensorEdit> Drops(const std::vector<NewTensor>& ts) {
-  std::vector<TensorEdit> e;
-  for (const auto& t : ts) e.push_back(DropTensor(t.name));
-  return e;
-}
-
-uint64_t Values(const std::vector<uint64_t>& ne) {
-  uint64_t n = 1;
-  for (uint64_t v : ne) n *= v;
-  return n;
-}
-
-std::vector<std::string> TokenList(uint64_t n) {
-  std::vector<std::string> t;
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string tok = "t";  // (not "t" + to_string: GCC 12 warns -Wrestrict on it)
-    tok += std::to_string(i);
-    t.push_back(std::move(tok));
-  }
-  return t;
-}
-
-// llama.cpp's metadata on top of ds4-tiny's: one MTP layer counted in block_count, gating id,
-// shexp clamps, no vocab_size (the token list gives it); and the MTP layer's tensors.
-void LlamaCppMetadata(GgufWriter& m) {
-  m.SetU32("deepseek4.block_count", kLayers + 1);
-  m.SetU32("deepseek4.nextn_predict_layers", 1);
-  m.SetU32("deepseek4.expert_gating_func", 4);
-  m.SetU32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 128, 4, 0});
-  m.SetF32Array("deepseek4.swiglu_clamp_exp", std::vector<float>(kLayers + 1, 10.0f));
-  m.SetF32Array("deepseek4.swiglu_clamp_shexp", std::vector<float>(kLayers + 1, 10.0f));
-  m.SetStringArray("tokenizer.ggml.tokens", TokenList(kV));
-}
-
-const std::vector<std::string> kNoVocabSize = {"deepseek4.vocab_size"};
-
-std::string TmpPath(const std::string& name) {
-  return testing::ProcessTmpPath(name);
-}
-
-enum class Layout {
-  kLlamaCpp,   // llama.cpp metadata + the quantized tensors + an MTP layer
-  kDs4Quant,   // ds4 metadata + the quantized tensors (the 0731 MXFP4-experts files)
-  kReference,  // ds4 metadata + the same tensors dequantized to F32
-};
-
-std::string WriteFile(const std::string& name, Layout layout) {
-  const auto ts = QuantizedTensors();
-  const bool llama = layout == Layout::kLlamaCpp;
-  GgufWriter w =
-      llama ? CopyDs4Tiny(Drops(ts), LlamaCppMetadata, kNoVocabSize) : CopyDs4Tiny(Drops(ts));
-  for (const auto& t : ts) {
-    const uint64_t n = Values(t.ne);
-    const Status s = layout == Layout::kReference
-                         ? w.AddTensor(t.name, DType::kF32, t.ne, ToF32(t.type, t.data, n))
-                         : w.AddTensor(t.name, t.type, t.ne, t.data);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  if (llama) {
-    EXPECT_TRUE(
-        w.AddTensor("blk.5.attn_norm.weight", DType::kF32, {kD}, std::vector<uint8_t>(kD * 4, 0))
-            .ok());
-    EXPECT_TRUE(w.AddTensor("blk.5.nextn.eh_proj.weight", DType::kF16, {2 * kD, kD},
-                            std::vector<uint8_t>(2 * kD * kD * 2, 0))
-                    .ok());
-  }
-  const std::string path = TmpPath(name);
-  const Status s = w.Write(path);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return path;
-}
+using namespace testing::llama_files;  // NOLINT: the file builders and their constants
 
 std::vector<float> Logits(const std::string& path, ActQuantMode aq, ModelConfig* config) {
   ThreadPool pool(2);
@@ -216,9 +53,14 @@ std::vector<float> Logits(const std::string& path, ActQuantMode aq, ModelConfig*
   return logits;
 }
 
-TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
-  const std::string quant = WriteFile("llama-layout-quant.gguf", Layout::kLlamaCpp);
-  const std::string ref = WriteFile("llama-layout-ref.gguf", Layout::kReference);
+class LlamaLayoutMixTest : public ::testing::TestWithParam<TypeMix> {};
+
+TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
+  const TypeMix& mix = GetParam();
+  const std::string quant =
+      WriteFile(std::string("llama-layout-quant-") + mix.name + ".gguf", Layout::kLlamaCpp, mix);
+  const std::string ref =
+      WriteFile(std::string("llama-layout-ref-") + mix.name + ".gguf", Layout::kReference, mix);
   ModelConfig qc, rc;
   const auto a = Logits(quant, ActQuantMode::kOff, &qc);
   const auto b = Logits(ref, ActQuantMode::kOff, &rc);
@@ -238,7 +80,7 @@ TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
     max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
   }
   EXPECT_GT(max_abs, 1e-3);
-  EXPECT_LE(max_diff, 1e-4 * max_abs) << "max |logit| " << max_abs;
+  EXPECT_LE(max_diff, 1e-4 * max_abs) << mix.name << " max |logit| " << max_abs;
 
   // ds4's q8 numerics on the same file: int8 activations move the logits by a few percent
   // (6.6% relative L2 here, 2.5% on ds4-tiny; DotQ8 itself is held to the dequantized
@@ -251,8 +93,13 @@ TEST(LlamaLayoutTest, LoadsAndMatchesTheDequantizedF32Model) {
     err += (double(c[i]) - b[i]) * (double(c[i]) - b[i]);
     norm += double(b[i]) * b[i];
   }
-  EXPECT_LT(std::sqrt(err / norm), 0.15);
+  EXPECT_LT(std::sqrt(err / norm), 0.15) << mix.name;
 }
+
+INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix),
+                         [](const ::testing::TestParamInfo<TypeMix>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // ds4's own layout with the new block types (the 0731 MXFP4-experts files): same logits as
 // the llama.cpp-layout file, bit for bit, since only the metadata differs.
@@ -367,14 +214,22 @@ TEST(LlamaLayoutTest, DamagedTensorsAreRefusedWithTheTensorNamed) {
                   [](GgufWriter& m) { m.SetStringArray("tokenizer.ggml.tokens", TokenList(1000)); },
                   kNoVocabSize),
               StatusCode::kInvalidArgument, "token_embd.weight has shape [256, 1024]");
-  // A type flashkv has no kernels for (IQ1_M, in the community ladders).
+  // A type flashkv has no kernels for (IQ3_XXS).
   ExpectNamed(LoadEdited("bad-type.gguf", {testing::ReplaceTensor("blk.2.ffn_up_exps.weight",
-                                                                  {kD, kF, kE}, DType::kIQ1_M)}),
-              StatusCode::kUnsupported, "blk.2.ffn_up_exps.weight has type iq1_m");
+                                                                  {kD, kF, kE}, DType::kIQ3_XXS)}),
+              StatusCode::kUnsupported, "blk.2.ffn_up_exps.weight has type iq3_xxs");
   // MXFP4 where a norm (F32 only) belongs.
   ExpectNamed(LoadEdited("bad-norm.gguf",
                          {testing::ReplaceTensor("blk.1.ffn_norm.weight", {kD}, DType::kMXFP4)}),
               StatusCode::kUnsupported, "blk.1.ffn_norm.weight has type mxfp4");
+  // The IQ ladders' types: an IQ2_XS norm, IQ1_M experts of the wrong count.
+  ExpectNamed(LoadEdited("bad-iq-norm.gguf",
+                         {testing::ReplaceTensor("blk.0.attn_norm.weight", {kD}, DType::kIQ2_XS)}),
+              StatusCode::kUnsupported, "blk.0.attn_norm.weight has type iq2_xs");
+  ExpectNamed(
+      LoadEdited("bad-iq-experts.gguf", {testing::ReplaceTensor("blk.3.ffn_down_exps.weight",
+                                                                {kF, kD, kE / 2}, DType::kIQ1_M)}),
+      StatusCode::kInvalidArgument, "blk.3.ffn_down_exps.weight has shape [256, 256, 4]");
 }
 
 // Variants with another expert_used_count (a top-4 "4Expert" V4 Flash exists): the count

@@ -170,7 +170,39 @@ constexpr const char* kDiskText =
     "flashkv_disk_quarantined_total 26\n"
     "# HELP flashkv_disk_pending_writes Snapshots queued for the background writer.\n"
     "# TYPE flashkv_disk_pending_writes gauge\n"
-    "flashkv_disk_pending_writes 27\n";
+    "flashkv_disk_pending_writes 27\n"
+    "# HELP flashkv_disk_written_bytes_total Bytes written to the disk KV cache by save "
+    "reason.\n"
+    "# TYPE flashkv_disk_written_bytes_total counter\n"
+    "flashkv_disk_written_bytes_total{reason=\"unknown\"} 31\n"
+    "flashkv_disk_written_bytes_total{reason=\"cold\"} 32\n"
+    "flashkv_disk_written_bytes_total{reason=\"continued\"} 33\n"
+    "flashkv_disk_written_bytes_total{reason=\"evict\"} 34\n"
+    "flashkv_disk_written_bytes_total{reason=\"shutdown\"} 35\n"
+    "flashkv_disk_written_bytes_total{reason=\"manual\"} 36\n"
+    "# HELP flashkv_disk_written_bytes_24h Bytes written in the last 24 hours (the write "
+    "budget's window).\n"
+    "# TYPE flashkv_disk_written_bytes_24h gauge\n"
+    "flashkv_disk_written_bytes_24h 37\n"
+    "# HELP flashkv_disk_logical_bytes Sum of every disk entry's whole state (what v1 files "
+    "would occupy).\n"
+    "# TYPE flashkv_disk_logical_bytes gauge\n"
+    "flashkv_disk_logical_bytes 38\n"
+    "# HELP flashkv_disk_chunks Content-addressed chunk files on disk.\n"
+    "# TYPE flashkv_disk_chunks gauge\n"
+    "flashkv_disk_chunks 39\n"
+    "# HELP flashkv_disk_chunk_bytes Bytes of the chunk files.\n"
+    "# TYPE flashkv_disk_chunk_bytes gauge\n"
+    "flashkv_disk_chunk_bytes 40\n"
+    "# HELP flashkv_disk_chunk_writes_total Chunks a save needed, by whether it wrote them or "
+    "found them stored.\n"
+    "# TYPE flashkv_disk_chunk_writes_total counter\n"
+    "flashkv_disk_chunk_writes_total{result=\"written\"} 46\n"
+    "flashkv_disk_chunk_writes_total{result=\"reused\"} 47\n"
+    "# HELP flashkv_disk_saves_skipped_total Saves skipped by the SSD rules, by rule.\n"
+    "# TYPE flashkv_disk_saves_skipped_total counter\n"
+    "flashkv_disk_saves_skipped_total{rule=\"write_budget\"} 48\n"
+    "flashkv_disk_saves_skipped_total{rule=\"not_worth\"} 49\n";
 
 constexpr const char* kRamText =
     "# HELP flashkv_ram_bytes Bytes held by the RAM KV tier.\n"
@@ -216,6 +248,15 @@ TEST(MetricsTest, DiskFamiliesOnlyWhenTheDiskTierIsOn) {
   s.disk.load_failures = 25;
   s.disk.quarantined = 26;
   s.disk.pending_writes = 27;
+  for (uint64_t r = 0; r < 6; ++r) s.disk.bytes_written_by_reason[r] = 31 + r;
+  s.disk.bytes_written_24h = 37;
+  s.disk.logical_bytes = 38;
+  s.disk.chunks = 39;
+  s.disk.chunk_bytes = 40;
+  s.disk.chunks_written = 46;
+  s.disk.chunks_reused = 47;
+  s.disk.save_skipped_write_budget = 48;
+  s.disk.save_skipped_not_worth = 49;
   // Filled but off: nothing about the disk is printed.
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
   s.disk_enabled = true;

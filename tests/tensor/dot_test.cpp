@@ -10,6 +10,7 @@
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
+#include "tensor/quant_lanes.h"
 #include "test_blocks.h"
 
 namespace flashkv {
@@ -18,9 +19,10 @@ namespace {
 using testing::RandomActivations;
 using testing::RandomRows;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,     DType::kBF16, DType::kQ8_0,
-                               DType::kQ2_K, DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
-                               DType::kQ6_K, DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4};
+constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,     DType::kBF16, DType::kQ8_0,
+                               DType::kQ2_K,   DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
+                               DType::kQ6_K,   DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4,
+                               DType::kIQ2_XS, DType::kIQ1_M};
 
 std::vector<uint8_t> Quantized(DType wtype, const std::vector<float>& x) {
   const int64_t n = static_cast<int64_t>(x.size());
@@ -156,6 +158,46 @@ TEST_P(DotTypeTest, MultiTokenDotQ8MatchesSingleBitForBit) {
     }
   }
 }
+
+// The GPU kernels' split of the K-quant / IQ dots (quant_lanes.h), on the CPU: the same bits.
+class LaneSplitTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LaneSplitTest, DotQ8MatchesReferenceBitForBit) {
+  const DType t = GetParam();
+  ASSERT_TRUE(lanes::HasLanes(t));
+  for (int64_t n : {256, 1024, 4096}) {
+    const auto w = RandomRows(t, 6, n, 71 + static_cast<uint32_t>(n));
+    const auto xq = Quantized(t, RandomActivations(n, 17));
+    for (int r = 0; r < 6; ++r) {
+      const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+      ASSERT_EQ(FloatBits(internal::DotQ8ByLanes(t, row, xq.data(), n)),
+                FloatBits(ref::DotQ8(t, row, xq.data(), n)))
+          << GetDTypeInfo(t).name << " n=" << n << " row " << r;
+    }
+  }
+}
+
+TEST_P(LaneSplitTest, DequantMatchesDequantizeRowBitForBit) {
+  const DType t = GetParam();
+  const int64_t n = 2048;
+  const auto w = RandomRows(t, 3, n, 91);
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (int r = 0; r < 3; ++r) {
+    const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+    ASSERT_TRUE(internal::DequantizeRowByLanes(t, row, a.data(), n));
+    ASSERT_TRUE(DequantizeRow(t, row, b.data(), n).ok());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(FloatBits(a[static_cast<size_t>(i)]), FloatBits(b[static_cast<size_t>(i)]))
+          << GetDTypeInfo(t).name << " row " << r << " value " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SplitTypes, LaneSplitTest,
+                         ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
+                                           DType::kIQ1_M),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(GetDTypeInfo(info.param).name);
+                         });
 
 TEST_P(DotTypeTest, OptimizedDotF32MatchesReference) {
   const DType t = GetParam();

@@ -1,7 +1,7 @@
-// The block types of llama.cpp's and ds4's 0731 files (Q3_K, Q5_K, Q6_K, MXFP4): DequantizeRow
-// against references written here from the public format definitions (ggml-common.h's block
-// layouts, the OCP MX spec's E2M1/E8M0), one value at a time by its index, so a misread of the
-// packing in the kernels cannot hide behind the same misread in a shared helper.
+// The block types of llama.cpp's and ds4's 0731 files (Q3_K, Q5_K, Q6_K, MXFP4, IQ2_XS, IQ1_M):
+// DequantizeRow against references written here from the public format definitions (ggml-common.h's
+// block layouts, the OCP MX spec's E2M1/E8M0), one value at a time by its index, so a misread of
+// the packing in the kernels cannot hide behind the same misread in a shared helper.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -11,6 +11,8 @@
 #include "tensor/dot.h"
 #include "tensor/dot_ref.h"
 #include "tensor/half.h"
+#include "tensor/iq1_tables.h"
+#include "tensor/iq2_tables.h"
 #include "tensor/quant.h"
 #include "test_blocks.h"
 
@@ -87,6 +89,37 @@ float SpecQ3_K(const uint8_t* blk, int i) {
   return Half(blk + 108) * static_cast<float>(sc) * static_cast<float>(q);
 }
 
+uint16_t U16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+// ggml-common.h block_iq2_xs: d, qs[32] (9-bit grid index, 7-bit sign index), scales[8].
+float SpecIQ2_XS(const uint8_t* blk, int i) {
+  const uint16_t q = U16(blk + 2 + 2 * (i / 8));
+  const uint8_t mag = static_cast<uint8_t>(kIq2xsGrid[q & 511] >> (8 * (i % 8)));
+  const unsigned sign7 = q >> 9;
+  // ksigns_iq2xs: 7 stored sign bits, the 8th makes the count even.
+  const unsigned sign8 = sign7 | ((__builtin_popcount(sign7) & 1) << 7);
+  const int ls = (blk[66 + i / 32] >> (i % 32 < 16 ? 0 : 4)) & 15;
+  const float db = Half(blk) * (0.5f + static_cast<float>(ls)) * 0.25f;
+  return db * static_cast<float>(mag) * ((sign8 >> (i % 8)) & 1 ? -1.0f : 1.0f);
+}
+
+// ggml-common.h block_iq1_m: qs[32] (index low 8 bits), qh[16] (two nibbles: index high 3
+// bits + shift sign), scales[8] (4 u16 words: 3-bit scales, the f16 in their top nibbles).
+float SpecIQ1_M(const uint8_t* blk, int i) {
+  const int run = i / 8, g = i / 32;
+  const uint16_t w[4] = {U16(blk + 48), U16(blk + 50), U16(blk + 52), U16(blk + 54)};
+  const uint16_t f16 = static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 12) << 4) |
+                                             ((w[2] >> 12) << 8) | ((w[3] >> 12) << 12));
+  const int nib = (blk[32 + run / 2] >> (run % 2 ? 4 : 0)) & 15;
+  const int idx = blk[run] | ((nib & 7) << 8);
+  const auto v = static_cast<int8_t>(kIq1sGrid[idx] >> (8 * (i % 8)));
+  const int s = (w[g / 2] >> (6 * (g % 2) + (i % 32 < 16 ? 0 : 3))) & 7;
+  const float dl = F16ToF32(f16) * static_cast<float>(2 * s + 1);
+  return dl * (static_cast<float>(v) + (nib & 8 ? -0.125f : 0.125f));
+}
+
 using SpecFn = float (*)(const uint8_t*, int);
 
 struct SpecCase {
@@ -115,14 +148,14 @@ TEST_P(FormatSpecTest, DequantizeMatchesThePublicDefinitionBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, FormatSpecTest,
-                         ::testing::Values(SpecCase{DType::kMXFP4, SpecMXFP4},
-                                           SpecCase{DType::kQ3_K, SpecQ3_K},
-                                           SpecCase{DType::kQ5_K, SpecQ5_K},
-                                           SpecCase{DType::kQ6_K, SpecQ6_K}),
-                         [](const ::testing::TestParamInfo<SpecCase>& info) {
-                           return std::string(GetDTypeInfo(info.param.type).name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Types, FormatSpecTest,
+    ::testing::Values(SpecCase{DType::kMXFP4, SpecMXFP4}, SpecCase{DType::kQ3_K, SpecQ3_K},
+                      SpecCase{DType::kQ5_K, SpecQ5_K}, SpecCase{DType::kQ6_K, SpecQ6_K},
+                      SpecCase{DType::kIQ2_XS, SpecIQ2_XS}, SpecCase{DType::kIQ1_M, SpecIQ1_M}),
+    [](const ::testing::TestParamInfo<SpecCase>& info) {
+      return std::string(GetDTypeInfo(info.param.type).name);
+    });
 
 TEST(FormatsTest, MXFP4EveryScaleAndNibble) {
   // e = 255 is left out: OCP makes it NaN, GGML reads it as 2^128 (docs/GGUF.md).
@@ -220,12 +253,43 @@ TEST(FormatsTest, Q5_KKnownValue) {
   EXPECT_EQ(out[0], 2.0f * 23.0f - 1.0f);
 }
 
-TEST(FormatsTest, TypesWithoutKernelsAreRefusedByName) {
+TEST(FormatsTest, IQ2_XSKnownValue) {
   uint8_t blk[74] = {};
+  PutHalf(blk, 2.0f);
+  blk[2] = 0x01;   // word 0: grid 1 (0x080808080808082b: value 0 is 43) ...
+  blk[3] = 0x02;   // ... sign index 1 (mask 129: values 0 and 7 negated)
+  blk[66] = 0x53;  // group 0: scale 3 for values 0..15, 5 for 16..31
   float out[256];
-  const Status s = DequantizeRow(DType::kIQ2_XS, blk, out, 256);
+  ASSERT_TRUE(DequantizeRow(DType::kIQ2_XS, blk, out, 256).ok());
+  EXPECT_EQ(out[0], -2.0f * 3.5f * 0.25f * 43.0f);
+  EXPECT_EQ(out[7], -2.0f * 3.5f * 0.25f * 8.0f);
+  EXPECT_EQ(out[1], 2.0f * 3.5f * 0.25f * 8.0f);
+  EXPECT_EQ(out[16], 2.0f * 5.5f * 0.25f * 8.0f);  // word 2 = 0: grid 0, no signs
+}
+
+TEST(FormatsTest, IQ1_MKnownValue) {
+  uint8_t blk[56] = {};
+  // Scale f16 0x4000 (2.0): nibbles 0, 0, 0, 4 in the top of words 0..3.
+  blk[55] = 0x40;
+  blk[48] = 0x02 | (0x5 << 3);  // group 0: s1 = 2 (x5), s2 = 5 (x11)
+  blk[0] = 0x00;                // run 0: grid 0 = all -1
+  blk[32] = 0x08;               // run 0 shift negative, run 1 positive (grid 0 too)
+  blk[2] = 0xff;                // run 2: index 0xff | (qh[1] & 7) << 8
+  blk[33] = 0x01;               //   = 0x1ff, positive shift
+  float out[256];
+  ASSERT_TRUE(DequantizeRow(DType::kIQ1_M, blk, out, 256).ok());
+  EXPECT_EQ(out[0], 2.0f * 5.0f * (-1.0f - 0.125f));
+  EXPECT_EQ(out[8], 2.0f * 5.0f * (-1.0f + 0.125f));
+  const auto v = static_cast<int8_t>(kIq1sGrid[0x1ff] & 0xff);
+  EXPECT_EQ(out[16], 2.0f * 11.0f * (static_cast<float>(v) + 0.125f));
+}
+
+TEST(FormatsTest, TypesWithoutKernelsAreRefusedByName) {
+  uint8_t blk[98] = {};
+  float out[256];
+  const Status s = DequantizeRow(DType::kIQ3_XXS, blk, out, 256);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("iq2_xs"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("iq3_xxs"), std::string::npos) << s.message();
 }
 
 }  // namespace

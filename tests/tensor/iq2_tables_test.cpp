@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tensor/iq1_tables.h"
+
 namespace flashkv {
 namespace {
 
@@ -31,6 +33,41 @@ TEST(Iq2TablesTest, GridIsGgmlCodebook) {
       EXPECT_TRUE(b == 8 || b == 25 || b == 43) << i << " byte " << j;
     }
   }
+}
+
+// FNV-1a 64 of a table's little-endian bytes; the pinned values are those of GGML's
+// ggml-common.h tables (scripts/gen_iq_grids.py prints them), so a transcription slip fails.
+uint64_t Fnv1a64(const uint64_t* t, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; ++i)
+    for (int b = 0; b < 8; ++b) h = (h ^ ((t[i] >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+TEST(Iq2TablesTest, GridsMatchGgmlChecksums) {
+  EXPECT_EQ(Fnv1a64(kIq2xxsGrid, 256), 0xbb4ee025b5ac6e8eull);
+  EXPECT_EQ(Fnv1a64(kIq2xsGrid, 512), 0xc9b1ee61e79909bdull);
+  EXPECT_EQ(Fnv1a64(kIq1sGrid, 2048), 0x6703ed863501ae2eull);
+}
+
+TEST(Iq2TablesTest, Iq2xsAndIq1sGridsHaveTheirValueSets) {
+  for (int i = 0; i < 512; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq2xsGrid[i - 1], kIq2xsGrid[i]) << i;
+    }
+    for (int j = 0; j < 8; ++j) {
+      const unsigned b = (kIq2xsGrid[i] >> (8 * j)) & 0xff;
+      EXPECT_TRUE(b == 8 || b == 25 || b == 43) << i << " byte " << j;
+    }
+  }
+  for (int i = 0; i < 2048; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      const unsigned b = (kIq1sGrid[i] >> (8 * j)) & 0xff;
+      EXPECT_TRUE(b == 0xff || b == 0 || b == 1) << i << " byte " << j;
+    }
+  }
+  EXPECT_EQ(kIq1sGrid[0], 0xffffffffffffffffull);
+  EXPECT_EQ(kIq1sGrid[2047], 0x0101010101010101ull);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ inline std::vector<uint8_t> RandomRows(DType t, int64_t rows, int64_t n, uint32_
       }
       case DType::kQ8_0:
       case DType::kIQ2_XXS:
+      case DType::kIQ2_XS:
         PutHalf(p, scale(rng));
         break;
       case DType::kQ2_K:
@@ -69,6 +70,12 @@ inline std::vector<uint8_t> RandomRows(DType t, int64_t rows, int64_t n, uint32_
       case DType::kMXFP4:  // 2^(e-127) in [2^-9, 2^1]: real expert scales, no overflow
         p[0] = static_cast<uint8_t>(118 + byte(rng) % 11);
         break;
+      case DType::kIQ1_M: {  // the f16 scale lives in the top nibbles of the 4 scale words
+        const uint16_t h = F32ToF16(scale(rng));
+        for (int k = 0; k < 4; ++k)
+          p[49 + 2 * k] = static_cast<uint8_t>((p[49 + 2 * k] & 15) | (((h >> (4 * k)) & 15) << 4));
+        break;
+      }
       case DType::kQ8_K: {
         const float v = scale(rng);
         std::memcpy(p, &v, 4);

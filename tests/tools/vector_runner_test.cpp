@@ -42,7 +42,7 @@ TEST(VectorRunnerTest, PromptCountsMatchTheOfficialApi) {
   auto cases = LoadVectorCases(kDir);
   ASSERT_TRUE(cases.ok());
   for (const VectorCase& c : *cases) {
-    auto v = RunVectorCase(c, FullTokenizer(), nullptr, {});
+    auto v = CheckVectorPrompt(c, FullTokenizer());
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_EQ(v->our_prompt_tokens, c.prompt_tokens) << c.id;
     EXPECT_TRUE(v->ok()) << FormatVerdict(*v);

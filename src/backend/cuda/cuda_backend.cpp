@@ -153,7 +153,13 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   } else if (const char* env = std::getenv("FLASHKV_CUDA_GRAPHS")) {
     graphs = std::strcmp(env, "0") != 0;
   }
-  s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs);
+  bool pdl = true;
+  if (options.pdl >= 0) {
+    pdl = options.pdl != 0;
+  } else if (const char* env = std::getenv("FLASHKV_CUDA_PDL")) {
+    pdl = std::strcmp(env, "0") != 0;
+  }
+  s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs, pdl);
   int imma = options.imma;
   if (imma < 0) {
     const char* env = std::getenv("FLASHKV_CUDA_IMMA");
@@ -194,10 +200,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
   spdlog::info(
-      "cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {}, fused {})",
+      "cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {}, fused {}, "
+      "overlapped launches {})",
       be->DeviceDescription(), graphs ? "on" : "off",
       imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
-      be->s_->tiled_prefill ? "on" : "off", be->s_->fused ? "on" : "off");
+      be->s_->tiled_prefill ? "on" : "off", be->s_->fused ? "on" : "off", pdl ? "on" : "off");
   return be;
 }
 
@@ -256,6 +263,13 @@ void CudaBackend::SetFused(bool on) {
 }
 bool CudaBackend::fused() const {
   return s_->fused;
+}
+void CudaBackend::SetOverlappedLaunches(bool on) {
+  s_->Flush();
+  s_->queue->SetOverlap(on);
+}
+bool CudaBackend::overlapped_launches() const {
+  return s_->queue->overlap();
 }
 
 Expected<double> CudaBackend::TimeDeviceCopy(size_t bytes, int reps) {
@@ -542,9 +556,9 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 }
 
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
-  // Refused before anything is uploaded: the CPU backend computes more types than these
-  // kernels do (Q3_K, Q5_K, Q6_K; docs/GGUF.md "Tensor types"). MXFP4 runs with q8
-  // activations only (mxfp4_launch.h).
+  // Refused before anything is uploaded: a type without kernels here. MXFP4, the K-quants
+  // beyond ds4's and the IQ2_XS / IQ1_M experts run with q8 activations only
+  // (mxfp4_launch.h, kquant_launch.h).
   switch (src.type) {
     case DType::kF32:
     case DType::kF16:
@@ -554,6 +568,11 @@ Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
     case DType::kQ4_K:
     case DType::kIQ2_XXS:
     case DType::kMXFP4:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ2_XS:
+    case DType::kIQ1_M:
     case DType::kI32:
       break;
     default:

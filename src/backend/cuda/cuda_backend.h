@@ -36,7 +36,8 @@ struct CudaBackendOptions {
   int graphs = -1;
   // Prefill q8 products on the int8 tensor cores (Q8_0 MatMul, IQ2_XXS / Q2_K experts; same
   // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
-  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes (benchmarks).
+  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes; 4 shape 1 with the experts
+  // in tiles of 32 pairs instead of 64 (2..4 for benchmarks).
   int imma = -1;
   // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
   // weight products in prefill chunks (same bits as the one-token kernels): -1:
@@ -47,6 +48,10 @@ struct CudaBackendOptions {
   // FLASHKV_CUDA_FUSED from the environment (default on: verified on the H200, bit-identical
   // to the unfused kernels); 0 off; 1 on.
   int fused = -1;
+  // The one-token tile kernels as programmatic dependent launches (their weight copies start
+  // while the previous kernel ends; same bits, docs/CUDA.md): -1: FLASHKV_CUDA_PDL from the
+  // environment (default on); 0 off; 1 on.
+  int pdl = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel.
@@ -117,6 +122,9 @@ class CudaBackend final : public Backend {
   // The switch of CudaBackendOptions::fused for later launches (tests and benchmarks).
   void SetFused(bool on);
   bool fused() const;
+  // The switch of CudaBackendOptions::pdl for later launches (tests and benchmarks).
+  void SetOverlappedLaunches(bool on);
+  bool overlapped_launches() const;
   // Milliseconds of one device-to-device cudaMemcpy of `bytes`, the mean of `reps` after a
   // warm-up (the bandwidth reference of the decode microbenchmark).
   Expected<double> TimeDeviceCopy(size_t bytes, int reps);
@@ -158,6 +166,8 @@ class CudaBackend final : public Backend {
   // visible rows, are written (tests hold the kernels to each other's bits).
   void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
+  // Decode rows of several sessions in one launch pair (attention_batch.cu).
+  void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
 

@@ -28,6 +28,7 @@ enum class CudaScratch : int {
   kHcMix,         // HcPre/HcHead: mix projections [n_tokens, mix]
   kIndexScores,   // IndexerTopK: [n_tokens, n_vis]
   kAttnPartial,   // Attention: per row-chunk partial softmax states
+  kAttnTable,     // AttentionBatch: the sessions' windows, positions and rows
   kMoeXq,         // MoeExperts: quantized inputs
   kMoeMid,        // MoeExperts: [n_tokens·n_used, n_ff] mids
   kMoeMidQ,       // MoeExperts: quantized mids
@@ -102,6 +103,14 @@ struct CudaBackend::State {
   void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
               uint64_t bytes = 0) {
     queue->Launch(kernel, grid, block, smem, args, bytes);
+  }
+  // A launch that may start while its predecessor still runs (programmatic dependent launch):
+  // only for kernels written for it (pdl_dev.cuh: PdlWait in every block before reading the
+  // predecessor's outputs).
+  template <typename A>
+  void LaunchOverlapped(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
+                        uint64_t bytes = 0) {
+    queue->Launch(kernel, grid, block, smem, args, bytes, /*overlap=*/true);
   }
 };
 

@@ -62,6 +62,7 @@ __host__ __device__ inline unsigned InputRowOffset(int hc_dim, uint64_t fn_row_b
 
 template <DType TF>
 __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a) {
+  PdlTrigger();  // launched without the overlap flag: ProjectSetKernel's blocks may start
   extern __shared__ __align__(16) uint8_t input_smem[];
   __shared__ double dsum[32];
   __shared__ float part[kSplitWarps][1];
@@ -297,8 +298,8 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     ps.buf_bytes = ps_smem;
     bool loops = false;
     const int grid = TileGrid(blocks, s.prop.multiProcessorCount, &loops);
-    s.Launch(ProjectSetKernel, dim3(grid), dim3(kTileThreads), loops ? 2 * ps_smem : ps_smem, ps,
-             ps_bytes);
+    s.LaunchOverlapped(ProjectSetKernel, dim3(grid), dim3(kTileThreads),
+                       loops ? 2 * ps_smem : ps_smem, ps, ps_bytes);
   }
   return mask;
 }

@@ -47,6 +47,7 @@ struct RouteArgs {
 
 template <DType TR>
 __global__ void __launch_bounds__(kSplitWarps * 32) MoeRouteKernel(RouteArgs a) {
+  PdlTrigger();  // launched without the overlap flag: MoeGateUpKernel's blocks may start
   extern __shared__ float sm[];  // [n_expert] logits, then RouteToken's [2 · n_expert]
   __shared__ float part[kSplitWarps][1];
   const int warp = threadIdx.x >> 5;
@@ -125,6 +126,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2) MoeGateUpKer
   const int nr = min(tile_rows, rows - row0);
   float gu[2];
   if (!shared) {
+    // The routing is the predecessor's (MoeRouteKernel): wait before the expert's address.
+    // The shared expert's weights start copying before TileRowDots' wait (pdl_dev.cuh).
+    PdlWait();
     int e = a.selected[slot];
     if (e < 0 || e >= a.n_expert) e = 0;  // TileBuildKernel's rule
     const uint64_t off = uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes;
@@ -201,6 +205,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) MoeDownKernel(Do
   const int nr = min(a.tile_rows, a.n_embd - row0);
   float y[1];
   if (!shared) {
+    // The routing is two launches back (MoeRouteKernel, then MoeGateUpKernel, which triggers
+    // only after its own wait): complete before this grid starts, so the experts' weights
+    // start copying before TileRowDots' wait (pdl_dev.cuh).
     int e = a.selected[slot];
     if (e < 0 || e >= a.n_expert) e = 0;
     const uint8_t* w[1] = {a.down + uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes};
@@ -373,8 +380,8 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
                                      TileSmemBytes(sg.row_bytes, 2, gs_rows, D / 32),
                                      unsigned(sizeof(float) * std::max(F, Fs))});
   PreferSharedForTiles(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>);
-  s.Launch(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>, dim3(k * g.tiles + g.sh_tiles),
-           dim3(kTileThreads), gu_smem, g, gu_bytes);
+  s.LaunchOverlapped(MoeGateUpKernel<DType::kIQ2_XXS, DType::kQ8_0>, dim3(k * g.tiles + g.sh_tiles),
+                     dim3(kTileThreads), gu_smem, g, gu_bytes);
 
   DownArgs dn{};
   dn.down = down.data.get();
@@ -406,8 +413,8 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   const unsigned dn_smem = std::max(TileSmemBytes(down.row_bytes, 1, dn_rows, F / 256),
                                     TileSmemBytes(sd.row_bytes, 1, dn_rows, Fs / 32));
   PreferSharedForTiles(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>);
-  s.Launch(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>, dim3(CeilDiv(D, dn_rows), k + 1),
-           dim3(kTileThreads), dn_smem, dn, dn_bytes);
+  s.LaunchOverlapped(MoeDownKernel<DType::kQ2_K, DType::kQ8_0>, dim3(CeilDiv(D, dn_rows), k + 1),
+                     dim3(kTileThreads), dn_smem, dn, dn_bytes);
   return true;
 }
 

@@ -21,7 +21,23 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 bool SameShape(const LaunchRecord& a, const LaunchRecord& b) {
   return a.func == b.func && a.grid.x == b.grid.x && a.grid.y == b.grid.y && a.grid.z == b.grid.z &&
          a.block.x == b.block.x && a.block.y == b.block.y && a.block.z == b.block.z &&
-         a.smem == b.smem && a.arg_bytes == b.arg_bytes;
+         a.smem == b.smem && a.arg_bytes == b.arg_bytes && a.overlap == b.overlap;
+}
+
+// A direct launch; with `overlap` as a programmatic dependent of the stream's previous kernel.
+cudaError_t LaunchOne(const LaunchRecord& r, void** arg, bool overlap, cudaStream_t stream) {
+  if (!overlap) return cudaLaunchKernel(r.func, r.grid, r.block, arg, r.smem, stream);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = r.grid;
+  cfg.blockDim = r.block;
+  cfg.dynamicSmemBytes = r.smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, r.func, arg);
 }
 
 cudaKernelNodeParams NodeParams(const LaunchRecord& r, void** arg_ptr) {
@@ -48,7 +64,7 @@ uint64_t LaunchQueue::Signature() const {
     h = Mix(h, reinterpret_cast<uintptr_t>(r.func));
     h = Mix(h, (uint64_t(r.grid.x) << 32) | (uint64_t(r.grid.y) << 16) | r.grid.z);
     h = Mix(h, (uint64_t(r.block.x) << 32) | (uint64_t(r.block.y) << 16) | r.block.z);
-    h = Mix(h, (uint64_t(r.smem) << 32) | r.arg_bytes);
+    h = Mix(h, (uint64_t(r.smem) << 32) | (uint64_t(r.overlap) << 31) | r.arg_bytes);
   }
   return h;
 }
@@ -83,7 +99,8 @@ cudaError_t LaunchQueue::LaunchDirect(std::string* failed) {
     LaunchRecord& r = pending_[i];
     void* arg = r.args.data();
     if (timing) cudaEventRecord(events_[2 * i], stream_);
-    cudaError_t e = cudaLaunchKernel(r.func, r.grid, r.block, &arg, r.smem, stream_);
+    // Timed launches stay plain: the events between them would serialize them anyway.
+    cudaError_t e = LaunchOne(r, &arg, r.overlap && !timing, stream_);
     if (timing) cudaEventRecord(events_[2 * i + 1], stream_);
     if (e != cudaSuccess && first == cudaSuccess) {
       first = e;
@@ -154,8 +171,19 @@ cudaError_t LaunchQueue::BuildGraph(Graph& g) {
   for (size_t i = 0; i < pending_.size(); ++i) {
     void* arg = pending_[i].args.data();
     const cudaKernelNodeParams p = NodeParams(pending_[i], &arg);
-    const cudaGraphNode_t* dep = i == 0 ? nullptr : &g.nodes[i - 1];
-    e = cudaGraphAddKernelNode(&g.nodes[i], graph, dep, i == 0 ? 0 : 1, &p);
+    e = cudaGraphAddKernelNode(&g.nodes[i], graph, nullptr, 0, &p);
+    if (e != cudaSuccess || i == 0) {
+      if (e != cudaSuccess) break;
+      continue;
+    }
+    // The chain's edge; an overlapped launch's starts when every block of its predecessor
+    // has called PdlTrigger (or ended) instead of when the predecessor ends.
+    cudaGraphEdgeData edge{};
+    if (pending_[i].overlap) {
+      edge.from_port = cudaGraphKernelNodePortProgrammatic;
+      edge.type = cudaGraphDependencyTypeProgrammatic;
+    }
+    e = cudaGraphAddDependencies(graph, &g.nodes[i - 1], &g.nodes[i], &edge, 1);
     if (e != cudaSuccess) break;
   }
   if (e == cudaSuccess) e = cudaGraphInstantiate(&g.exec, graph, 0);

@@ -29,7 +29,8 @@ struct LaunchRecord {
   dim3 block;
   unsigned smem = 0;
   unsigned arg_bytes = 0;
-  uint64_t bytes = 0;  // weight bytes read (profile figures only; not part of the shape)
+  uint64_t bytes = 0;    // weight bytes read (profile figures only; not part of the shape)
+  bool overlap = false;  // may start before its predecessor ends (programmatic dependent launch)
   alignas(16) std::array<uint8_t, kMaxKernelArgBytes> args;
 };
 
@@ -43,14 +44,19 @@ struct KernelTiming {
 
 class LaunchQueue {
  public:
-  LaunchQueue(cudaStream_t stream, bool graphs) : stream_(stream), graphs_(graphs) {}
+  // overlap: launches recorded with the overlap flag start as programmatic dependents of
+  // their predecessor (FLASHKV_CUDA_PDL=0 turns it off; profiling launches them plainly).
+  LaunchQueue(cudaStream_t stream, bool graphs, bool overlap)
+      : stream_(stream), graphs_(graphs), overlap_(overlap) {}
   ~LaunchQueue();
   LaunchQueue(const LaunchQueue&) = delete;
   LaunchQueue& operator=(const LaunchQueue&) = delete;
 
   template <typename A>
+  // overlap: the kernel follows pdl_dev.cuh's rules and may be launched as a programmatic
+  // dependent of the previous launch (when the queue's overlap switch is on).
   void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
-              uint64_t bytes = 0) {
+              uint64_t bytes = 0, bool overlap = false) {
     static_assert(sizeof(A) <= kMaxKernelArgBytes, "kernel argument struct too large");
     static_assert(std::is_trivially_copyable_v<A>, "kernel arguments must be trivially copyable");
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
@@ -61,6 +67,7 @@ class LaunchQueue {
     r.smem = smem;
     r.arg_bytes = sizeof(A);
     r.bytes = bytes;
+    r.overlap = overlap && overlap_;
     std::memcpy(r.args.data(), &args, sizeof(A));
   }
 
@@ -68,6 +75,8 @@ class LaunchQueue {
   // and, for a failed launch, describes it in `failed` (kernel name and shape).
   cudaError_t Flush(std::string* failed = nullptr);
 
+  bool overlap() const { return overlap_; }
+  void SetOverlap(bool on) { overlap_ = on; }  // for launches recorded from now on
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t direct_launches() const { return direct_launches_; }
 
@@ -95,6 +104,7 @@ class LaunchQueue {
 
   cudaStream_t stream_;
   bool graphs_;
+  bool overlap_;
   std::vector<LaunchRecord> pending_;
   std::unordered_map<uint64_t, Graph> graphs_by_sig_;
   std::unordered_map<uint64_t, int> seen_;

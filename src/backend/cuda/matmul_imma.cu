@@ -253,6 +253,7 @@ bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& 
   if (!ImmaShapeOk(a)) return false;
   switch (variant) {
     case 1:  // warps of 32 rows × 32 tokens, two CTAs per SM
+    case 4:  // (the same; the experts differ, ImmaMoePairs)
       return LaunchTile<128, 64, 4, 2, 2, 2>(s, a);
     case 2:  // warps of 64 rows × 32 tokens, one CTA per SM, three stages
       return LaunchTile<128, 128, 2, 4, 3, 1>(s, a);

@@ -71,14 +71,28 @@ bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
 
 // The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
 // (matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape
-// (1..kImmaVariants); false when the variant or the shape (rows of a multiple of 256
-// values, 16-byte aligned rows, grouped slices of whole tiles) does not fit.
-inline constexpr int kImmaVariants = 3;
+// (1..kImmaVariants; 4 is 1's shape with the experts in the tiles of 32 pairs of before, for
+// benchmarks); false when the variant or the shape (rows of a multiple of 256 values,
+// 16-byte aligned rows, grouped slices of whole tiles) does not fit.
+inline constexpr int kImmaVariants = 4;
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
-// Expert gate/up (IQ2_XXS, tiles of kTpTokens pairs) on the tensor cores (moe_imma.cu), with
+// Pairs per expert tile of the tensor-core expert kernels under tensor-core variant
+// `variant` (> 0) for n_pairs (token, expert) pairs over n_expert experts: 64 (each decoded
+// weight serves twice the pairs, twice the activations staged per MMA) once the experts
+// average `wide_from` pairs or more, else 32; always 32 under variant 4 (benchmarks). Below
+// 32 pairs most experts fill one 32-pair tile and a 64-pair one only adds empty slots. On the
+// H200 (random:flash, docs/PERFORMANCE.md) 64 took gate/up −11 % at 48 pairs an expert
+// (2,048-token chunks) and −24 % at 192, but down +9 % at 48 and −7 % at 192: the Q2_K
+// decode is cheap and its activations dominate, so down widens only from 128.
+inline constexpr int kImmaGateUpWideFrom = 32;
+inline constexpr int kImmaDownWideFrom = 128;
+inline int ImmaMoePairs(int variant, int n_pairs, int n_expert, int wide_from) {
+  return variant != 4 && n_pairs >= wide_from * n_expert ? 64 : 32;
+}
+// Expert gate/up (IQ2_XXS, tiles of 32 or 64 pairs) on the tensor cores (moe_imma.cu), with
 // GateUpTPKernel's bits; false for shapes it does not take.
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);
-// Expert down (Q2_K, tiles of kTpTokens pairs) on the tensor cores, MatVecTPKernel's bits.
+// Expert down (Q2_K, tiles of 32 or 64 pairs) on the tensor cores, MatVecTPKernel's bits.
 bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a);
 
 }  // namespace flashkv::cuda

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/imma_ptx.cuh"
+#include "backend/cuda/pdl_dev.cuh"
 #include "backend/cuda/quant_dev.cuh"
 
 namespace flashkv::cuda {
@@ -413,7 +414,8 @@ __device__ __forceinline__ void TileCompute(const uint8_t* const (&w)[NR], int r
   __syncthreads();
 }
 
-// One tile, start to end: issue, wait, compute (smem: TileSmemBytes; grid_smem:
+// One tile, start to end: issue, wait for the predecessor grid (PdlWait) and the copy, compute
+// (smem: TileSmemBytes; grid_smem:
 // kIq2TableEntries for IQ2_XXS). On return thread r < rows holds row r's dot product of
 // weight i in out[i]; ends with a __syncthreads.
 template <DType T, int NR>
@@ -423,6 +425,9 @@ __device__ __forceinline__ void TileRowDots(const uint8_t* const (&w)[NR], int r
                                             float (&out)[NR]) {
   TileIssue<NR>(w, rows, row_bytes, smem);
   TileTables<T>(grid_smem, iq2_grid);
+  // The weights are in flight; the activations are the predecessor's (pdl_dev.cuh).
+  PdlWait();
+  PdlTrigger();
   CpAsyncWait<0>();
   __syncthreads();
   TileCompute<T, NR>(w, rows, row_bytes, n, x, smem, grid_smem, out);
@@ -449,10 +454,16 @@ __device__ __forceinline__ void TileLoop(int n_tiles, int n, uint8_t* smem, unsi
                                          uint64_t* grid_smem, const uint64_t* iq2_grid, JobFn job,
                                          DoneFn done) {
   int t = blockIdx.x;
-  if (t >= n_tiles) return;
+  if (t >= n_tiles) {
+    PdlWait();  // every block waits (pdl_dev.cuh)
+    return;
+  }
   TileJob<NR> cur = job(t);
   TileIssue<NR>(cur.w, cur.rows, cur.row_bytes, smem);
   TileTables<T>(grid_smem, iq2_grid);
+  // The first tile's weights are in flight; the activations are the predecessor's.
+  PdlWait();
+  PdlTrigger();
   for (int i = 0;; ++i) {
     const int tn = t + int(gridDim.x);
     TileJob<NR> nxt = cur;

@@ -6,44 +6,13 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mxfp4_dev.cuh"
 #include "backend/cuda/mxfp4_launch.h"
+#include "backend/cuda/row_tiles.cuh"
 
 namespace flashkv::cuda {
 namespace {
 
 constexpr int kMxfp4Warps = 4;   // rows per block
 constexpr int kMxfp4Tokens = 8;  // activation rows per block in plain mode
-
-// Activation row and output row of entry t of this block (plain: token block; tiles:
-// (expert, start, count) with entries pairs[start …]).
-struct Mxfp4Tile {
-  int nt = 0;
-  int expert = 0;
-  const int32_t* pairs = nullptr;
-  int t0 = 0;
-};
-__device__ __forceinline__ Mxfp4Tile ResolveMxfp4Tile(const MatVecArgs& a) {
-  Mxfp4Tile r;
-  if (a.tiles == nullptr) {
-    r.t0 = blockIdx.y * kMxfp4Tokens;
-    r.nt = min(kMxfp4Tokens, a.n_tokens - r.t0);
-  } else {
-    const int32_t* tile = a.tiles + 3 * blockIdx.y;
-    r.expert = tile[0];
-    r.pairs = a.pairs + tile[1];
-    r.nt = tile[2];
-  }
-  return r;
-}
-__device__ __forceinline__ void EntryRows(const MatVecArgs& a, const Mxfp4Tile& tr, int t,
-                                          int* xrow, int* yrow) {
-  if (tr.pairs == nullptr) {
-    *xrow = *yrow = tr.t0 + t;
-  } else {
-    const int p = tr.pairs[t];
-    *xrow = p / a.pair_div;
-    *yrow = p;
-  }
-}
 
 // ref::DotMXFP4 of one weight row against one Q8_0 activation row (qs [n], then d [n/32]);
 // every lane returns it.
@@ -69,12 +38,12 @@ __device__ __forceinline__ float WarpDotMxfp4(const uint8_t* wrow, const uint8_t
 __global__ void __launch_bounds__(kMxfp4Warps * 32) Mxfp4MatVecKernel(MatVecArgs a) {
   const int row = blockIdx.x * kMxfp4Warps + (threadIdx.x >> 5);
   if (row >= a.rows) return;
-  const Mxfp4Tile tr = ResolveMxfp4Tile(a);
+  const RowTile tr = ResolveRowTile<kMxfp4Tokens>(a);
   const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
   const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
   for (int t = 0; t < tr.nt; ++t) {
     int xr, yr;
-    EntryRows(a, tr, t, &xr, &yr);
+    TileEntryRows(a, tr, t, &xr, &yr);
     const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
     const float v = WarpDotMxfp4(wrow, x, a.n);
     if ((threadIdx.x & 31) == 0) a.y[uint64_t(yr) * a.y_row_floats + row] = v;
@@ -85,11 +54,11 @@ __global__ void __launch_bounds__(kMxfp4Warps * 32) Mxfp4GateUpKernel(GateUpArgs
   const MatVecArgs& a = g.mv;
   const int row = blockIdx.x * kMxfp4Warps + (threadIdx.x >> 5);
   if (row >= a.rows) return;
-  const Mxfp4Tile tr = ResolveMxfp4Tile(a);
+  const RowTile tr = ResolveRowTile<kMxfp4Tokens>(a);
   const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
   for (int t = 0; t < tr.nt; ++t) {
     int xr, p;
-    EntryRows(a, tr, t, &xr, &p);
+    TileEntryRows(a, tr, t, &xr, &p);
     const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes;
     const float gate = WarpDotMxfp4(a.w + off, x, a.n);
     const float up = WarpDotMxfp4(g.w_up + off, x, a.n);
@@ -100,8 +69,7 @@ __global__ void __launch_bounds__(kMxfp4Warps * 32) Mxfp4GateUpKernel(GateUpArgs
 }
 
 dim3 Mxfp4Grid(const MatVecArgs& a) {
-  const int blocks_y = a.tiles != nullptr ? a.n_tiles : int(CeilDiv(a.n_tokens, kMxfp4Tokens));
-  return dim3(CeilDiv(a.rows, kMxfp4Warps), blocks_y);
+  return RowTileGrid<kMxfp4Warps, kMxfp4Tokens>(a);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_launchers.h"
+#include "backend/cuda/kquant_launch.h"
 #include "backend/cuda/quant_dev.cuh"
 
 namespace flashkv {
@@ -258,6 +259,10 @@ void CudaBackend::EmbedRows(const Weight& table, DevPtr<const int32_t> tokens, i
     case DType::kIQ2_XXS:
       return s_->Launch(cuda::EmbedKernel<DType::kIQ2_XXS>, grid, block, 0, a);
     default:
+      if (cuda::LaunchKQuantEmbed(*s_, table.type,
+                                  {table.data.get(), table.row_bytes, tokens.get(), n_tokens,
+                                   int(table.ne[0]), n_copies, out.get()}))
+        return;  // kquant_launch.h
       s_->Fail("embed: no CUDA kernel for " + table.name);
   }
 }

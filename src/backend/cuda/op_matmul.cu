@@ -7,6 +7,7 @@
 
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kquant_launch.h"
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tile.cuh"
@@ -29,6 +30,7 @@ struct QuantArgs {
 
 // One warp per block of 32 (Q8_0) or 256 (Q8_K) values (act_quant.cuh).
 __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
+  PdlTrigger();  // launched without the overlap flag: the next tile kernel may start
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 32;
   if (blk >= int64_t(per_row) * a.n_rows) return;
@@ -38,6 +40,7 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
 }
 
 __global__ void QuantizeQ8_KKernel(QuantArgs a) {
+  PdlTrigger();  // launched without the overlap flag: the next tile kernel may start
   const int64_t blk = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int per_row = a.n / 256;
   if (blk >= int64_t(per_row) * a.n_rows) return;
@@ -190,8 +193,12 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
   extern __shared__ __align__(16) uint8_t tile_smem[];
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
   const MatVecArgs& a = l.args;
+  if (a.tiles != nullptr) PdlWait();  // the expert tiles are the predecessor's (pdl_dev.cuh)
   const TileRows tr = ResolveTile<1>(a);
-  if (tr.nt <= 0) return;
+  if (tr.nt <= 0) {
+    PdlWait();
+    return;
+  }
   const uint8_t* w = a.w + uint64_t(tr.expert) * a.expert_bytes;
   const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
   float* y = a.y + uint64_t(tr.yrow[0]) * a.y_row_floats;
@@ -220,6 +227,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
   __shared__ uint64_t grid_smem[T == DType::kIQ2_XXS ? kIq2TableEntries : 1];
   const GateUpArgs& g = l.args;
   const MatVecArgs& a = g.mv;
+  PdlWait();  // the tiles and route weights are the predecessor's (pdl_dev.cuh)
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
   const uint64_t off = uint64_t(tr.expert) * a.expert_bytes;
@@ -259,10 +267,10 @@ bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
   const unsigned smem = loops ? 2 * buf : buf;
   if constexpr (kNR == 2) {
     PreferSharedForTiles(GateUpTileKernel<T>);
-    s.Launch(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+    s.LaunchOverlapped(GateUpTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   } else {
     PreferSharedForTiles(MatVecTileKernel<T>);
-    s.Launch(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
+    s.LaunchOverlapped(MatVecTileKernel<T>, grid, dim3(kTileThreads), smem, l, a.weight_bytes);
   }
   return true;
 }
@@ -282,12 +290,12 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
     if (s.tiled_prefill && LaunchMatVecTiled(s, T, a)) return true;
   }
   if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens && LaunchDownImmaQ2K(s, a)) {
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt >= kTpTokens && LaunchDownImmaQ2K(s, a)) {
       return true;
     }
   }
   if constexpr (kQ8 && T == DType::kIQ2_XXS && std::is_same_v<A, GateUpArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt == kTpTokens &&
+    if (s.imma > 0 && a.tiles != nullptr && a.tile_nt >= kTpTokens &&
         LaunchGateUpImmaIq2(s, args)) {
       return true;
     }
@@ -295,9 +303,10 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   if constexpr (kQ8 && TileType(T)) {
     if (a.tiles != nullptr ? a.tile_nt == 1 : a.n_tokens == 1) {
       if (LaunchTile<T>(s, args, a)) return true;
-    } else if (a.tiles != nullptr && a.tile_nt > 8) {
-      // Expert tiles of 32 pairs: token-parallel. Plain batches take the 8-token warp kernel,
-      // which reads its activations coalesced and measured faster (docs/CUDA.md).
+    } else if (a.tiles != nullptr && a.tile_nt == kTpTokens) {
+      // Expert tiles of 32 pairs: token-parallel (64-pair tiles are the tensor cores' only). Plain
+      // batches take the 8-token warp kernel, which reads its activations coalesced and measured
+      // faster (docs/CUDA.md).
       const dim3 grid(CeilDiv(a.rows, kTpWarps), a.n_tiles);
       if constexpr (std::is_same_v<A, GateUpArgs>) {
         s.Launch(GateUpTPKernel<T>, grid, dim3(kTpWarps * 32), 0, args, a.weight_bytes);
@@ -354,6 +363,7 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
       case DType::kMXFP4:
         return LaunchMxfp4(s, args);
       default:
+        if (HasKQuantKernel(type)) return LaunchKQuant(s, type, args);  // kquant_launch.h
         break;  // F32/F16/BF16 take fp32 activations in q8 mode too
     }
   }
@@ -395,7 +405,7 @@ ActQuant Q8ActFor(DType wtype) {
     case DType::kIQ2_XXS:
       return ActQuant::kQ8_K;
     default:
-      return ActQuant::kNone;
+      return HasKQuantKernel(wtype) ? ActQuant::kQ8_K : ActQuant::kNone;
   }
 }
 

@@ -2,18 +2,19 @@
 // op_moe.cpp. Routing runs one block per token (probabilities in parallel, then the
 // top k by repeated warp argmax, which orders ties as ds4's insertion sort does). The experts run
 // grouped: a one-block kernel sorts the (token, slot) pairs by expert and cuts each expert's list
-// into tiles of up to 8 pairs (32 for the token-parallel and tensor-core kernels), then the
-// shared matvec kernels read each expert row once per tile —
-// gate and up fused with the clamped SwiGLU and the route weight, the mids requantized, the down
-// projection per pair — and a last kernel sums each token's slots in slot order. Every pair's
-// values come from the same per-row arithmetic whatever tile it lands in, so batching and the order
-// of pairs inside a tile cannot change a bit.
+// into tiles of up to 8 pairs (32 for the token-parallel kernels, 32 or 64 for the tensor-core
+// ones), then the shared matvec kernels read each expert row once per tile — gate and up fused with
+// the clamped SwiGLU and the route weight, the mids requantized, the down projection per pair — and
+// a last kernel sums each token's slots in slot order. Every pair's values come from the same
+// per-row arithmetic whatever tile it lands in, so batching and the order of pairs inside a tile
+// cannot change a bit.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matvec_launch.h"
 #include "backend/cuda/matvec_tp.cuh"
+#include "backend/cuda/moe_group.h"
 #include "backend/cuda/router_dev.cuh"
 
 namespace flashkv {
@@ -167,11 +168,25 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   auto tp_type = [](DType t) {
     return t == DType::kQ8_0 || t == DType::kQ2_K || t == DType::kIQ2_XXS;
   };
-  const int tile_nt = a.n_tokens == 1 ? 1 : 8;
-  const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
-  // token-parallel kernel; the down projection keeps tiles of 8 (measured faster).
-  const int gu_nt = a.n_tokens > 1 && q8 && tp_type(gate.type) ? cuda::kTpTokens : tile_nt;
+  // token-parallel kernel; the down projection keeps tiles of 8 (measured faster). The
+  // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
+  // (ImmaMoePairs); when both lists have one size they are one list. A few decode rows
+  // (2 … MoeGroupMaxTokens()): tiles of 8 for the kernels that read each expert tile once
+  // for its pairs (moe_group.h); they fall back to the warp kernels.
+  const int plain_nt = a.n_tokens == 1 ? 1 : 8;
+  const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
+  const bool imma_gu = !group && s.imma > 0 && gate.type == DType::kIQ2_XXS;
+  const bool imma_dn =
+      !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
+  const int tile_nt =
+      imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom) : plain_nt;
+  const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
+  const int gu_nt =
+      !group && a.n_tokens > 1 && q8 && tp_type(gate.type)
+          ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaGateUpWideFrom)
+                     : cuda::kTpTokens)
+          : plain_nt;
   const int gu_max_tiles = (n_pairs + gu_nt - 1) / gu_nt + std::min(E, n_pairs);
 
   // Scratch: sorted pairs + tiles; quantized x; mids; quantized mids; per-pair down rows.
@@ -231,7 +246,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
   if (up.type != gate.type || up.row_bytes != gate.row_bytes ||
-      !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu)) {
+      (!(group && cuda::LaunchMoeGroupGateUp(s, gate.type, gu)) &&
+       !cuda::LaunchGateUp(s, gate.type, q_in != ActQuant::kNone, gu))) {
     return s.Fail("moe: no CUDA kernel for " + gate.name + " / " + up.name);
   }
 
@@ -259,15 +275,8 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   dn.pairs = pairs;
   dn.n_tiles = max_tiles;
   dn.tile_nt = tile_nt;
-  if (s.imma > 0 && gu_nt == cuda::kTpTokens && down.type == DType::kQ2_K &&
-      q_mid != ActQuant::kNone) {
-    // The tensor-core down kernel takes the gate/up tiles of 32 (same bits).
-    dn.tiles = gu_tiles;
-    dn.pairs = gu_pairs;
-    dn.n_tiles = gu_max_tiles;
-    dn.tile_nt = gu_nt;
-  }
-  if (!cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
+  if (!(group && cuda::LaunchMoeGroupDown(s, down.type, dn)) &&
+      !cuda::LaunchMatVec(s, down.type, q_mid != ActQuant::kNone, dn)) {
     return s.Fail("moe: no CUDA kernel for " + down.name);
   }
   const int64_t total = int64_t(a.n_tokens) * D;

@@ -6,7 +6,8 @@
 // (the q8 products are exact, the fp32 sums are ordered differently), and the profile shows
 // the fused kernels ran. Whole model with fusion on: ds4-tiny's logits and KV state are the
 // fusion-off bits for prefill chunks 1, 7, 64 and whole, in both numerics; a Flash-width
-// random model (random:flash:4) decodes to the same bits fused and unfused. The `*Small`
+// random model (random:flash:4) decodes to the same bits fused and unfused, and with the tile
+// kernels' overlapped (programmatic dependent) launches off and on. The `*Small`
 // tests are the sanitizer set. Label `gpu`.
 #include <algorithm>
 #include <cmath>
@@ -278,6 +279,50 @@ TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithFusion) {
   EXPECT_EQ(d.mismatches, 0u);
   EXPECT_GT(gpu_->graph_launches(), 0u);
   gpu_->SetFused(false);
+}
+
+// The one-token tile kernels as programmatic dependent launches (their weight copies start
+// before the previous kernel ends, pdl_dev.cuh): random:flash:4 decoded token by token, fused,
+// graphs on, gives the same logits bit for bit with overlapped launches off and on. A kernel
+// that read its predecessor's output before waiting would differ here.
+TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithOverlappedLaunches) {
+  auto spec = ParseRandomModelSource("random:flash:4");
+  ASSERT_TRUE(spec.ok());
+  const ModelOptions o{NumericsMode::kOfficial, ActQuantMode::kQ8};
+  auto m = MakeRandomModel(*spec, *gpu_, &o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int V = (*m)->config().n_vocab;
+  std::vector<int32_t> prompt(48);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % V);
+  const int steps = 24;
+  const bool was = gpu_->overlapped_launches();
+  auto run = [&](bool overlap) {
+    gpu_->SetOverlappedLaunches(overlap);
+    std::vector<float> all;
+    auto st = (*m)->NewState(int(prompt.size()) + steps);
+    EXPECT_TRUE(st.ok());
+    if (!st.ok()) return all;
+    std::vector<float> logits(V);
+    EXPECT_TRUE((*m)->Forward(prompt, *st, LogitsFor::kLast, logits.data(), 1).ok());
+    all = logits;
+    for (int s = 0; s < steps; ++s) {
+      const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_TRUE((*m)->Forward({&next, 1}, *st, LogitsFor::kLast, logits.data()).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  gpu_->SetFused(true);
+  const uint64_t graphs0 = gpu_->graph_launches();
+  const std::vector<float> want = run(false);
+  const std::vector<float> got = run(true);
+  gpu_->SetOverlappedLaunches(was);
+  gpu_->SetFused(false);
+  const Diff d = Compare(want, got);
+  std::printf("random:flash:4, overlapped launches on vs off: %zu of %zu logits differ\n",
+              d.mismatches, want.size());
+  EXPECT_EQ(d.mismatches, 0u);
+  EXPECT_GT(gpu_->graph_launches(), graphs0);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // the kernel profile, which kernel ran, so a silent fallback to the dp4a kernel (or the
 // tensor-core kernel where it must not run) fails. Label `gpu`.
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <utility>
 
@@ -14,13 +15,22 @@
 namespace flashkv::testing {
 namespace {
 
-constexpr int kVariants = 3;  // CudaBackendOptions::imma: 1..3 are tile shapes
+constexpr int kVariants = 3;  // CudaBackendOptions::imma: 1..3 are Q8_0 tile shapes
+constexpr int kExpert32 = 4;  // 1's Q8_0 shape, experts in tiles of 32 pairs (not 64)
 // Rows per CTA tile of each variant (matmul_imma.cu): a grouped projection takes the
 // tensor cores only when its groups are whole tiles.
 constexpr int kTileRows[kVariants + 1] = {0, 128, 128, 64};
 
+struct MoeShape {
+  int D, F, E, k, T;
+  bool cpu;
+};
+
 class CudaImmaTest : public ::testing::Test {
  protected:
+  // MoeExperts with tensor-core variants 0, 1 and kExpert32 (below).
+  void CheckMoe(std::initializer_list<MoeShape> shapes);
+
   void SetUp() override {
     FLASHKV_REQUIRE_GPU();
     gpu_ = SharedCuda();
@@ -158,18 +168,25 @@ TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
   }
 }
 
-// Routed experts in ds4's q2 mix: the tensor-core gate/up (IQ2_XXS) and down (Q2_K) against
-// the dp4a kernels, whole MoeExperts output bit for bit, and (small shapes) the CPU within the
-// tolerance of cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized
-// mid). D 256 is one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's width
-// (weights generated on the GPU, no CPU twin: its CPU run would take minutes).
+// Routed experts in ds4's q2 mix: the tensor-core gate/up (IQ2_XXS) and down (Q2_K), in
+// tiles of 64 pairs (variant 1) and of 32 (kExpert32), against the dp4a kernels, whole
+// MoeExperts output bit for bit, and (small shapes) the CPU within the tolerance of
+// cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized mid). D 256 is
+// one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's width (weights generated
+// on the GPU, no CPU twin: its CPU run would take minutes). Pairs per expert: 17.5 and 30.75
+// (tiles of 32 under every variant), 150 (64-pair tiles for both under variant 1: two full,
+// one partial), 112.5 (gate/up in 64, down in 32: two tile lists).
+TEST_F(CudaImmaTest, SmallMoeExpertsEqualTheDp4aKernels) {
+  CheckMoe({MoeShape{256, 256, 8, 2, 70, true}, MoeShape{768, 512, 8, 6, 41, true},
+            MoeShape{256, 512, 8, 6, 200, true}});
+}
+
 TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
-  struct Shape {
-    int D, F, E, k, T;
-    bool cpu;
-  };
-  for (const Shape& sh : {Shape{256, 256, 8, 2, 70, true}, Shape{768, 512, 8, 6, 41, true},
-                          Shape{4096, 2048, 16, 6, 300, false}}) {
+  CheckMoe({MoeShape{4096, 2048, 16, 6, 300, false}});
+}
+
+void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
+  for (const MoeShape& sh : shapes) {
     const uint64_t D = sh.D, F = sh.F, E = sh.E;
     const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
     std::vector<int32_t> sel_h(size_t(sh.T) * sh.k);
@@ -223,14 +240,24 @@ TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
       want = Get(cpu_, out);
     }
     std::vector<float> dp4a;
-    for (int v : {0, 1}) {
+    for (int v : {0, 1, kExpert32}) {
       ASSERT_TRUE(gpu_->SetImma(v));
       auto out = Put<float>(*gpu_, std::vector<float>(size_t(sh.T) * sh.D));
       gpu_->MoeExperts(args(true, out.ptr()));
       const std::vector<float> got = Get(*gpu_, out);
       const std::string ran = KernelsRan();
-      EXPECT_EQ(ran.find("GateUpImmaIq2Kernel") != std::string::npos, v == 1) << "D " << sh.D;
-      EXPECT_EQ(ran.find("DownImmaQ2KKernel") != std::string::npos, v == 1) << "D " << sh.D;
+      // 64-pair tiles under variant 1 once the experts average 32 pairs (gate/up) or 128
+      // (down), ImmaMoePairs; the mangled names say which: …KernelILi64EE….
+      const auto tile = [&](int wide_from) {
+        return v == 1 && sh.T * sh.k >= wide_from * sh.E ? "ILi64E" : "ILi32E";
+      };
+      EXPECT_EQ(ran.find(std::string("GateUpImmaIq2Kernel") + tile(32)) != std::string::npos,
+                v != 0)
+          << "D " << sh.D << " imma " << v << "\n"
+          << ran;
+      EXPECT_EQ(ran.find(std::string("DownImmaQ2KKernel") + tile(128)) != std::string::npos, v != 0)
+          << "D " << sh.D << " imma " << v << "\n"
+          << ran;
       if (sh.cpu) {
         EXPECT_LE(Compare(want, got).max_abs, 2e-3 * std::max(1.0, MaxAbs(want)))
             << "D " << sh.D << " imma " << v;
@@ -240,17 +267,17 @@ TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
       } else {
         const Diff d = Compare(dp4a, got);
         EXPECT_EQ(d.mismatches, 0u)
-            << "D " << sh.D << ": max|d| " << d.max_abs << " at " << d.worst;
+            << "D " << sh.D << " imma " << v << ": max|d| " << d.max_abs << " at " << d.worst;
       }
     }
   }
 }
 
 TEST_F(CudaImmaTest, UnknownVariantIsAnError) {
-  EXPECT_FALSE(gpu_->SetImma(kVariants + 1));
+  EXPECT_FALSE(gpu_->SetImma(kExpert32 + 1));
   EXPECT_FALSE(gpu_->SetImma(-1));
   CudaBackendOptions o;
-  o.imma = kVariants + 1;
+  o.imma = kExpert32 + 1;
   EXPECT_FALSE(CudaBackend::Create(o).ok());
 }
 

@@ -2,7 +2,7 @@
 # End-to-end check of the disk KV tier through the flashkv binary:
 #  1. the second identical `flashkv run` restores the prompt from disk, says so, and prints
 #     exactly the text of the first (cold) run;
-#  2. `kv ls`, `kv show`, `kv verify` see the entry;
+#  2. `kv ls`, `kv show`, `kv verify`, `kv du` see the entry;
 #  3. a damaged entry is reported, quarantined, and the run falls back to prefill with the
 #     same output; `kv verify` then finds nothing bad left in place;
 #  4. an unusable directory disables the tier and the run still succeeds;
@@ -36,6 +36,9 @@ KEY=$(ls "$DIR" | grep -E '^[0-9a-f]{40}\.kv$' | head -1 | cut -c1-8)
 grep -q 'reason: *cold' "$WORK/show.txt" || fail "kv show: reason"
 grep -q 'The quick brown fox' "$WORK/show.txt" || fail "kv show: rendered text"
 "$FLASHKV" kv verify --dir "$DIR" || fail "kv verify on a good directory"
+"$FLASHKV" kv du --dir "$DIR" | tee "$WORK/du.txt"
+grep -Eq '^logical: +[0-9.]+ MiB' "$WORK/du.txt" || fail "kv du: logical bytes"
+grep -Eq '^physical: +[0-9.]+ MiB' "$WORK/du.txt" || fail "kv du: physical bytes"
 
 # Damage one payload byte of every entry.
 for f in "$DIR"/*.kv; do

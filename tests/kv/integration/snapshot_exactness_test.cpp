@@ -47,10 +47,14 @@ SnapshotIdentity Identity() {
   return SnapshotIdentity{*fp, "official/q8"};
 }
 
-DiskCacheOptions CacheOptions(const std::string& dir) {
+// chunk_tokens 0: whole-state version-1 files; 128 (the ratio-128 layers' window): version-2
+// manifests whose chunks [0, 128) and [128, 256) are written by the first save past them and
+// referenced by every later one.
+DiskCacheOptions CacheOptions(const std::string& dir, uint32_t chunk_tokens) {
   DiskCacheOptions o;
   o.dir = dir;
   o.identity = Identity();
+  o.chunk_tokens = chunk_tokens;
   return o;
 }
 
@@ -64,7 +68,8 @@ TEST(SnapshotExactnessChild, RestoreAndDecode) {
   auto model = Model::Load(kModel, be);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int vocab = (*model)->config().n_vocab;
-  auto cache = DiskCache::Open(CacheOptions(dir));
+  const char* chunk = std::getenv("FLASHKV_KV_EXACT_CHUNK");
+  auto cache = DiskCache::Open(CacheOptions(dir, chunk ? uint32_t(std::atoi(chunk)) : 0));
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const auto prompt = Prompt();
   for (int p : kPositions) {
@@ -88,7 +93,10 @@ TEST(SnapshotExactnessChild, RestoreAndDecode) {
   }
 }
 
-TEST(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
+class SnapshotExactness : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
+  const uint32_t chunk_tokens = GetParam();
   char tmpl[] = "/tmp/kvexact.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
@@ -109,7 +117,7 @@ TEST(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
 
   // Snapshots at every position, from one incremental prefill paused there.
   {
-    auto cache = DiskCache::Open(CacheOptions(dir));
+    auto cache = DiskCache::Open(CacheOptions(dir, chunk_tokens));
     ASSERT_TRUE(cache.ok());
     auto st = (*model)->NewState(kPromptLen);
     ASSERT_TRUE(st.ok());
@@ -129,6 +137,8 @@ TEST(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
       ASSERT_TRUE((*cache)->Save(*st, c).ok());
     }
     ASSERT_TRUE((*cache)->Flush().ok());
+    // Two chunks, each written once and shared by every later save.
+    EXPECT_EQ((*cache)->stats().chunks, chunk_tokens == 128 ? 2u : 0u);
   }
 
   // A fresh process restores and decodes.
@@ -136,6 +146,7 @@ TEST(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::setenv("FLASHKV_KV_EXACT_DIR", dir.c_str(), 1);
+    ::setenv("FLASHKV_KV_EXACT_CHUNK", std::to_string(chunk_tokens).c_str(), 1);
     ::execl("/proc/self/exe", "kv_exactness_test",
             "--gtest_filter=SnapshotExactnessChild.RestoreAndDecode", nullptr);
     ::_exit(127);
@@ -157,6 +168,12 @@ TEST(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, SnapshotExactness, ::testing::Values(0u, 128u),
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("V1")
+                                                  : "V2Chunk" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace flashkv

@@ -1,0 +1,408 @@
+#include "kv/snapshot_chunks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "kv/snapshot_codec.h"
+#include "kv/snapshot_codec_internal.h"
+#include "util/crc32c.h"
+#include "util/file_io_writer.h"
+
+namespace flashkv {
+
+using snapshot_detail::Get;
+using snapshot_detail::Put;
+
+namespace {
+
+// Chunk header field offsets (docs/KV_FORMAT.md "Chunk file").
+constexpr size_t kCOffMagic = 0;
+constexpr size_t kCOffVersion = 8;
+constexpr size_t kCOffHeaderBytes = 12;
+constexpr size_t kCOffName = 16;
+constexpr size_t kCOffIndex = 36;
+constexpr size_t kCOffChunkTokens = 40;
+constexpr size_t kCOffNLayer = 44;
+constexpr size_t kCOffPayloadCrc = 48;
+constexpr size_t kCOffPayloadBytes = 52;
+constexpr size_t kCOffHeaderCrc = 60;
+static_assert(kCOffHeaderCrc + 4 == kChunkHeaderBytes);
+
+}  // namespace
+
+Status CheckChunkTokens(const KvShape& shape, uint32_t chunk_tokens) {
+  if (chunk_tokens == 0) return InvalidArgument("chunk size must be positive");
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    const int m = shape.layers[l].compress_ratio;
+    if (m > 0 && chunk_tokens % uint32_t(m) != 0) {
+      return InvalidArgument("chunk size {} is not a multiple of layer {}'s compress ratio {}",
+                             chunk_tokens, l, m);
+    }
+  }
+  return Status::Ok();
+}
+
+uint64_t ChunkPayloadBytes(const KvShape& shape, uint32_t chunk_tokens) {
+  uint64_t floats = 0;
+  for (const KvLayerShape& l : shape.layers) {
+    if (l.compress_ratio == 0) continue;
+    const uint64_t rows = chunk_tokens / uint32_t(l.compress_ratio);
+    floats += rows * uint64_t(shape.head_dim);
+    if (l.indexer) floats += rows * uint64_t(shape.indexer_dim);
+  }
+  return floats * sizeof(float);
+}
+
+std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
+                                   std::span<const int32_t> tokens) {
+  static constexpr char kDomain[] = "flashkv-chunk-v2";
+  std::vector<Sha1Digest> names;
+  const uint32_t n = ChunkCount(int64_t(tokens.size()), chunk_tokens);
+  char numerics[16] = {};
+  std::memcpy(numerics, identity.numerics.data(), std::min<size_t>(identity.numerics.size(), 15));
+  Sha1 h;
+  for (uint32_t k = 0; k < n; ++k) {
+    h.Update(kDomain, sizeof(kDomain) - 1);
+    h.Update(identity.model.data(), identity.model.size());
+    h.Update(numerics, sizeof(numerics));
+    h.Update(&chunk_tokens, sizeof(chunk_tokens));
+    if (k > 0) h.Update(names.back().data(), names.back().size());
+    // Non-negative int32 ids: their bytes are the little-endian u32 bytes.
+    h.Update(tokens.data() + size_t(k) * chunk_tokens, size_t(chunk_tokens) * sizeof(int32_t));
+    names.push_back(h.Final());
+  }
+  return names;
+}
+
+Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
+                     std::span<const int32_t> tokens) {
+  const size_t end = std::min(tokens.size(), size_t(index + 1) * chunk_tokens);
+  const std::vector<Sha1Digest> names = ChunkNames(identity, chunk_tokens, tokens.first(end));
+  return index < names.size() ? names[index] : Sha1Digest{};
+}
+
+std::string ChunkFileName(const Sha1Digest& name) {
+  return Sha1Hex(name) + std::string(kChunkSuffix);
+}
+
+bool ParseChunkFileName(std::string_view file_name, Sha1Digest* name) {
+  if (file_name.size() != 40 + kChunkSuffix.size() || !file_name.ends_with(kChunkSuffix)) {
+    return false;
+  }
+  const std::string_view hex = file_name.substr(0, 40);
+  // Lowercase only: the one spelling ChunkFileName makes.
+  for (char c : hex) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return ParseSha1Hex(hex, name);
+}
+
+std::string ChunkDirOf(const std::string& cache_dir) {
+  return JoinPath(cache_dir, kChunkDirName);
+}
+
+std::string ChunkDirForManifest(const std::string& manifest_path) {
+  const size_t slash = manifest_path.find_last_of('/');
+  return ChunkDirOf(slash == std::string::npos ? "." : manifest_path.substr(0, slash));
+}
+
+LayerRowSpans RowSpansOf(const KvShape& shape, int layer, int64_t n_tokens) {
+  LayerRowSpans r;
+  const KvLayerShape& ls = shape.layers[size_t(layer)];
+  r.ratio = ls.compress_ratio;
+  if (ls.compress_ratio == 0) return r;
+  auto floats = [&](KvSection s) {
+    return uint64_t(KvState::SectionFloatsFor(shape, layer, s, n_tokens));
+  };
+  r.comp_row = uint64_t(shape.head_dim);
+  r.comp_offset = floats(KvSection::kRaw);
+  if (ls.indexer) {
+    r.index_row = uint64_t(shape.indexer_dim);
+    r.index_offset = r.comp_offset + floats(KvSection::kCompressed) +
+                     floats(KvSection::kCompressorKv) + floats(KvSection::kCompressorScore);
+  }
+  return r;
+}
+
+namespace {
+
+// Calls fn(layer_floats_offset, payload_byte_offset, bytes) for every row block of chunk
+// `index`, in payload order.
+template <typename Fn>
+void ForEachChunkBlock(const KvShape& shape, int64_t n_tokens, uint32_t chunk_tokens,
+                       uint32_t index, Fn&& fn) {
+  uint64_t pos = 0;
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    const LayerRowSpans r = RowSpansOf(shape, int(l), n_tokens);
+    if (r.ratio == 0) continue;
+    const uint64_t rows = chunk_tokens / uint32_t(r.ratio);
+    const uint64_t first = uint64_t(index) * rows;
+    const uint64_t comp = rows * r.comp_row * sizeof(float);
+    fn(l, r.comp_offset + first * r.comp_row, pos, comp);
+    pos += comp;
+    if (r.index_row > 0) {
+      const uint64_t idx = rows * r.index_row * sizeof(float);
+      fn(l, r.index_offset + first * r.index_row, pos, idx);
+      pos += idx;
+    }
+  }
+}
+
+}  // namespace
+
+void GatherChunkPayload(const KvShape& shape, int64_t n_tokens, uint32_t chunk_tokens,
+                        uint32_t index, std::span<const float* const> layers, uint8_t* payload) {
+  ForEachChunkBlock(shape, n_tokens, chunk_tokens, index,
+                    [&](size_t l, uint64_t float_off, uint64_t pos, uint64_t bytes) {
+                      std::memcpy(payload + pos, layers[l] + float_off, bytes);
+                    });
+}
+
+void ScatterChunkPayload(const KvShape& shape, int64_t n_tokens, uint32_t chunk_tokens,
+                         uint32_t index, const uint8_t* payload, std::span<float* const> layers) {
+  ForEachChunkBlock(shape, n_tokens, chunk_tokens, index,
+                    [&](size_t l, uint64_t float_off, uint64_t pos, uint64_t bytes) {
+                      std::memcpy(layers[l] + float_off, payload + pos, bytes);
+                    });
+}
+
+void EncodeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderBytes]) {
+  std::memset(out, 0, kChunkHeaderBytes);
+  std::memcpy(out + kCOffMagic, kChunkMagic, sizeof(kChunkMagic));
+  Put<uint32_t>(out, kCOffVersion, kChunkVersion);
+  Put<uint32_t>(out, kCOffHeaderBytes, kChunkHeaderBytes);
+  std::memcpy(out + kCOffName, h.name.data(), h.name.size());
+  Put<uint32_t>(out, kCOffIndex, h.index);
+  Put<uint32_t>(out, kCOffChunkTokens, h.chunk_tokens);
+  Put<uint32_t>(out, kCOffNLayer, h.n_layer);
+  Put<uint32_t>(out, kCOffPayloadCrc, h.payload_crc32c);
+  Put<uint64_t>(out, kCOffPayloadBytes, h.payload_bytes);
+  Put<uint32_t>(out, kCOffHeaderCrc, Crc32c(0, out, kCOffHeaderCrc));
+}
+
+Expected<ChunkHeader> ParseChunkHeader(const uint8_t* b, uint64_t file_size) {
+  if (file_size < kChunkHeaderBytes) {
+    return Corrupt("chunk truncated: {} bytes, shorter than its {}-byte header", file_size,
+                   kChunkHeaderBytes);
+  }
+  if (std::memcmp(b + kCOffMagic, kChunkMagic, sizeof(kChunkMagic)) != 0) {
+    return Corrupt("not a flashkv chunk (bad magic)");
+  }
+  const uint32_t version = Get<uint32_t>(b, kCOffVersion);
+  if (version != kChunkVersion) {
+    return Unsupported("chunk format version {} (this build reads {})", version, kChunkVersion);
+  }
+  if (Get<uint32_t>(b, kCOffHeaderCrc) != Crc32c(0, b, kCOffHeaderCrc)) {
+    return Corrupt("chunk header checksum mismatch");
+  }
+  if (Get<uint32_t>(b, kCOffHeaderBytes) != kChunkHeaderBytes) {
+    return Corrupt("chunk header size {} is not {}", Get<uint32_t>(b, kCOffHeaderBytes),
+                   kChunkHeaderBytes);
+  }
+  ChunkHeader h;
+  std::memcpy(h.name.data(), b + kCOffName, h.name.size());
+  h.index = Get<uint32_t>(b, kCOffIndex);
+  h.chunk_tokens = Get<uint32_t>(b, kCOffChunkTokens);
+  h.n_layer = Get<uint32_t>(b, kCOffNLayer);
+  h.payload_crc32c = Get<uint32_t>(b, kCOffPayloadCrc);
+  h.payload_bytes = Get<uint64_t>(b, kCOffPayloadBytes);
+  if (file_size - kChunkHeaderBytes != h.payload_bytes) {
+    return Corrupt("chunk truncated or extended: {} payload bytes, header says {}",
+                   file_size - kChunkHeaderBytes, h.payload_bytes);
+  }
+  return h;
+}
+
+Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& ref,
+                                      uint64_t expect_payload) {
+  FLASHKV_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  uint8_t b[kChunkHeaderBytes] = {};
+  if (size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, b, sizeof(b)));
+  Expected<ChunkHeader> parsed = ParseChunkHeader(b, size);
+  // A version-2 manifest names version-2 chunks only: any other is damage here.
+  if (!parsed.ok() && parsed.status().code() == StatusCode::kUnsupported) {
+    return Corrupt("{}", parsed.status().message());
+  }
+  if (!parsed.ok()) return parsed.status();
+  const ChunkHeader& h = *parsed;
+  if (h.name != ref.name) return Corrupt("chunk header names another chunk");
+  if (size != ref.file_bytes || h.payload_crc32c != ref.payload_crc32c) {
+    return Corrupt(
+        "chunk ({} bytes, payload CRC {:08x}) is not the one the manifest names "
+        "({} bytes, CRC {:08x})",
+        size, h.payload_crc32c, ref.file_bytes, ref.payload_crc32c);
+  }
+  if (h.payload_bytes != expect_payload) {
+    return Corrupt("chunk payload of {} bytes, the shape implies {}", h.payload_bytes,
+                   expect_payload);
+  }
+  return h;
+}
+
+Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name) {
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+  FLASHKV_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(b, bytes.size()));
+  if (Crc32c(0, b + kChunkHeaderBytes, h.payload_bytes) != h.payload_crc32c) {
+    return Corrupt("chunk payload checksum mismatch");
+  }
+  Sha1Digest from_name;
+  if (ParseChunkFileName(file_name, &from_name) && from_name != h.name) {
+    return Corrupt("chunk file name does not match the name in its header");
+  }
+  return h;
+}
+
+Expected<ChunkHeader> VerifyChunkFile(const std::string& path) {
+  auto run = [&]() -> Expected<ChunkHeader> {
+    FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    const size_t slash = path.find_last_of('/');
+    return VerifyChunkBytes(
+        bytes, std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1));
+  };
+  auto r = run();
+  if (!r.ok()) return r.status().WithContext(path);
+  return r;
+}
+
+std::string EncodeChunkRefs(std::span<const SnapshotChunkRef> refs) {
+  std::string out(refs.size() * kChunkRefBytes, '\0');
+  auto* p = reinterpret_cast<uint8_t*>(out.data());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    uint8_t* row = p + i * kChunkRefBytes;
+    std::memcpy(row, refs[i].name.data(), refs[i].name.size());
+    Put<uint32_t>(row, 20, refs[i].payload_crc32c);
+    Put<uint64_t>(row, 24, refs[i].file_bytes);
+  }
+  return out;
+}
+
+Expected<std::vector<SnapshotChunkRef>> DecodeChunkRefs(std::string_view bytes, uint32_t count) {
+  if (bytes.size() != size_t(count) * kChunkRefBytes) {
+    return Corrupt("chunk list of {} bytes does not hold {} rows of {}", bytes.size(), count,
+                   kChunkRefBytes);
+  }
+  std::vector<SnapshotChunkRef> refs(count);
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* row = p + size_t(i) * kChunkRefBytes;
+    std::memcpy(refs[i].name.data(), row, refs[i].name.size());
+    refs[i].payload_crc32c = Get<uint32_t>(row, 20);
+    refs[i].file_bytes = Get<uint64_t>(row, 24);
+    if (refs[i].file_bytes < kChunkHeaderBytes) {
+      return Corrupt("chunk list row {} gives a chunk of {} bytes", i, refs[i].file_bytes);
+    }
+  }
+  return refs;
+}
+
+Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
+                                                              const SnapshotHeader& h) {
+  const SnapshotSection* first_ext = nullptr;
+  for (const SnapshotSection& s : h.sections) {
+    if (s.kind == SnapshotSectionKind::kExtension) {
+      first_ext = &s;
+      break;
+    }
+  }
+  const bool has = first_ext != nullptr && first_ext->tag == kSnapshotChunksTag;
+  if (h.version == kSnapshotVersionV1 || h.n_chunks == 0) {
+    if (has) return Corrupt("chunk list in a snapshot without chunks");
+    return std::vector<SnapshotChunkRef>{};
+  }
+  if (!has) return Corrupt("{} chunks but no chunk list section first", h.n_chunks);
+  FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadSnapshotSection(file, *first_ext));
+  return DecodeChunkRefs(bytes, h.n_chunks);
+}
+
+Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
+                      const std::string& tmp_tag, bool direct) {
+  const std::string final_path = JoinPath(chunk_dir, ChunkFileName(header.name));
+  const std::string tmp = final_path + ".tmp." + tmp_tag;
+  Status st = [&]() -> Status {
+    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+    const size_t n = size_t(kChunkHeaderBytes + header.payload_bytes);
+    const size_t first = std::min<size_t>(n, File::kDirectAlign);
+    {
+      ChunkedFileWriter out(f, 2, direct);
+      // Payload first, the block with the header last: a torn temp file never has a
+      // valid header.
+      if (n > first) FLASHKV_RETURN_IF_ERROR(out.Write(first, file + first, n - first));
+      FLASHKV_RETURN_IF_ERROR(out.Finish());
+      EncodeChunkHeader(header, file);
+      FLASHKV_RETURN_IF_ERROR(out.Write(0, file, first));
+      FLASHKV_RETURN_IF_ERROR(out.Finish());
+    }
+    FLASHKV_RETURN_IF_ERROR(f.SyncData());
+    FLASHKV_RETURN_IF_ERROR(f.Close());
+    // The directory is synced once for all chunks of a save (WriteImageChunks).
+    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      return IoError("rename {} -> {}: {}", tmp, final_path, std::strerror(errno));
+    }
+    return Status::Ok();
+  }();
+  if (!st.ok()) (void)RemoveFile(tmp);
+  return st;
+}
+
+Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& full,
+                                                         uint32_t chunk_tokens,
+                                                         const ChunkSink& sink) {
+  const SnapshotHeader& h = full.header();
+  const SnapshotSection* table = h.Find(SnapshotSectionKind::kLayerTable);
+  if (table == nullptr) return Internal("image without a layer table");
+  const std::string_view table_bytes(reinterpret_cast<const char*>(full.data()) + table->offset,
+                                     table->bytes);
+  FLASHKV_ASSIGN_OR_RETURN(KvShape shape, snapshot_detail::ShapeOf(h, table_bytes));
+  FLASHKV_RETURN_IF_ERROR(CheckChunkTokens(shape, chunk_tokens));
+  std::vector<const float*> layers(h.n_layer);
+  for (uint32_t l = 0; l < h.n_layer; ++l) {
+    const SnapshotSection* s = h.Find(SnapshotSectionKind::kLayer, l);
+    if (s == nullptr) return Internal("image without layer {}", l);
+    layers[l] = reinterpret_cast<const float*>(full.data() + s->offset);
+  }
+  const uint32_t n = ChunkCount(h.n_tokens, chunk_tokens);
+  const uint64_t payload_bytes = ChunkPayloadBytes(shape, chunk_tokens);
+  std::unique_ptr<snapshot_detail::AlignedBuffer> buffer;  // header + payload, aligned
+  std::vector<SnapshotChunkRef> refs;
+  bool wrote = false;
+  const std::vector<Sha1Digest> names = ChunkNames(h.identity, chunk_tokens, full.tokens());
+  for (uint32_t k = 0; k < n; ++k) {
+    const Sha1Digest& name = names[k];
+    if (sink.existing) {
+      if (std::optional<SnapshotChunkRef> have = sink.existing(name)) {
+        refs.push_back(*have);
+        continue;
+      }
+    }
+    if (!buffer) {
+      FLASHKV_RETURN_IF_ERROR(CreateDirectories(sink.chunk_dir, 0700));
+      buffer = std::make_unique<snapshot_detail::AlignedBuffer>(kChunkHeaderBytes + payload_bytes);
+      if (buffer->p == nullptr) {
+        return ResourceExhausted("cannot allocate a chunk of {} bytes", payload_bytes);
+      }
+    }
+    uint8_t* payload = buffer->p + kChunkHeaderBytes;
+    GatherChunkPayload(shape, h.n_tokens, chunk_tokens, k, layers, payload);
+    ChunkHeader ch;
+    ch.name = name;
+    ch.index = k;
+    ch.chunk_tokens = chunk_tokens;
+    ch.n_layer = h.n_layer;
+    ch.payload_bytes = payload_bytes;
+    ch.payload_crc32c = Crc32c(0, payload, payload_bytes);
+    FLASHKV_RETURN_IF_ERROR(WriteChunkFile(sink.chunk_dir, ch, buffer->p,
+                                           fmt::format("{}.{}", sink.tmp_tag, k), sink.direct));
+    wrote = true;
+    SnapshotChunkRef ref{name, kChunkHeaderBytes + payload_bytes, ch.payload_crc32c};
+    if (sink.written) sink.written(ref);
+    refs.push_back(ref);
+  }
+  // Every chunk's rename is durable before the manifest that names them is written.
+  if (wrote) FLASHKV_RETURN_IF_ERROR(SyncDirectory(sink.chunk_dir));
+  return refs;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,351 @@
+// Loading snapshots (versions 1 and 2) and verifying them: the streamed restore into a
+// KvState (kv/snapshot_codec.h LoadSnapshot) and the full CRC pass (VerifySnapshotFile).
+#include <fcntl.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "kv/snapshot_chunks.h"
+#include "kv/snapshot_codec.h"
+#include "kv/snapshot_codec_internal.h"
+#include "util/crc32c.h"
+
+namespace flashkv {
+
+using namespace snapshot_detail;
+
+namespace {
+
+// One byte range the streamer reads: a layer section of the snapshot file or the payload
+// of a chunk file, with the CRC it must have.
+struct StreamPiece {
+  const File* file = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+  std::string what;  // for the error message ("layer 3 section", "chunk 2 (ab12…)")
+};
+
+// Streams the pieces through staging buffers: a reader thread only issues the read()s (so
+// the disk always has a request in flight); the calling thread checks each piece's CRC
+// and hands it on (to KvState::WriteLayer, or into the layer a chunk belongs to). Buffers
+// are sized for the largest piece (one layer must be contiguous on the host for
+// WriteLayer).
+class LayerStreamer {
+ public:
+  LayerStreamer(const std::vector<StreamPiece>& layers, const SnapshotLoadOptions& options)
+      : layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 4096)) {
+    uint64_t biggest = 0;
+    for (const StreamPiece& s : layers_) biggest = std::max(biggest, s.bytes);
+    const int n = std::clamp(options.staging_buffers, 1, 8);
+    for (int i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
+    slots_.resize(n);
+  }
+
+  ~LayerStreamer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (reader_.joinable()) reader_.join();
+  }
+
+  // Calls consume(layer_index, bytes) for every layer in order; stops at the first error.
+  template <typename Fn>
+  Status Run(Fn&& consume) {
+    for (const auto& b : bufs_) {
+      if (b->p == nullptr) return ResourceExhausted("cannot allocate the snapshot staging buffers");
+    }
+    reader_ = std::thread([this] { ReaderLoop(); });
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const size_t slot = i % bufs_.size();
+      Status st;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock,
+                 [&] { return slots_[slot].filled_for == int64_t(i) || !reader_status_.ok(); });
+        if (slots_[slot].filled_for != int64_t(i)) st = reader_status_;
+      }
+      if (!st.ok()) return st;
+      // The CRC runs here, not on the reader, so the next read() is already in flight.
+      const StreamPiece& sec = layers_[i];
+      if (Crc32c(0, bufs_[slot]->p, sec.bytes) != sec.crc32c) {
+        return Corrupt("{} checksum mismatch", sec.what);
+      }
+      st = consume(i, bufs_[slot]->p);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        slots_[slot].filled_for = -1;
+        slots_[slot].consumed = int64_t(i);
+      }
+      cv_.notify_all();
+      if (!st.ok()) return st;
+    }
+    return Status::Ok();
+  }
+
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  struct Slot {
+    int64_t filled_for = -1;  // layer index whose bytes the buffer holds, verified
+    int64_t consumed = -1;    // last layer index the consumer released from it
+  };
+
+  void ReaderLoop() {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const size_t slot = i % bufs_.size();
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        // The slot is free once the layer that used it last (i - n) was consumed.
+        cv_.wait(lock, [&] {
+          return stop_ || i < bufs_.size() || slots_[slot].consumed == int64_t(i - bufs_.size());
+        });
+        if (stop_) return;
+      }
+      const StreamPiece& s = layers_[i];
+      uint8_t* dst = bufs_[slot]->p;
+      Status st;
+      for (uint64_t done = 0; done < s.bytes && st.ok();) {
+        const size_t n = size_t(std::min<uint64_t>(chunk_, s.bytes - done));
+        st = s.file->ReadAt(s.offset + done, dst + done, n);
+        done += n;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!st.ok()) {
+          reader_status_ = st;
+        } else {
+          slots_[slot].filled_for = int64_t(i);
+          bytes_read_ += s.bytes;
+        }
+      }
+      cv_.notify_all();
+      if (!st.ok()) return;
+    }
+  }
+
+  const std::vector<StreamPiece>& layers_;
+  const size_t chunk_;
+  std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  Status reader_status_;
+  bool stop_ = false;
+  uint64_t bytes_read_ = 0;
+  std::thread reader_;
+};
+
+// Version 2: every chunk the manifest names is opened and its header checked before the
+// state is touched; then the chunk payloads and the manifest's layer sections stream
+// through the staging buffers into whole layers on the host (a layer needs rows of every
+// chunk), and each layer goes to the state as soon as its manifest section — read after
+// all chunks — has landed. Returns the bytes read.
+Expected<uint64_t> LoadChunkedLayers(const File& manifest, const std::string& chunk_dir,
+                                     const SnapshotHeader& h, const KvShape& shape,
+                                     const std::vector<SnapshotChunkRef>& refs,
+                                     std::vector<StreamPiece> layer_pieces, KvState& state,
+                                     const SnapshotLoadOptions& options) {
+  (void)manifest;
+  const uint64_t payload = ChunkPayloadBytes(shape, h.chunk_tokens);
+  std::vector<File> chunks;
+  chunks.reserve(refs.size());
+  std::vector<StreamPiece> pieces;
+  for (size_t k = 0; k < refs.size(); ++k) {
+    const std::string path = JoinPath(chunk_dir, ChunkFileName(refs[k].name));
+    Expected<File> f = File::OpenRead(path);
+    if (!f.ok()) {
+      // A chunk gone makes the manifest unloadable: damage, not a vanished entry.
+      return Corrupt("chunk {} ({}) is missing: {}", k, path, f.status().message());
+    }
+    ::posix_fadvise(f->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    Expected<ChunkHeader> ch = OpenChunkHeader(*f, refs[k], payload);
+    if (!ch.ok()) return ch.status().WithContext(fmt::format("chunk {} ({})", k, path));
+    if (ch->index != k || ch->chunk_tokens != h.chunk_tokens || ch->n_layer != h.n_layer) {
+      return Corrupt("chunk {} ({}) is chunk {} of {} tokens of {} layers", k, path, ch->index,
+                     ch->chunk_tokens, ch->n_layer);
+    }
+    chunks.push_back(std::move(*f));
+  }
+  for (size_t k = 0; k < refs.size(); ++k) {
+    pieces.push_back({&chunks[k], kChunkHeaderBytes, payload, refs[k].payload_crc32c,
+                      fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name))});
+  }
+  const size_t n_layer = shape.layers.size();
+  std::vector<uint64_t> layer_bytes(n_layer), layer_at(n_layer);
+  uint64_t total = 0;
+  for (size_t l = 0; l < n_layer; ++l) {
+    layer_at[l] = total;
+    layer_bytes[l] = LayerBytes(shape, int(l), h.n_tokens);
+    total += AlignUp(layer_bytes[l], 64);
+  }
+  AlignedBuffer whole(std::max<uint64_t>(total, 1));
+  if (whole.p == nullptr) return ResourceExhausted("cannot allocate {} bytes to restore", total);
+  std::vector<float*> layers(n_layer);
+  for (size_t l = 0; l < n_layer; ++l) layers[l] = reinterpret_cast<float*>(whole.p + layer_at[l]);
+  for (StreamPiece& p : layer_pieces) pieces.push_back(std::move(p));
+  FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
+  const int64_t chunked = int64_t(h.chunked_tokens());
+  LayerStreamer streamer(pieces, options);
+  FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t i, const uint8_t* bytes) -> Status {
+    if (i < refs.size()) {
+      ScatterChunkPayload(shape, h.n_tokens, h.chunk_tokens, uint32_t(i), bytes, layers);
+      return Status::Ok();
+    }
+    const size_t l = i - refs.size();
+    uint64_t at = 0;
+    for (const auto& [a, b] :
+         ManifestLayerRanges(shape, int(l), h.n_tokens, chunked, layer_bytes[l])) {
+      std::memcpy(reinterpret_cast<uint8_t*>(layers[l]) + a, bytes + at, b - a);
+      at += b - a;
+    }
+    return state.WriteLayer(int(l), layers[l]);
+  }));
+  return streamer.bytes_read() + refs.size() * kChunkHeaderBytes;
+}
+
+Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir,
+                                  const SnapshotIdentity& identity, KvState& state,
+                                  const SnapshotLoadOptions& options) {
+  LoadedSnapshot out;
+  FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(file));
+  const SnapshotHeader& h = out.header;
+  FLASHKV_ASSIGN_OR_RETURN(std::string table,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
+  // Identity and shape first: another model's file never reaches the state.
+  FLASHKV_RETURN_IF_ERROR(CheckSnapshotCompatible(h, table, identity, state.shape()));
+  if (options.expect_vocab > 0 && int64_t(h.n_vocab) != options.expect_vocab) {
+    return FailedPrecondition("snapshot has {} logits, this model's vocabulary is {}", h.n_vocab,
+                              options.expect_vocab);
+  }
+  FLASHKV_ASSIGN_OR_RETURN(KvShape file_shape, ShapeOf(h, table));
+  FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, file_shape));
+  FLASHKV_ASSIGN_OR_RETURN(out.text,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kText)));
+  FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
+  out.tokens = DecodeSnapshotTokens(tokens);
+  for (size_t i = 0; i < out.tokens.size(); ++i) {
+    if (out.tokens[i] < 0 || uint32_t(out.tokens[i]) >= h.n_vocab) {
+      return Corrupt("token {} at index {} is outside the vocabulary of {}", out.tokens[i], i,
+                     h.n_vocab);
+    }
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::string logits,
+                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLogits)));
+  out.logits.resize(h.n_vocab);
+  std::memcpy(out.logits.data(), logits.data(), logits.size());
+  // Extensions before the payload too: everything small is verified before the state is
+  // touched.
+  for (const SnapshotSection& s : h.sections) {
+    if (s.kind != SnapshotSectionKind::kExtension) continue;
+    FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadSnapshotSection(file, s));
+    out.extensions.push_back(SnapshotExtension{s.tag, std::move(bytes)});
+  }
+  out.bytes_read = kSnapshotHeaderBytes + h.sections.size() * kSnapshotSectionRowBytes +
+                   table.size() + out.text.size() + tokens.size() + logits.size();
+  for (const SnapshotExtension& e : out.extensions) out.bytes_read += e.bytes.size();
+  std::vector<SnapshotChunkRef> refs;
+  if (h.version == kSnapshotVersion && h.n_chunks > 0) {
+    // The chunk list is kv's own first extension (ReadSnapshotChunkRefs checked its place
+    // in a scan; here it is taken out of what the caller sees).
+    if (out.extensions.empty() || out.extensions.front().tag != kSnapshotChunksTag) {
+      return Corrupt("{} chunks but no chunk list section first", h.n_chunks);
+    }
+    FLASHKV_ASSIGN_OR_RETURN(refs, DecodeChunkRefs(out.extensions.front().bytes, h.n_chunks));
+    out.extensions.erase(out.extensions.begin());
+  }
+  FLASHKV_RETURN_IF_ERROR(TakeKvSections(&out.extensions, &out.tail, &out.replay));
+
+  std::vector<StreamPiece> pieces;
+  for (const SnapshotSection& s : h.sections) {
+    if (s.kind == SnapshotSectionKind::kLayer) {
+      pieces.push_back({&file, s.offset, s.bytes, s.crc32c, SectionName(s)});
+    }
+  }
+  if (refs.empty()) {
+    FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
+    LayerStreamer streamer(pieces, options);
+    FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t layer, const uint8_t* bytes) {
+      return state.WriteLayer(int(layer), reinterpret_cast<const float*>(bytes));
+    }));
+    out.bytes_read += streamer.bytes_read();
+    return out;
+  }
+  FLASHKV_ASSIGN_OR_RETURN(
+      uint64_t chunk_bytes,
+      LoadChunkedLayers(file, chunk_dir, h, file_shape, refs, std::move(pieces), state, options));
+  out.bytes_read += chunk_bytes;
+  return out;
+}
+
+}  // namespace
+
+Expected<LoadedSnapshot> LoadSnapshot(const std::string& path, const SnapshotIdentity& identity,
+                                      KvState& state, const SnapshotLoadOptions& options) {
+  auto file = File::OpenRead(path);
+  if (!file.ok()) return file.status();
+  ::posix_fadvise(file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  auto loaded = LoadInto(*file, ChunkDirForManifest(path), identity, state, options);
+  if (!loaded.ok()) {
+    (void)state.Clear();
+    return loaded.status().WithContext(path);
+  }
+  return loaded;
+}
+
+Expected<SnapshotHeader> VerifySnapshotFile(const std::string& path) {
+  auto run = [&]() -> Expected<SnapshotHeader> {
+    FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
+    FLASHKV_ASSIGN_OR_RETURN(SnapshotHeader h, ReadSnapshotHeader(file));
+    FLASHKV_ASSIGN_OR_RETURN(std::string table,
+                             ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
+    FLASHKV_ASSIGN_OR_RETURN(KvShape shape, ShapeOf(h, table));
+    FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, shape));
+    uint64_t biggest = 0;
+    for (const SnapshotSection& s : h.sections) biggest = std::max(biggest, s.bytes);
+    const size_t kChunk = size_t(std::min<uint64_t>(biggest, uint64_t(16) << 20));
+    AlignedBuffer buf(kChunk);
+    for (const SnapshotSection& s : h.sections) {
+      uint32_t crc = 0;
+      for (uint64_t done = 0; done < s.bytes;) {
+        const size_t n = size_t(std::min<uint64_t>(kChunk, s.bytes - done));
+        FLASHKV_RETURN_IF_ERROR(file.ReadAt(s.offset + done, buf.p, n));
+        crc = Crc32c(crc, buf.p, n);
+        done += n;
+      }
+      if (crc != s.crc32c) return Corrupt("{} checksum mismatch", SectionName(s));
+    }
+    // Version 2: every chunk it names, whole (a restore needs all of them).
+    FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs, ReadSnapshotChunkRefs(file, h));
+    const std::string chunk_dir = ChunkDirForManifest(path);
+    for (size_t k = 0; k < refs.size(); ++k) {
+      const std::string cpath = JoinPath(chunk_dir, ChunkFileName(refs[k].name));
+      Expected<ChunkHeader> ch = VerifyChunkFile(cpath);
+      if (!ch.ok()) {
+        if (ch.status().code() == StatusCode::kNotFound) {
+          return Corrupt("chunk {} ({}) is missing", k, cpath);
+        }
+        return ch.status();
+      }
+      if (ch->payload_crc32c != refs[k].payload_crc32c ||
+          ch->payload_bytes + kChunkHeaderBytes != refs[k].file_bytes ||
+          ch->payload_bytes != ChunkPayloadBytes(shape, h.chunk_tokens) || ch->index != k) {
+        return Corrupt("chunk {} ({}) is not the one the manifest names", k, cpath);
+      }
+    }
+    return h;
+  };
+  auto r = run();
+  if (!r.ok()) return r.status().WithContext(path);
+  return r;
+}
+
+}  // namespace flashkv

@@ -1,0 +1,70 @@
+// ExpertShards: a model's routed experts spread over several backends (expert parallel,
+// docs/MULTI_GPU.md). The home backend runs everything else (router, shared expert, HC,
+// attention, KV); each shard holds a contiguous block of every layer's experts
+// (ExpertShardPlan) and computes the (token, slot) pairs routed to them. Rows travel through
+// a RowExchange: the pairs' inputs to their shards, each pair's weighted down projection
+// back into a slot-major buffer on home, which sums the slots in slot order from 0, as one
+// backend's MoeExperts does: the logits equal one backend's bit for bit.
+// Must not: own the backends or the exchange (the caller does; they outlive the model).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/exchange.h"
+#include "model/expert_shards.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace flashkv {
+
+class ExpertShards {
+ public:
+  // Copies each shard's block of every layer's expert stacks from `home` (where `weights`
+  // live) onto its backend. shards.size() in [1, n_expert]; errors name the layer.
+  static Expected<std::unique_ptr<ExpertShards>> Create(const ModelConfig& config,
+                                                        const ModelWeights& weights, Backend& home,
+                                                        std::span<Backend* const> shards,
+                                                        RowExchange& exchange);
+
+  const ExpertShardPlan& plan() const { return plan_; }
+
+  // Backend::MoeBlock's chain for layer `layer` with the routed experts on the shards. An
+  // error is sticky (like a device error): later calls do nothing until TakeError().
+  void MoeBlock(int layer, const MoeBlockArgs& a);
+  // The first error since the last call, and clears it.
+  Status TakeError();
+
+ private:
+  struct Shard {
+    Backend* be = nullptr;
+    std::vector<std::array<Weight, 3>> layers;  // gate, up, down: this shard's experts
+    std::vector<std::vector<uint8_t>> bytes;    // their host bytes (PlaceWeight may keep them)
+    DeviceBuffer x, selected, weights, y;       // per pair: input, local expert, weight, output
+    size_t capacity = 0;                        // pairs the buffers hold
+  };
+
+  ExpertShards(ExpertShardPlan plan, Backend& home, RowExchange& exchange)
+      : plan_(std::move(plan)), home_(home), exchange_(exchange) {}
+  Status Run(int layer, const MoeBlockArgs& a);
+  Status RunShard(Shard& shard, const ShardPairs& part, int layer, const MoeBlockArgs& a,
+                  int n_embd);
+
+  ExpertShardPlan plan_;
+  Backend& home_;
+  RowExchange& exchange_;
+  std::vector<Shard> shards_;
+  DeviceBuffer slot_rows_;  // home: [n_used, n_tokens, n_embd] each pair's routed output
+  size_t slot_capacity_ = 0;
+  std::vector<int32_t> selected_;  // host copies of the router's choice
+  std::vector<float> route_w_;
+  std::vector<ShardPairs> parts_;
+  std::vector<RowMove> moves_;
+  std::vector<float> pair_w_;
+  Status error_;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,287 @@
+// The DotQ8 of the K-quants and IQ types split the way a GPU warp computes it: 32 workers per
+// 256-value block, worker t owning values 8t .. 8t+7, each forming exact integer terms that
+// are summed over the workers (any order: integers), then one float fold per block in the
+// reference's order (ref::DotQ8, dot_ref.cpp). Compiled both by the host compiler (the CPU
+// twin internal::DotQ8ByLanes, dot_lanes.cpp, held to ref::DotQ8 bit for bit by dot_test) and
+// by nvcc (backend/cuda/kquant_matvec.cu), so the device kernels and the reference meet in one
+// place. Must not: know rows, tokens or threads; use anything but plain C++17 and, under nvcc,
+// CUDA intrinsics.
+//
+// The block layouts are quant_blocks.h's; Q8_K activations are BlockQ8_K (d, qs, bsums).
+// Multi-byte fields are read a byte at a time: blocks of 110, 210, 74 and 56 bytes sit at any
+// even offset, and the same code runs on mmapped host memory.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/half.h"
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#define FLASHKV_HD __host__ __device__ __forceinline__
+#else
+#define FLASHKV_HD inline
+#endif
+
+namespace flashkv::lanes {
+
+// Unfused fp32 operations: the host side is compiled with -ffp-contract=off, the device side
+// uses the round-to-nearest intrinsics, which nvcc never fuses.
+FLASHKV_HD float Mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FLASHKV_HD float Add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FLASHKV_HD float Sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+FLASHKV_HD float HalfToFloat(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(h));
+#else
+  return F16ToF32(h);
+#endif
+}
+
+FLASHKV_HD uint16_t U16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+FLASHKV_HD float Half(const uint8_t* p) {
+  return HalfToFloat(U16(p));
+}
+
+// Q4_K / Q5_K: 6-bit scale and min of group j (0..7) from the packed 12 bytes.
+FLASHKV_HD void Q4KScaleMin(const uint8_t* s, int j, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: signed 6-bit scale of group g (0..15), already minus 32.
+FLASHKV_HD int Q3KScale(const uint8_t* s, int g) {
+  const int lo = g < 8 ? s[g] & 15 : s[g - 8] >> 4;
+  const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// IQ2_XS / IQ2_XXS sign masks: 7 stored bits, the 8th making the count even (ksigns_iq2xs).
+FLASHKV_HD unsigned Iq2Signs8(unsigned s7) {
+  unsigned p = s7 ^ (s7 >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  return s7 | ((p & 1u) << 7);
+}
+
+// IQ1_M: the block scale's f16 bits from the top nibbles of the four scale words.
+FLASHKV_HD uint16_t Iq1mScaleBits(const uint8_t* scales) {
+  return static_cast<uint16_t>((U16(scales) >> 12) | ((U16(scales + 2) >> 8) & 0x00f0) |
+                               ((U16(scales + 4) >> 4) & 0x0f00) | (U16(scales + 6) & 0xf000));
+}
+// IQ1_M group g's two 3-bit half scales as the odd multipliers 2s + 1.
+FLASHKV_HD void Iq1mGroupScales(const uint8_t* scales, int g, int* ls1, int* ls2) {
+  const uint16_t w = U16(scales + 2 * (g / 2));
+  *ls1 = 2 * ((w >> (6 * (g % 2))) & 7) + 1;
+  *ls2 = 2 * ((w >> (6 * (g % 2) + 3)) & 7) + 1;
+}
+// IQ1_M run k (0..3) of group g: its kIq1sGrid index and whether its shift is negative.
+FLASHKV_HD int Iq1mRun(const uint8_t* block, int g, int k, bool* neg) {
+  const int nib = (block[32 + 2 * g + k / 2] >> (4 * (k % 2))) & 15;
+  *neg = (nib & 8) != 0;
+  return block[4 * g + k] | ((nib & 7) << 8);
+}
+
+// Whether this file splits a type's DotQ8.
+FLASHKV_HD bool HasLanes(DType t) {
+  return t == DType::kQ3_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ2_XS ||
+         t == DType::kIQ1_M;
+}
+
+// Worker t's (0..31) exact terms of one block against the block's 256 activation quants q8.
+// K-quants: c[k] = group scale * q * q8 of value 8t + k, i.e. its share of int lane k (the
+// reference's lanes[i % 8]). IQ2_XS: c[0] = its share of bsum. IQ1_M: c[0], c[1] = its shares
+// of sumi1, sumi2. Unused entries are 0. `grid`: kIq2xsGrid / kIq1sGrid (or a device copy).
+template <DType T>
+FLASHKV_HD void BlockTerms(const uint8_t* blk, const int8_t* q8, int t, const uint64_t* grid,
+                           int32_t c[8]) {
+  const int8_t* x = q8 + 8 * t;
+  if constexpr (T == DType::kQ3_K) {
+    const int h = t / 16, s = (t % 16) / 4;
+    const int sc = Q3KScale(blk + 96, t / 2);
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q = ((blk[32 + 32 * h + l] >> (2 * s)) & 3) - ((blk[l] >> (4 * h + s)) & 1 ? 0 : 4);
+      c[k] = sc * (x[k] * q);
+    }
+  } else if constexpr (T == DType::kQ5_K) {
+    const int p = t / 8, half = (t % 8) / 4;
+    int sc, mn;
+    Q4KScaleMin(blk + 4, t / 4, &sc, &mn);
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q =
+          ((blk[48 + 32 * p + l] >> (4 * half)) & 15) + ((blk[16 + l] >> (2 * p + half)) & 1) * 16;
+      c[k] = sc * (x[k] * q);
+    }
+  } else if constexpr (T == DType::kQ6_K) {
+    const int h = t / 16, j = (t % 16) / 4;
+    const int sc = static_cast<int8_t>(blk[192 + t / 2]);
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int lo = (blk[64 * h + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
+      const int hi = (blk[128 + 32 * h + l] >> (2 * j)) & 3;
+      c[k] = sc * (x[k] * ((lo | (hi << 4)) - 32));
+    }
+  } else if constexpr (T == DType::kIQ2_XS) {
+    const uint16_t w = U16(blk + 2 + 2 * t);
+    const uint64_t g = grid[w & 511];
+    const unsigned signs = Iq2Signs8(w >> 9u);
+    const int ls = 2 * ((blk[66 + t / 4] >> (4 * ((t % 4) / 2))) & 15) + 1;
+    int32_t sum = 0;
+    for (int k = 0; k < 8; ++k) {
+      const int mag = static_cast<int>((g >> (8 * k)) & 0xff);
+      sum += ((signs >> k) & 1 ? -mag : mag) * x[k];
+    }
+    c[0] = sum * ls;
+    for (int k = 1; k < 8; ++k) c[k] = 0;
+  } else if constexpr (T == DType::kIQ1_M) {
+    int ls[2];
+    Iq1mGroupScales(blk + 48, t / 4, &ls[0], &ls[1]);
+    bool neg;
+    const uint64_t g = grid[Iq1mRun(blk, t / 4, t % 4, &neg)];
+    int32_t s1 = 0, s2 = 0;
+    for (int k = 0; k < 8; ++k) {
+      s1 += x[k] * static_cast<int8_t>((g >> (8 * k)) & 0xff);
+      s2 += x[k];
+    }
+    const int m = ls[(t % 4) / 2];
+    c[0] = s1 * m;
+    c[1] = (neg ? -s2 : s2) * m;
+    for (int k = 2; k < 8; ++k) c[k] = 0;
+  }
+}
+
+// Values 8t .. 8t+7 of one block (t = 0..31), in the dequantizers' arithmetic (quant.cpp,
+// GGML's dequantize_row_*): the GPU's embedding rows, DequantizeRow's bits.
+template <DType T>
+FLASHKV_HD void DequantValues8(const uint8_t* blk, int t, const uint64_t* grid, float out[8]) {
+  if constexpr (T == DType::kQ3_K) {
+    const int h = t / 16, s = (t % 16) / 4;
+    const float dl = Mul(Half(blk + 108), static_cast<float>(Q3KScale(blk + 96, t / 2)));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q = ((blk[32 + 32 * h + l] >> (2 * s)) & 3) - ((blk[l] >> (4 * h + s)) & 1 ? 0 : 4);
+      out[k] = Mul(dl, static_cast<float>(q));
+    }
+  } else if constexpr (T == DType::kQ5_K) {
+    const int p = t / 8, half = (t % 8) / 4;
+    int sc, mn;
+    Q4KScaleMin(blk + 4, t / 4, &sc, &mn);
+    const float dl = Mul(Half(blk), static_cast<float>(sc));
+    const float ml = Mul(Half(blk + 2), static_cast<float>(mn));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int q =
+          ((blk[48 + 32 * p + l] >> (4 * half)) & 15) + ((blk[16 + l] >> (2 * p + half)) & 1) * 16;
+      out[k] = Sub(Mul(dl, static_cast<float>(q)), ml);
+    }
+  } else if constexpr (T == DType::kQ6_K) {
+    const int h = t / 16, j = (t % 16) / 4;
+    const float dl =
+        Mul(Half(blk + 208), static_cast<float>(static_cast<int8_t>(blk[192 + t / 2])));
+    for (int k = 0; k < 8; ++k) {
+      const int l = 8 * (t % 4) + k;
+      const int lo = (blk[64 * h + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
+      const int hi = (blk[128 + 32 * h + l] >> (2 * j)) & 3;
+      out[k] = Mul(dl, static_cast<float>((lo | (hi << 4)) - 32));
+    }
+  } else if constexpr (T == DType::kIQ2_XS) {
+    const uint16_t w = U16(blk + 2 + 2 * t);
+    const uint64_t g = grid[w & 511];
+    const unsigned signs = Iq2Signs8(w >> 9u);
+    const int ls = (blk[66 + t / 4] >> (4 * ((t % 4) / 2))) & 15;
+    const float db = Mul(Mul(Half(blk), Add(0.5f, static_cast<float>(ls))), 0.25f);
+    for (int k = 0; k < 8; ++k) {
+      const float mag = static_cast<float>((g >> (8 * k)) & 0xff);
+      out[k] = Mul(Mul(db, mag), (signs >> k) & 1 ? -1.0f : 1.0f);
+    }
+  } else if constexpr (T == DType::kIQ1_M) {
+    int ls[2];
+    Iq1mGroupScales(blk + 48, t / 4, &ls[0], &ls[1]);
+    bool neg;
+    const uint64_t g = grid[Iq1mRun(blk, t / 4, t % 4, &neg)];
+    const float dl = Mul(HalfToFloat(Iq1mScaleBits(blk + 48)), static_cast<float>(ls[(t % 4) / 2]));
+    const float delta = neg ? -0.125f : 0.125f;  // IQ1M_DELTA
+    for (int k = 0; k < 8; ++k) {
+      const auto v = static_cast<int8_t>((g >> (8 * k)) & 0xff);
+      out[k] = Mul(dl, Add(static_cast<float>(v), delta));
+    }
+  }
+}
+
+// The float state the reference carries across blocks: the 8 lane sums and sumf.
+struct Fold {
+  float sums[8] = {};
+  float sumf = 0.0f;
+};
+
+// One block's fold, the reference's float operations in its order; tot = the terms summed
+// over the 32 workers; yd, bsums: the activation block's scale and 16 sums.
+template <DType T>
+FLASHKV_HD void FoldBlock(Fold& f, const uint8_t* blk, float yd, const int16_t* bsums,
+                          const int32_t tot[8]) {
+  if constexpr (T == DType::kQ3_K || T == DType::kQ5_K || T == DType::kQ6_K) {
+    const int off = T == DType::kQ3_K ? 108 : T == DType::kQ6_K ? 208 : 0;
+    const float d = Mul(Half(blk + off), yd);
+    for (int l = 0; l < 8; ++l) f.sums[l] = Add(f.sums[l], Mul(d, static_cast<float>(tot[l])));
+    if constexpr (T == DType::kQ5_K) {
+      int sumi = 0;
+      for (int j = 0; j < 16; ++j) {
+        int sc, mn;
+        Q4KScaleMin(blk + 4, j / 2, &sc, &mn);
+        sumi += bsums[j] * mn;
+      }
+      f.sumf = Sub(f.sumf, Mul(Mul(Half(blk + 2), yd), static_cast<float>(sumi)));
+    }
+  } else if constexpr (T == DType::kIQ2_XS) {
+    f.sumf = Add(f.sumf, Mul(Mul(Half(blk), yd), static_cast<float>(tot[0])));
+  } else if constexpr (T == DType::kIQ1_M) {
+    const float d = Mul(HalfToFloat(Iq1mScaleBits(blk + 48)), yd);
+    const float inner =
+        Add(static_cast<float>(tot[0]), Mul(0.125f, static_cast<float>(tot[1])));  // IQ1M_DELTA
+    f.sumf = Add(f.sumf, Mul(d, inner));
+  }
+}
+
+// The row's result once every block is folded.
+template <DType T>
+FLASHKV_HD float FinishFold(const Fold& f) {
+  if constexpr (T == DType::kIQ2_XS) {
+    return Mul(0.125f, f.sumf);
+  } else if constexpr (T == DType::kIQ1_M) {
+    return f.sumf;
+  } else {
+    float s = f.sumf;
+    for (int l = 0; l < 8; ++l) s = Add(s, f.sums[l]);
+    return s;
+  }
+}
+
+}  // namespace flashkv::lanes

@@ -1,0 +1,227 @@
+// Small DeepSeek V4 files in the layouts users download besides antirez's, built from
+// ds4-tiny with the block types those files use (random but well-formed blocks): llama.cpp's
+// deepseek4 GGUFs (an MTP layer counted in block_count, expert_gating_func,
+// swiglu_clamp_shexp, no vocab_size), ds4's 0731 MXFP4-experts layout, and the same model
+// stored as the dequantized F32 values (the plain reference). Shared by
+// tests/model/llama_layout_test.cpp (CPU) and tests/backend/cuda (the GPU twin).
+#pragma once
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model_test_util.h"
+#include "tensor/half.h"
+#include "tensor/quant.h"
+
+namespace flashkv::testing::llama_files {
+
+constexpr int kLayers = 5;  // ds4-tiny's trunk
+constexpr uint64_t kD = 256, kF = 256, kE = 8, kV = 1024;
+
+inline void PutHalfAt(uint8_t* p, float v) {
+  const uint16_t h = F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Random blocks of type t with scales in a range where the model stays well-conditioned.
+inline std::vector<uint8_t> RandomBlocks(DType t, uint64_t values, uint32_t seed) {
+  const DTypeInfo& info = GetDTypeInfo(t);
+  const uint64_t nb = values / info.block_size;
+  std::vector<uint8_t> w(nb * info.block_bytes);
+  std::mt19937 rng(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.0005f, 0.004f);
+  for (uint64_t b = 0; b < nb; ++b) {
+    uint8_t* p = w.data() + b * info.block_bytes;
+    switch (t) {
+      case DType::kMXFP4:
+        p[0] = static_cast<uint8_t>(117 + rng() % 4);  // 2^-10 .. 2^-7
+        break;
+      case DType::kQ3_K:
+        PutHalfAt(p + 108, scale(rng));
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        PutHalfAt(p, scale(rng));
+        PutHalfAt(p + 2, scale(rng));
+        break;
+      case DType::kQ6_K:
+        PutHalfAt(p + 208, scale(rng));
+        break;
+      case DType::kQ2_K:
+        PutHalfAt(p + 80, scale(rng));
+        PutHalfAt(p + 82, scale(rng));
+        break;
+      case DType::kIQ2_XXS:
+      case DType::kIQ2_XS:
+        PutHalfAt(p, scale(rng));
+        break;
+      case DType::kIQ1_M: {  // the f16 scale in the top nibbles of the 4 scale words
+        const uint16_t h = F32ToF16(scale(rng));
+        for (int k = 0; k < 4; ++k)
+          p[49 + 2 * k] = static_cast<uint8_t>((p[49 + 2 * k] & 15) | (((h >> (4 * k)) & 15) << 4));
+        break;
+      }
+      case DType::kBF16: {
+        const uint16_t h = F32ToBF16(std::normal_distribution<float>(0.0f, 0.05f)(rng));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      default:
+        ADD_FAILURE() << "no generator for " << info.name;
+    }
+  }
+  return w;
+}
+
+inline std::vector<uint8_t> ToF32(DType t, const std::vector<uint8_t>& src, uint64_t values) {
+  std::vector<uint8_t> out(values * 4);
+  const Status s = DequantizeRow(t, src.data(), reinterpret_cast<float*>(out.data()),
+                                 static_cast<int64_t>(values));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+struct NewTensor {
+  std::string name;
+  std::vector<uint64_t> ne;
+  DType type;
+  std::vector<uint8_t> data;
+};
+
+// The block types of one test file: per layer the routed experts' gate/up and down types,
+// then the shared expert's down projection and the lm head.
+struct TypeMix {
+  const char* name;
+  DType gate_up[kLayers];
+  DType down[kLayers];
+  DType shexp_down;
+  DType output;
+  DType embd;
+};
+
+// The expert types of real files: ggml-org MXFP4_MOE, Q4_K_M's Q5_K/Q6_K, Q3_K_M's Q3_K;
+// Q6_K shared experts and lm head.
+inline constexpr TypeMix kKQuantMix = {
+    "kquant",
+    {DType::kMXFP4, DType::kQ5_K, DType::kQ3_K, DType::kMXFP4, DType::kMXFP4},
+    {DType::kMXFP4, DType::kQ6_K, DType::kQ4_K, DType::kMXFP4, DType::kQ6_K},
+    DType::kQ6_K,
+    DType::kQ6_K,
+    DType::kBF16};  // llama.cpp keeps the checkpoint's BF16 tensors BF16
+// The community IQ ladders (IQ2_XS / IQ2_XXS / IQ1_M routed experts over Q2_K / Q3_K / IQ2_XS
+// down projections), Q5_K shared experts, Q6_K head, and a Q5_K embedding (a K-quant table
+// for the embedding path).
+inline constexpr TypeMix kIqMix = {
+    "iq",
+    {DType::kIQ2_XS, DType::kIQ1_M, DType::kIQ2_XXS, DType::kIQ1_M, DType::kIQ2_XS},
+    {DType::kQ2_K, DType::kIQ2_XS, DType::kQ3_K, DType::kIQ1_M, DType::kQ2_K},
+    DType::kQ5_K,
+    DType::kQ6_K,
+    DType::kQ5_K};
+
+// The quantized tensors of a test file.
+inline std::vector<NewTensor> QuantizedTensors(const TypeMix& mix) {
+  const DType* gate_up = mix.gate_up;
+  const DType* down = mix.down;
+  std::vector<NewTensor> out;
+  uint32_t seed = 1;
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* n : {"ffn_gate_exps", "ffn_up_exps"})
+      out.push_back({p + n + ".weight",
+                     {kD, kF, kE},
+                     gate_up[l],
+                     RandomBlocks(gate_up[l], kD * kF * kE, seed++)});
+    out.push_back({p + "ffn_down_exps.weight",
+                   {kF, kD, kE},
+                   down[l],
+                   RandomBlocks(down[l], kF * kD * kE, seed++)});
+    out.push_back({p + "ffn_down_shexp.weight",
+                   {kF, kD},
+                   mix.shexp_down,
+                   RandomBlocks(mix.shexp_down, kF * kD, seed++)});
+  }
+  out.push_back({"output.weight", {kD, kV}, mix.output, RandomBlocks(mix.output, kD * kV, seed++)});
+  out.push_back({"token_embd.weight", {kD, kV}, mix.embd, RandomBlocks(mix.embd, kD * kV, seed++)});
+  return out;
+}
+
+inline std::vector<TensorEdit> Drops(const std::vector<NewTensor>& ts) {
+  std::vector<TensorEdit> e;
+  for (const auto& t : ts) e.push_back(DropTensor(t.name));
+  return e;
+}
+
+inline uint64_t Values(const std::vector<uint64_t>& ne) {
+  uint64_t n = 1;
+  for (uint64_t v : ne) n *= v;
+  return n;
+}
+
+inline std::vector<std::string> TokenList(uint64_t n) {
+  std::vector<std::string> t;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string tok = "t";  // (not "t" + to_string: GCC 12 warns -Wrestrict on it)
+    tok += std::to_string(i);
+    t.push_back(std::move(tok));
+  }
+  return t;
+}
+
+// llama.cpp's metadata on top of ds4-tiny's: one MTP layer counted in block_count, gating id,
+// shexp clamps, no vocab_size (the token list gives it); and the MTP layer's tensors.
+inline void LlamaCppMetadata(GgufWriter& m) {
+  m.SetU32("deepseek4.block_count", kLayers + 1);
+  m.SetU32("deepseek4.nextn_predict_layers", 1);
+  m.SetU32("deepseek4.expert_gating_func", 4);
+  m.SetU32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 128, 4, 0});
+  m.SetF32Array("deepseek4.swiglu_clamp_exp", std::vector<float>(kLayers + 1, 10.0f));
+  m.SetF32Array("deepseek4.swiglu_clamp_shexp", std::vector<float>(kLayers + 1, 10.0f));
+  m.SetStringArray("tokenizer.ggml.tokens", TokenList(kV));
+}
+
+inline const std::vector<std::string> kNoVocabSize = {"deepseek4.vocab_size"};
+
+inline std::string TmpPath(const std::string& name) {
+  return testing::ProcessTmpPath(name);
+}
+
+enum class Layout {
+  kLlamaCpp,   // llama.cpp metadata + the quantized tensors + an MTP layer
+  kDs4Quant,   // ds4 metadata + the quantized tensors (the 0731 MXFP4-experts files)
+  kReference,  // ds4 metadata + the same tensors dequantized to F32
+};
+
+inline std::string WriteFile(const std::string& name, Layout layout,
+                             const TypeMix& mix = kKQuantMix) {
+  const auto ts = QuantizedTensors(mix);
+  const bool llama = layout == Layout::kLlamaCpp;
+  GgufWriter w =
+      llama ? CopyDs4Tiny(Drops(ts), LlamaCppMetadata, kNoVocabSize) : CopyDs4Tiny(Drops(ts));
+  for (const auto& t : ts) {
+    const uint64_t n = Values(t.ne);
+    const Status s = layout == Layout::kReference
+                         ? w.AddTensor(t.name, DType::kF32, t.ne, ToF32(t.type, t.data, n))
+                         : w.AddTensor(t.name, t.type, t.ne, t.data);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  if (llama) {
+    EXPECT_TRUE(
+        w.AddTensor("blk.5.attn_norm.weight", DType::kF32, {kD}, std::vector<uint8_t>(kD * 4, 0))
+            .ok());
+    EXPECT_TRUE(w.AddTensor("blk.5.nextn.eh_proj.weight", DType::kF16, {2 * kD, kD},
+                            std::vector<uint8_t>(2 * kD * kD * 2, 0))
+                    .ok());
+  }
+  const std::string path = TmpPath(name);
+  const Status s = w.Write(path);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return path;
+}
+
+}  // namespace flashkv::testing::llama_files
