@@ -221,10 +221,13 @@ class DiskCache {
   // Called on the writer thread after each save's files are renamed into place (not for
   // imports). Set once, before the first save.
   void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
-  // Keeps an entry fetched from another tier: its files are written (temp, fdatasync,
-  // rename) under the budget as a save is, then indexed as a scan would (damage is
-  // quarantined). kOk without writing when the entry is here already; kResourceExhausted
-  // when it does not fit; kInvalidArgument for a name that is not this entry's file.
+  // Keeps an entry fetched from another tier: its file and, for version 2, the chunks its
+  // manifest names that are not here yet (chunks first, each verified; admission counts
+  // only those) are written (temp, fdatasync, rename) under the budget as a save is, then
+  // indexed as a scan would (damage is quarantined). kOk without writing when the entry is
+  // here already; kResourceExhausted when it does not fit; kCorrupt for a damaged chunk or
+  // an entry not loadable here; kInvalidArgument for a name that is neither this entry's
+  // file nor a chunk file.
   Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
   // Whether `file_name` is a chunk file ("<name>.kvc") this cache holds, of `bytes` bytes:
   // an import may then leave it out.

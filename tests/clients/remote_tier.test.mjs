@@ -2,7 +2,8 @@
 // free loopback port: the second server, with its own disk directory, serves a prefix the
 // first one computed (x-flashkv-cache: remote) with the same greedy answer as a cold run;
 // Redis killed mid-run never fails a request and uploads resume once it is back; a Redis
-// out of memory refuses the uploads while serving goes on. The binary is
+// out of memory refuses the uploads while serving goes on. Saves are version 2 with
+// 128-token chunks, so an entry travels as its manifest plus the chunks it names. The binary is
 // $FLASHKV_REDIS_SERVER or redis-server on PATH (scripts/deps.sh installs it).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -71,7 +72,7 @@ const convo = (rules, question, topic = 'General') => [
   { role: 'system', content: `${topic} desk. ${longSystem(rules)}` },
   { role: 'user', content: question },
 ];
-const cached = ['--ctx', '4096', '--kv-cache-min-tokens', '64'];
+const cached = ['--ctx', '4096', '--kv-cache-min-tokens', '64', '--kv-disk-chunk-tokens', '128'];
 
 test('a second server with its own disk serves a prefix the first computed, as a cold run would', async () => {
   const port = await freePort();
@@ -96,6 +97,7 @@ test('a second server with its own disk serves a prefix the first computed, as a
   assert.equal(await metric(b.url, 'flashkv_remote_errors_total', 'kind="damaged"'), 0);
   // Kept locally: B's own directory now holds the entry.
   assert.ok(fs.readdirSync(dirB).some((f) => f.endsWith('.kv')));
+  assert.ok(fs.readdirSync(path.join(dirB, 'chunks')).some((f) => f.endsWith('.kvc')));
 
   const cold = await startServer(['--ctx', '4096'], 'remote-cold');
   const ref = await openai(cold).chat.completions.create(chat(messages));
