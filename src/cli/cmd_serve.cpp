@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/kv_cache_flags.h"
+#include "cli/kv_remote_flags.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
@@ -28,6 +29,7 @@
 #include "kv/disk_cache.h"
 #include "kv/kv_state.h"
 #include "kv/ram_cache.h"
+#include "kv/remote_address.h"
 #include "runtime/runtime.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
@@ -58,7 +60,8 @@ struct ServeFlags {
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
-  KvDiskFlags kv;  // disk KV cache (tier 2), ds4-server's flags
+  KvDiskFlags kv;        // disk KV cache (tier 2), ds4-server's flags
+  KvRemoteFlags remote;  // the shared tier after the disk
 };
 
 // Waits for SIGINT/SIGTERM on its own thread (they are blocked everywhere else).
@@ -200,6 +203,16 @@ Status RunServe(const ServeFlags& f) {
     ro.pin = &rt->backend();
     ram = std::make_unique<RamCache>(ro);
   }
+  // Before the disk cache: its writer thread hands saves to the tier until it stops.
+  std::unique_ptr<RemoteTier> remote;
+  if (!f.remote.url.empty()) {
+    FLASHKV_RETURN_IF_ERROR(ParseRemoteAddress(f.remote.url).status());
+    if (f.kv.dir.empty()) {
+      return InvalidArgument(
+          "--kv-remote needs --kv-disk-dir: fetched entries are kept and restored there");
+    }
+    FLASHKV_ASSIGN_OR_RETURN(remote, OpenRemoteTier(f.remote, *identity));
+  }
   std::unique_ptr<DiskCache> disk;
   if (!f.kv.dir.empty()) {
     if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
@@ -209,6 +222,15 @@ Status RunServe(const ServeFlags& f) {
     if (opened.ok()) {
       disk = std::move(*opened);
       metrics.SetDiskCache(disk.get());
+      if (remote != nullptr) {
+        RemoteTier* tier = remote.get();
+        disk->SetStoredHook([tier](const DiskStoredEntry& e) {
+          tier->Enqueue(RemoteUpload{e.key, e.n_tokens, e.paths});
+        });
+        metrics.SetRemoteTier(tier);
+        spdlog::info("kv remote: {} (mirroring saves, fetching on local misses)",
+                     tier->options().store.address.ToString());
+      }
     } else {
       spdlog::error("disk KV cache disabled: {}", opened.status().ToString());
     }
@@ -221,6 +243,7 @@ Status RunServe(const ServeFlags& f) {
   eo.max_batch = f.max_batch;
   eo.ram = ram.get();
   eo.disk = disk.get();
+  eo.remote = disk != nullptr ? remote.get() : nullptr;
   eo.policy = policy;
   Engine engine(rt->model(), tokenizer, replay, metrics, eo);
   Scheduler scheduler(engine, metrics);
@@ -328,6 +351,7 @@ void RegisterServe(CLI::App& app) {
                   "tool-call ids remembered for exact replay")
       ->capture_default_str();
   AddKvDiskFlags(cmd, &f->kv, "disk KV cache directory: snapshots survive evictions and restarts");
+  AddKvRemoteFlags(cmd, &f->remote);
   cmd->callback([f] {
     Status s = RunServe(*f);
     if (!s.ok()) Fail("serve", s);

@@ -34,6 +34,7 @@ struct ActiveRequest {
   bool live_hit = false;
   bool ram_looked_up = false;
   bool disk_looked_up = false;
+  bool remote_looked_up = false;
 
   // Prefill: absolute token counts to stop at and save (those in `anchors` as cold
   // anchors), the next one not reached yet, and the progress counters.

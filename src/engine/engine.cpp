@@ -9,6 +9,7 @@
 
 #include "chat/visible_text.h"
 #include "engine/worker_clock.h"
+#include "kv/remote_restore.h"
 
 namespace flashkv {
 using Clock = WorkerClock;
@@ -41,6 +42,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
             [this] { return model_.NewState(options_.ctx_size); }),
       ram_(options.ram),
       disk_(options.disk),
+      remote_(options.disk != nullptr ? options.remote : nullptr),
       markers_{tokenizer.FindToken(kUserMarker), tokenizer.FindToken(kAssistantMarker)},
       planner_(StepPlannerOptions{.max_active = std::numeric_limits<int>::max(),
                                   .prefill_budget = std::max(1, options.prefill_chunk),
@@ -165,8 +167,14 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
     hit = ram_->Load(lookup, s.state());
     PublishRamStats();
   } else {
-    r->disk_looked_up = true;
-    Expected<DiskHit> d = disk_->Load(lookup, s.state());
+    Expected<DiskHit> d = NotFound("");
+    if (tier == CacheSource::kRemote) {
+      r->remote_looked_up = true;
+      d = LoadFromRemote(*remote_, *disk_, lookup, s.state());
+    } else {
+      r->disk_looked_up = true;
+      d = disk_->Load(lookup, s.state());
+    }
     if (d.ok()) origin = d->entry.path;
     hit = d.ok() ? Expected<ResumeHit>(std::move(static_cast<ResumeHit&>(*d))) : d.status();
   }
@@ -193,7 +201,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   }
   ImportReplay(hit->replay);
   // Kept in RAM too: the next session of the same agent will look for the same prefix.
-  if (tier == CacheSource::kDisk && ram_ != nullptr) {
+  if (tier != CacheSource::kRam && ram_ != nullptr) {
     SnapshotContent c;
     c.tokens = hit->tokens;
     c.logits = hit->logits;
@@ -277,9 +285,13 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
                  MsSince(t_acquire));
   }
 
-  // Tiers 2 and 3: the longest snapshot in RAM, then on disk, that the prompt continues.
-  for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk}) {
-    if ((tier == CacheSource::kRam ? static_cast<void*>(ram_) : disk_) == nullptr) continue;
+  // Tiers 2-4: the longest snapshot in RAM, on disk, then in the shared store, that the
+  // prompt continues.
+  for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk, CacheSource::kRemote}) {
+    const void* there = tier == CacheSource::kRam    ? static_cast<const void*>(ram_)
+                        : tier == CacheSource::kDisk ? static_cast<const void*>(disk_)
+                                                     : static_cast<const void*>(remote_);
+    if (there == nullptr) continue;
     Status error;
     if (TryTier(tier, request, r.slot, &r, &error)) {
       if (!error.ok()) return error;
@@ -387,6 +399,7 @@ void Engine::Admit(RequestHandle& request) {
   a.live_hit = resume->live_hit;
   a.ram_looked_up = resume->ram_looked_up;
   a.disk_looked_up = resume->disk_looked_up;
+  a.remote_looked_up = resume->remote_looked_up;
   a.result->cache = resume->cache;
   a.result->timing.restore_ms = resume->cache.restore_ms;
   {

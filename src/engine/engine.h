@@ -34,6 +34,7 @@
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
+#include "kv/remote_tier.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,9 +48,12 @@ struct EngineOptions {
                               // long a vanished client keeps the worker busy
   RamCache* ram = nullptr;    // tier 2 (snapshots in host RAM); null: none
   DiskCache* disk = nullptr;  // tier 3 (snapshots on disk); null: none
-  CachePolicy policy;         // when to write snapshots (with a disk cache)
-  int max_batch = 16;         // requests in the batched steps at once (also <= live_sessions);
-                              // 1: one request at a time
+  // Tier 4, the shared store another server's disk saves are mirrored to (needs `disk`:
+  // an entry fetched from it is kept there and restored from there); null: none.
+  RemoteTier* remote = nullptr;
+  CachePolicy policy;  // when to write snapshots (with a disk cache)
+  int max_batch = 16;  // requests in the batched steps at once (also <= live_sessions);
+                       // 1: one request at a time
 };
 
 class Engine : public RequestRunner {
@@ -80,10 +84,11 @@ class Engine : public RequestRunner {
     bool live_hit = false;
     bool ram_looked_up = false;
     bool disk_looked_up = false;
+    bool remote_looked_up = false;
   };
   // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
   Expected<Resume> ResumeFor(const GenerationRequest& request);
-  // Tiers 2 and 3: restores the longest usable snapshot of `tier` (kRam or kDisk) into
+  // Tiers 2-4: restores the longest usable snapshot of `tier` (kRam, kDisk, kRemote) into
   // the fresh session at `slot`. False when the tier has none (the session is then
   // empty); true with `*error` set when a restored snapshot cannot serve the request.
   bool TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
@@ -128,6 +133,7 @@ class Engine : public RequestRunner {
   SessionPool pool_;
   RamCache* ram_;
   DiskCache* disk_;
+  RemoteTier* remote_;
   ChatMarkerIds markers_;  // for the cold-save chat anchor
   SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;

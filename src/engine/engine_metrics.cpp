@@ -14,6 +14,8 @@ const char* CacheSourceName(CacheSource source) {
       return "ram";
     case CacheSource::kDisk:
       return "disk";
+    case CacheSource::kRemote:
+      return "remote";
   }
   return "none";
 }
@@ -21,10 +23,16 @@ const char* CacheSourceName(CacheSource source) {
 EngineStats EngineMetrics::Snapshot() const {
   EngineStats out;
   const DiskCache* disk = nullptr;
+  const RemoteTier* remote = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     out = s_;
     disk = disk_;
+    remote = remote_;
+  }
+  if (remote != nullptr) {
+    out.remote_enabled = true;
+    out.remote = remote->stats();
   }
   if (disk != nullptr) {
     out.disk_enabled = true;
@@ -38,6 +46,11 @@ void EngineMetrics::SetDiskCache(const DiskCache* disk) {
   disk_ = disk;
 }
 
+void EngineMetrics::SetRemoteTier(const RemoteTier* remote) {
+  std::lock_guard<std::mutex> lock(mu_);
+  remote_ = remote;
+}
+
 void EngineMetrics::SetRamStats(const RamCacheStats& stats) {
   std::lock_guard<std::mutex> lock(mu_);
   s_.ram_enabled = true;
@@ -46,7 +59,7 @@ void EngineMetrics::SetRamStats(const RamCacheStats& stats) {
 
 void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled,
                                  bool live_lookup_hit, bool ram_looked_up, bool disk_looked_up,
-                                 uint64_t restored_bytes) {
+                                 bool remote_looked_up, uint64_t restored_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (live_lookup_hit) {
     ++s_.live_hits;
@@ -67,7 +80,18 @@ void EngineMetrics::RecordPrompt(CacheSource source, int64_t reused, int64_t pre
       ++s_.disk_misses;
     }
   }
+  if (remote_looked_up) {
+    if (source == CacheSource::kRemote) {
+      ++s_.remote_hits;
+    } else {
+      ++s_.remote_misses;
+    }
+  }
   if (source == CacheSource::kLive) s_.prompt_tokens_live += uint64_t(reused);
+  if (source == CacheSource::kRemote) {
+    s_.prompt_tokens_remote += uint64_t(reused);
+    s_.restore_bytes_remote += restored_bytes;
+  }
   if (source == CacheSource::kRam) {
     s_.prompt_tokens_ram += uint64_t(reused);
     s_.restore_bytes_ram += restored_bytes;

@@ -11,18 +11,21 @@
 #include "engine/request_timing.h"
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
+#include "kv/remote_tier.h"
 
 namespace flashkv {
 
 // Where the reused part of a prompt came from.
-enum class CacheSource { kNone, kLive, kRam, kDisk };
-const char* CacheSourceName(CacheSource source);  // "none" | "live" | "ram" | "disk"
+enum class CacheSource { kNone, kLive, kRam, kDisk, kRemote };
+// "none" | "live" | "ram" | "disk" | "remote"
+const char* CacheSourceName(CacheSource source);
 
 struct EngineStats {
   // Prompt tokens of finished prefills, by where they came from.
   uint64_t prompt_tokens_live = 0;
   uint64_t prompt_tokens_ram = 0;
   uint64_t prompt_tokens_disk = 0;
+  uint64_t prompt_tokens_remote = 0;
   uint64_t prompt_tokens_prefill = 0;
   // Lookups per tier: a hit served the request's prefix, a miss fell through.
   uint64_t live_hits = 0;
@@ -31,6 +34,8 @@ struct EngineStats {
   uint64_t ram_misses = 0;
   uint64_t disk_hits = 0;
   uint64_t disk_misses = 0;
+  uint64_t remote_hits = 0;
+  uint64_t remote_misses = 0;
   uint64_t live_evictions = 0;  // sessions pushed out of memory for a new one
   // Throughput totals (a rate is tokens / seconds) and the last request's rates.
   uint64_t prefill_tokens = 0;
@@ -57,6 +62,7 @@ struct EngineStats {
   // Bytes restored into live states, by tier.
   uint64_t restore_bytes_ram = 0;
   uint64_t restore_bytes_disk = 0;
+  uint64_t restore_bytes_remote = 0;
   // Requests by outcome.
   uint64_t requests_ok = 0;
   uint64_t requests_cancelled = 0;
@@ -71,6 +77,9 @@ struct EngineStats {
   // The disk tier, when there is one.
   bool disk_enabled = false;
   DiskCacheStats disk;
+  // The shared tier, when there is one.
+  bool remote_enabled = false;
+  RemoteTierStats remote;
 };
 
 class EngineMetrics {
@@ -81,7 +90,8 @@ class EngineMetrics {
   // state from a RAM or disk snapshot), `prefilled` evaluated; the flags say which
   // tiers were asked.
   void RecordPrompt(CacheSource source, int64_t reused, int64_t prefilled, bool live_lookup_hit,
-                    bool ram_looked_up, bool disk_looked_up, uint64_t restored_bytes);
+                    bool ram_looked_up, bool disk_looked_up, bool remote_looked_up,
+                    uint64_t restored_bytes);
   void RecordTiming(const RequestTiming& t);
   void RecordLiveEviction();
   // One batched forward step ran `rows` token rows of `sessions` sessions.
@@ -95,6 +105,8 @@ class EngineMetrics {
   void SetLiveSessions(int64_t n);
   // Snapshot() then includes its stats; `disk` must outlive this object.
   void SetDiskCache(const DiskCache* disk);
+  // The same for the shared tier.
+  void SetRemoteTier(const RemoteTier* remote);
   // The RAM tier is the worker's alone (not thread-safe), so the worker publishes its
   // stats here after every change.
   void SetRamStats(const RamCacheStats& stats);
@@ -103,6 +115,7 @@ class EngineMetrics {
   mutable std::mutex mu_;
   EngineStats s_;
   const DiskCache* disk_ = nullptr;
+  const RemoteTier* remote_ = nullptr;
 };
 
 }  // namespace flashkv

@@ -31,7 +31,7 @@ void Engine::EndPrefill(ActiveRequest& a, const Status& status) {
   result.timing.prefill_ms = MsSince(a.prefill_t0);
   metrics_.RecordPrompt(result.cache.source, result.cache.cached_tokens,
                         result.timing.prefill_tokens, a.live_hit, a.ram_looked_up, a.disk_looked_up,
-                        result.cache.restore_bytes);
+                        a.remote_looked_up, result.cache.restore_bytes);
   metrics_.SetLiveSessions(pool_.live_count());
   metrics_.RecordTiming(result.timing);
   if (status.code() == StatusCode::kCancelled) {
@@ -59,7 +59,7 @@ void Engine::StartDecode(ActiveRequest& a) {
   result.timing.prefill_ms = MsSince(a.prefill_t0);
   metrics_.RecordPrompt(result.cache.source, result.cache.cached_tokens,
                         result.timing.prefill_tokens, a.live_hit, a.ram_looked_up, a.disk_looked_up,
-                        result.cache.restore_bytes);
+                        a.remote_looked_up, result.cache.restore_bytes);
   metrics_.SetLiveSessions(pool_.live_count());
 
   a.decoding = true;

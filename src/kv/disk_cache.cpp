@@ -285,13 +285,18 @@ int DiskCache::Impl::Unlink(const std::vector<DiskVictim>& victims, bool chunks)
   for (const DiskVictim& v : victims) {
     const bool chunk = IsChunkPath(v.path);
     if (chunk && !chunks) continue;
+    Status st;
     if (chunk) {
-      // Written again since it was doomed (a queued save needed it): it stays.
+      // Written again since it was doomed (a queued save needed it, or an import put it
+      // in place: Import renames and indexes under mu_, so checking and unlinking under it
+      // too never deletes a chunk the index holds).
       std::lock_guard<std::mutex> lock(mu_);
       const std::string base = v.path.substr(v.path.find_last_of('/') + 1);
       if (index_.FindChunk(base.substr(0, 40)) != nullptr) continue;
+      st = RemoveFile(v.path);
+    } else {
+      st = RemoveFile(v.path);
     }
-    Status st = RemoveFile(v.path);
     if (!st.ok()) {
       spdlog::warn("kv cache: eviction failed: {}", st.message());
       continue;
@@ -341,11 +346,20 @@ DiskWriter::Host DiskCache::Impl::WriterHost() {
   h.stored = [this](DiskRecord r) {
     const std::string path = r.entry.path;
     const uint64_t bytes = r.entry.file_bytes;
+    // A second server needs the manifest and every chunk it names (docs/KV_FORMAT.md).
+    DiskStoredEntry stored{r.entry.key, r.entry.n_tokens, {path}};
+    for (const SnapshotChunkRef& c : r.chunks) {
+      stored.paths.push_back(JoinPath(ChunkDirOf(opt_.dir), ChunkFileName(c.name)));
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       index_.Add(std::move(r));
     }
     NoteWritten(path, bytes);
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      if (stored_hook_) stored_hook_(stored);
+    }
   };
   h.use_chunk = [this](const Sha1Digest& name) -> std::optional<SnapshotChunkRef> {
     std::lock_guard<std::mutex> lock(mu_);
@@ -562,6 +576,16 @@ Expected<int> DiskCache::Collect(std::optional<uint64_t> budget_bytes) {
 }
 DiskCacheStats DiskCache::stats() const {
   return impl_->stats();
+}
+void DiskCache::SetStoredHook(std::function<void(const DiskStoredEntry&)> hook) {
+  impl_->SetStoredHook(std::move(hook));
+}
+Status DiskCache::Import(std::string_view key, uint32_t n_tokens,
+                         std::span<const DiskImportObject> objects) {
+  return impl_->Import(key, n_tokens, objects);
+}
+bool DiskCache::HasChunk(std::string_view file_name, uint64_t bytes) const {
+  return impl_->HasChunk(file_name, bytes);
 }
 
 }  // namespace flashkv

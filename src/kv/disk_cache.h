@@ -154,6 +154,20 @@ struct DiskCacheStats {
   uint64_t logical_bytes = 0;
 };
 
+// An entry just put in place by a save (the remote tier mirrors it): its key, token count
+// and the files it is made of.
+struct DiskStoredEntry {
+  std::string key;
+  uint32_t n_tokens = 0;
+  std::vector<std::string> paths;
+};
+
+// One file of an entry fetched from elsewhere (kv/remote_tier.h), already verified there.
+struct DiskImportObject {
+  std::string name;  // a file name in the cache directory
+  std::string_view bytes;
+};
+
 class DiskCache {
  public:
   static Expected<std::unique_ptr<DiskCache>> Open(const DiskCacheOptions& options);
@@ -203,6 +217,21 @@ class DiskCache {
   // were deleted.
   Expected<int> Collect(std::optional<uint64_t> budget_bytes = std::nullopt);
   DiskCacheStats stats() const;
+
+  // Called on the writer thread after each save's files are renamed into place (not for
+  // imports). Set once, before the first save.
+  void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
+  // Keeps an entry fetched from another tier: its file and, for version 2, the chunks its
+  // manifest names that are not here yet (chunks first, each verified; admission counts
+  // only those) are written (temp, fdatasync, rename) under the budget as a save is, then
+  // indexed as a scan would (damage is quarantined). kOk without writing when the entry is
+  // here already; kResourceExhausted when it does not fit; kCorrupt for a damaged chunk or
+  // an entry not loadable here; kInvalidArgument for a name that is neither this entry's
+  // file nor a chunk file.
+  Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
+  // Whether `file_name` is a chunk file ("<name>.kvc") this cache holds, of `bytes` bytes:
+  // an import may then leave it out.
+  bool HasChunk(std::string_view file_name, uint64_t bytes) const;
 
   class Impl;
 

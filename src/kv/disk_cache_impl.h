@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,9 @@ class DiskCache::Impl {
   Status Remove(std::string_view prefix);
   Expected<int> Collect(std::optional<uint64_t> budget);
   DiskCacheStats stats() const;
+  void SetStoredHook(std::function<void(const DiskStoredEntry&)> hook);
+  Status Import(std::string_view key, uint32_t n_tokens, std::span<const DiskImportObject> objects);
+  bool HasChunk(std::string_view file_name, uint64_t bytes) const;
   bool Contains(std::span<const int32_t> tokens) const;
   std::vector<DiskCacheEntry> Candidates(const DiskLookup& lookup) const;
 
@@ -96,6 +100,8 @@ class DiskCache::Impl {
   std::deque<std::pair<int64_t, uint64_t>> writes_;  // (finished at, bytes) in the window
   uint64_t queued_write_bytes_ = 0;                  // admitted, not finished
   DiskCacheStats stats_;
+  std::mutex hook_mu_;
+  std::function<void(const DiskStoredEntry&)> stored_hook_;
   std::mutex standby_mu_;
   std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
   // Last: its thread calls back into everything above, so it stops first.

@@ -242,21 +242,25 @@ Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& 
   return h;
 }
 
+Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name) {
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+  FLASHKV_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(b, bytes.size()));
+  if (Crc32c(0, b + kChunkHeaderBytes, h.payload_bytes) != h.payload_crc32c) {
+    return Corrupt("chunk payload checksum mismatch");
+  }
+  Sha1Digest from_name;
+  if (ParseChunkFileName(file_name, &from_name) && from_name != h.name) {
+    return Corrupt("chunk file name does not match the name in its header");
+  }
+  return h;
+}
+
 Expected<ChunkHeader> VerifyChunkFile(const std::string& path) {
   auto run = [&]() -> Expected<ChunkHeader> {
     FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
-    const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
-    FLASHKV_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(b, bytes.size()));
-    if (Crc32c(0, b + kChunkHeaderBytes, h.payload_bytes) != h.payload_crc32c) {
-      return Corrupt("chunk payload checksum mismatch");
-    }
     const size_t slash = path.find_last_of('/');
-    Sha1Digest from_name;
-    if (ParseChunkFileName(path.substr(slash == std::string::npos ? 0 : slash + 1), &from_name) &&
-        from_name != h.name) {
-      return Corrupt("chunk file name does not match the name in its header");
-    }
-    return h;
+    return VerifyChunkBytes(
+        bytes, std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1));
   };
   auto r = run();
   if (!r.ok()) return r.status().WithContext(path);

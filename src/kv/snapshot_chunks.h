@@ -105,7 +105,10 @@ Expected<ChunkHeader> ParseChunkHeader(const uint8_t* bytes, uint64_t file_size)
 // names (name, size, payload CRC as recorded by the manifest) and `expect_payload` bytes.
 Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& ref,
                                       uint64_t expect_payload);
-// Reads a whole chunk file and checks its payload CRC.
+// Checks a whole chunk file's bytes (header, payload CRC) and, when `file_name` is a chunk
+// file name, that it names the chunk in the header.
+Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name);
+// Reads a whole chunk file and checks it (VerifyChunkBytes).
 Expected<ChunkHeader> VerifyChunkFile(const std::string& path);
 
 // The 'CHK2' section bytes of `refs`, and back (kCorrupt unless whole rows, `count` of

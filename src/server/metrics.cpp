@@ -33,6 +33,35 @@ class Family {
   const char* name_;
 };
 
+// The shared tier's own families (kv/remote_tier.h).
+void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {
+  const RemoteTierStats& r = s.remote;
+  Family(out, "flashkv_remote_bytes_total", "counter",
+         "Bytes moved to and from the shared KV store, by direction.")
+      .Add("direction=\"read\"", r.bytes_read)
+      .Add("direction=\"written\"", r.bytes_written);
+  Family(out, "flashkv_remote_uploads_total", "counter",
+         "Entries mirrored to the shared store by result.")
+      .Add("result=\"ok\"", r.uploads)
+      .Add("result=\"failed\"", r.upload_failures)
+      .Add("result=\"dropped\"", r.dropped);
+  Family(out, "flashkv_remote_refused_writes_total", "counter",
+         "Writes the shared store refused for memory (maxmemory).")
+      .Add(r.refused);
+  Family(out, "flashkv_remote_errors_total", "counter",
+         "Shared store errors by kind: unreachable or timed out, damaged values, other models' "
+         "values (never loaded).")
+      .Add("kind=\"connection\"", r.errors)
+      .Add("kind=\"damaged\"", r.damaged)
+      .Add("kind=\"foreign\"", r.foreign);
+  Family(out, "flashkv_remote_upload_queue", "gauge", "Entries waiting to be mirrored.")
+      .Add(r.queued);
+  Family(out, "flashkv_remote_backoff", "gauge",
+         "1 while the shared store is being retried with backoff, by what failed.")
+      .Add("what=\"link\"", r.backoff ? 1 : 0)
+      .Add("what=\"writes\"", r.writes_backoff ? 1 : 0);
+}
+
 }  // namespace
 
 void HttpCounters::Count(const std::string& endpoint, int status) {
@@ -48,21 +77,26 @@ std::map<std::pair<std::string, int>, uint64_t> HttpCounters::Snapshot() const {
 std::string PrometheusText(const EngineStats& s,
                            const std::map<std::pair<std::string, int>, uint64_t>& http) {
   std::string out;
-  Family(&out, "flashkv_prompt_tokens_total", "counter",
-         "Prompt tokens by where they came from: reused from a live session, restored from RAM "
-         "or disk, or prefilled.")
-      .Add("source=\"live\"", s.prompt_tokens_live)
+  Family prompt_tokens(&out, "flashkv_prompt_tokens_total", "counter",
+                       "Prompt tokens by where they came from: reused from a live session, "
+                       "restored from RAM or disk, or prefilled.");
+  prompt_tokens.Add("source=\"live\"", s.prompt_tokens_live)
       .Add("source=\"ram\"", s.prompt_tokens_ram)
-      .Add("source=\"disk\"", s.prompt_tokens_disk)
-      .Add("source=\"prefill\"", s.prompt_tokens_prefill);
-  Family(&out, "flashkv_cache_lookups_total", "counter",
-         "Resume lookups per cache tier and result.")
-      .Add("tier=\"live\",result=\"hit\"", s.live_hits)
+      .Add("source=\"disk\"", s.prompt_tokens_disk);
+  if (s.remote_enabled) prompt_tokens.Add("source=\"remote\"", s.prompt_tokens_remote);
+  prompt_tokens.Add("source=\"prefill\"", s.prompt_tokens_prefill);
+  Family lookups(&out, "flashkv_cache_lookups_total", "counter",
+                 "Resume lookups per cache tier and result.");
+  lookups.Add("tier=\"live\",result=\"hit\"", s.live_hits)
       .Add("tier=\"live\",result=\"miss\"", s.live_misses)
       .Add("tier=\"ram\",result=\"hit\"", s.ram_hits)
       .Add("tier=\"ram\",result=\"miss\"", s.ram_misses)
       .Add("tier=\"disk\",result=\"hit\"", s.disk_hits)
       .Add("tier=\"disk\",result=\"miss\"", s.disk_misses);
+  if (s.remote_enabled) {
+    lookups.Add("tier=\"remote\",result=\"hit\"", s.remote_hits)
+        .Add("tier=\"remote\",result=\"miss\"", s.remote_misses);
+  }
   Family(&out, "flashkv_live_evictions_total", "counter",
          "Live sessions pushed out of memory to make room for another.")
       .Add(s.live_evictions);
@@ -85,10 +119,10 @@ std::string PrometheusText(const EngineStats& s,
   Family(&out, "flashkv_restore_seconds_total", "counter",
          "Time spent restoring RAM and disk snapshots.")
       .Add(s.restore_seconds);
-  Family(&out, "flashkv_restore_bytes_total", "counter",
-         "Bytes restored into live sessions, by the tier they came from.")
-      .Add("tier=\"ram\"", s.restore_bytes_ram)
-      .Add("tier=\"disk\"", s.restore_bytes_disk);
+  Family restore_bytes(&out, "flashkv_restore_bytes_total", "counter",
+                       "Bytes restored into live sessions, by the tier they came from.");
+  restore_bytes.Add("tier=\"ram\"", s.restore_bytes_ram).Add("tier=\"disk\"", s.restore_bytes_disk);
+  if (s.remote_enabled) restore_bytes.Add("tier=\"remote\"", s.restore_bytes_remote);
 
   Family(&out, "flashkv_requests_total", "counter", "Generation requests by outcome.")
       .Add("outcome=\"ok\"", s.requests_ok)
@@ -193,6 +227,8 @@ std::string PrometheusText(const EngineStats& s,
         .Add("rule=\"write_budget\"", d.save_skipped_write_budget)
         .Add("rule=\"not_worth\"", d.save_skipped_not_worth);
   }
+
+  if (s.remote_enabled) AppendRemoteTierMetrics(s, &out);
 
   Family http_family(&out, "flashkv_http_requests_total", "counter",
                      "HTTP requests by endpoint and status code.");

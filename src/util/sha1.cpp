@@ -29,6 +29,16 @@ Sha1Digest Sha1::Final() {
   return d;
 }
 
+Sha1Digest Sha1::Peek() const {
+  Sha1Digest d{};
+  unsigned int len = 0;
+  EVP_MD_CTX* copy = EVP_MD_CTX_new();
+  EVP_MD_CTX_copy_ex(copy, ctx_->md);
+  EVP_DigestFinal_ex(copy, d.data(), &len);
+  EVP_MD_CTX_free(copy);
+  return d;
+}
+
 Sha1Digest Sha1Of(std::string_view bytes) {
   Sha1 h;
   h.Update(bytes);

@@ -26,6 +26,9 @@ class Sha1 {
   void Update(std::string_view s) { Update(s.data(), s.size()); }
   // The digest of everything updated so far; the hasher is then reset for reuse.
   Sha1Digest Final();
+  // The digest of everything updated so far, leaving the hasher as it is: the digests of
+  // every prefix of one byte stream (the remote tier's candidates) in one pass.
+  Sha1Digest Peek() const;
 
  private:
   struct Ctx;

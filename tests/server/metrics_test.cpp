@@ -278,6 +278,49 @@ TEST(MetricsTest, RamFamiliesOnlyWhenTheRamTierIsOn) {
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kRamText + kHttpHeader);
 }
 
+TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
+  EngineStats s = SomeStats();
+  s.remote_hits = 51;
+  s.remote_misses = 52;
+  s.prompt_tokens_remote = 53;
+  s.restore_bytes_remote = 54;
+  s.remote.bytes_read = 55;
+  s.remote.bytes_written = 56;
+  s.remote.uploads = 57;
+  s.remote.dropped = 58;
+  s.remote.refused = 59;
+  s.remote.errors = 60;
+  s.remote.damaged = 61;
+  s.remote.foreign = 62;
+  s.remote.queued = 3;
+  s.remote.backoff = true;
+  EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
+  s.remote_enabled = true;
+  const std::string text = PrometheusText(s, {});
+  for (const char* line : {
+           "flashkv_prompt_tokens_total{source=\"remote\"} 53\n",
+           "flashkv_cache_lookups_total{tier=\"remote\",result=\"hit\"} 51\n",
+           "flashkv_cache_lookups_total{tier=\"remote\",result=\"miss\"} 52\n",
+           "flashkv_restore_bytes_total{tier=\"remote\"} 54\n",
+           "flashkv_remote_bytes_total{direction=\"read\"} 55\n",
+           "flashkv_remote_bytes_total{direction=\"written\"} 56\n",
+           "flashkv_remote_uploads_total{result=\"ok\"} 57\n",
+           "flashkv_remote_uploads_total{result=\"dropped\"} 58\n",
+           "flashkv_remote_refused_writes_total 59\n",
+           "flashkv_remote_errors_total{kind=\"connection\"} 60\n",
+           "flashkv_remote_errors_total{kind=\"damaged\"} 61\n",
+           "flashkv_remote_errors_total{kind=\"foreign\"} 62\n",
+           "flashkv_remote_upload_queue 3\n",
+           "flashkv_remote_backoff{what=\"link\"} 1\n",
+           "flashkv_remote_backoff{what=\"writes\"} 0\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+  // A family's samples stay together: the remote lookups sit right after the disk's.
+  EXPECT_NE(text.find("result=\"miss\"} 7\nflashkv_cache_lookups_total{tier=\"remote\""),
+            std::string::npos);
+}
+
 TEST(MetricsTest, HttpCountsOneSamplePerEndpointAndCode) {
   HttpCounters http;
   http.Count("/v1/chat/completions", 200);

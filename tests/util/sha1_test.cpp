@@ -24,6 +24,15 @@ TEST(Sha1Test, IncrementalEqualsOneShotAndResets) {
   EXPECT_EQ(Sha1Hex(h.Final()), "a9993e364706816aba3e25717850c26c9cd0d89d");
 }
 
+TEST(Sha1Test, PeekGivesEveryPrefixDigestWithoutResetting) {
+  Sha1 h;
+  h.Update("a");
+  EXPECT_EQ(h.Peek(), Sha1Of("a"));
+  h.Update("bc");
+  EXPECT_EQ(Sha1Hex(h.Peek()), "a9993e364706816aba3e25717850c26c9cd0d89d");
+  EXPECT_EQ(Sha1Hex(h.Final()), "a9993e364706816aba3e25717850c26c9cd0d89d");
+}
+
 TEST(Sha1Test, HexRoundTripAndRejects) {
   Sha1Digest d;
   ASSERT_TRUE(ParseSha1Hex("A9993E364706816ABA3E25717850C26C9CD0D89D", &d));

@@ -1,0 +1,36 @@
+#include "cli/kv_remote_flags.h"
+
+#include <algorithm>
+
+#include "kv/remote_address.h"
+
+namespace flashkv::cli {
+
+void AddKvRemoteFlags(CLI::App* cmd, KvRemoteFlags* flags) {
+  cmd->add_option("--kv-remote", flags->url,
+                  "shared KV tier on a RESP store (Redis, a Redis Cluster node, any RESP "
+                  "server): redis://HOST:PORT[/DB]. Disk saves are mirrored there; prefixes "
+                  "other servers computed are fetched when the local tiers miss (needs "
+                  "--kv-disk-dir)");
+  cmd->add_option("--kv-remote-timeout-ms", flags->timeout_ms,
+                  "command timeout of the shared KV store (connect: a quarter of it); a store "
+                  "this slow is retried with backoff while serving goes on")
+      ->capture_default_str();
+}
+
+Expected<std::unique_ptr<RemoteTier>> OpenRemoteTier(const KvRemoteFlags& flags,
+                                                     const SnapshotIdentity& identity) {
+  FLASHKV_ASSIGN_OR_RETURN(RemoteAddress address, ParseRemoteAddress(flags.url));
+  if (flags.timeout_ms < 10 || flags.timeout_ms > 600000) {
+    return InvalidArgument("--kv-remote-timeout-ms must be 10..600000, got {}", flags.timeout_ms);
+  }
+  RemoteTierOptions o;
+  o.store.address = address;
+  o.store.model = identity.model;
+  o.store.command_timeout_ms = flags.timeout_ms;
+  o.store.connect_timeout_ms = std::max(10, flags.timeout_ms / 4);
+  o.numerics = identity.numerics;
+  return std::make_unique<RemoteTier>(o);
+}
+
+}  // namespace flashkv::cli

@@ -1,0 +1,326 @@
+#include "kv/remote_store.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <charconv>
+#include <functional>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "kv/remote_frame.h"
+
+namespace flashkv {
+namespace {
+
+constexpr std::string_view kKeyPrefix = "flashkv:1:";
+constexpr std::string_view kEntryMagic = "flashkv-remote-entry 1";
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval Timeval(int ms) {
+  timeval tv;
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+// An object name from the store becomes a file name in the cache directory: a plain name.
+bool SafeObjectName(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+uint32_t PartsOf(uint64_t bytes, uint64_t part_bytes) {
+  return bytes == 0 ? 1 : uint32_t((bytes + part_bytes - 1) / part_bytes);
+}
+
+template <typename T>
+bool ParseInt(std::string_view s, T* out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+std::string EncodeEntry(const RemoteEntryRecord& r) {
+  std::string s = fmt::format("{}\nkey {}\ntokens {}\n", kEntryMagic, r.key, r.n_tokens);
+  for (const auto& [name, bytes] : r.objects) s += fmt::format("object {} {}\n", name, bytes);
+  return s;
+}
+
+Expected<RemoteEntryRecord> DecodeEntry(std::string_view s) {
+  RemoteEntryRecord r;
+  bool magic = false, key = false, tokens = false;
+  while (!s.empty()) {
+    const size_t nl = s.find('\n');
+    if (nl == std::string_view::npos) return Corrupt("remote entry record has a partial line");
+    const std::string_view line = s.substr(0, nl);
+    s.remove_prefix(nl + 1);
+    if (!magic) {
+      if (line != kEntryMagic) return Corrupt("remote entry record of an unknown version");
+      magic = true;
+    } else if (line.starts_with("key ")) {
+      r.key = std::string(line.substr(4));
+      Sha1Digest d;
+      if (!ParseSha1Hex(r.key, &d)) return Corrupt("remote entry record has a bad key");
+      key = true;
+    } else if (line.starts_with("tokens ")) {
+      if (!ParseInt(line.substr(7), &r.n_tokens)) return Corrupt("remote entry: bad tokens");
+      tokens = true;
+    } else if (line.starts_with("object ")) {
+      const std::string_view rest = line.substr(7);
+      const size_t sp = rest.find(' ');
+      uint64_t bytes = 0;
+      if (sp == std::string_view::npos || !SafeObjectName(rest.substr(0, sp)) ||
+          !ParseInt(rest.substr(sp + 1), &bytes)) {
+        return Corrupt("remote entry record names an unusable object");
+      }
+      r.objects.emplace_back(std::string(rest.substr(0, sp)), bytes);
+    } else {
+      return Corrupt("remote entry record has an unknown line");
+    }
+  }
+  if (!magic || !key || !tokens || r.objects.empty()) {
+    return Corrupt("remote entry record is incomplete");
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string RemoteObjectKey(const Sha1Digest& model, std::string_view name, uint32_t part) {
+  return fmt::format("{}{}:obj:{}:{}", kKeyPrefix, Sha1Hex(model), name, part);
+}
+
+std::string RemoteEntryKey(const Sha1Digest& model, std::string_view numerics,
+                           std::string_view key) {
+  return fmt::format("{}{}:{}:entry:{}", kKeyPrefix, Sha1Hex(model), numerics, key);
+}
+
+std::string RemoteLengthsKey(const Sha1Digest& model, std::string_view numerics) {
+  return fmt::format("{}{}:{}:lengths", kKeyPrefix, Sha1Hex(model), numerics);
+}
+
+RemoteStore::RemoteStore(RemoteStoreOptions options) : opt_(std::move(options)) {}
+
+RemoteStore::~RemoteStore() {
+  Drop();
+}
+
+void RemoteStore::Drop() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+  ctx_ = nullptr;
+}
+
+Status RemoteStore::Connect() {
+  if (ctx_ != nullptr) return Status::Ok();
+  const std::string where = opt_.address.ToString();
+  redisContext* c = redisConnectWithTimeout(opt_.address.host.c_str(), opt_.address.port,
+                                            Timeval(opt_.connect_timeout_ms));
+  if (c == nullptr) return IoError("{}: cannot allocate a connection", where);
+  if (c->err != 0) {
+    Status st = IoError("{}: {}", where, c->errstr);
+    redisFree(c);
+    return st;
+  }
+  if (redisSetTimeout(c, Timeval(opt_.command_timeout_ms)) != REDIS_OK) {
+    Status st = IoError("{}: cannot set the command timeout", where);
+    redisFree(c);
+    return st;
+  }
+  ctx_ = c;
+  if (opt_.address.db != 0) {
+    const std::string db = std::to_string(opt_.address.db);
+    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"SELECT", db}));
+    Reply r(raw);
+    if (r->type == REDIS_REPLY_ERROR) {
+      Status st = IoError("{}: SELECT {}: {}", where, db, std::string_view(r->str, r->len));
+      Drop();
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Expected<redisReply*> RemoteStore::Command(const std::vector<std::string_view>& args) {
+  FLASHKV_RETURN_IF_ERROR(Connect());
+  std::vector<const char*> argv;
+  std::vector<size_t> argl;
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    argl.push_back(a.size());
+  }
+  void* raw = redisCommandArgv(ctx_, int(argv.size()), argv.data(), argl.data());
+  if (raw == nullptr) {
+    Status st = IoError("{}: {} failed: {}", opt_.address.ToString(), args[0],
+                        ctx_->err != 0 ? ctx_->errstr : "no reply");
+    Drop();  // a timed-out or broken connection is never reused
+    return st;
+  }
+  return static_cast<redisReply*>(raw);
+}
+
+Status RemoteStore::PutValue(const std::string& key, std::string_view value) {
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"SET", key, value}));
+  Reply r(raw);
+  if (r->type == REDIS_REPLY_ERROR) {
+    const std::string_view err(r->str, r->len);
+    if (err.starts_with("OOM")) {
+      return ResourceExhausted("{} refused a write: {}", opt_.address.ToString(), err);
+    }
+    return IoError("{}: SET: {}", opt_.address.ToString(), err);
+  }
+  return Status::Ok();
+}
+
+Status RemoteStore::ReadValue(const std::string& key,
+                              const std::function<Status(std::string_view)>& use) {
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"GET", key}));
+  Reply r(raw);
+  if (r->type == REDIS_REPLY_NIL) return NotFound("no remote value {}", key);
+  if (r->type == REDIS_REPLY_ERROR) {
+    return IoError("{}: GET: {}", opt_.address.ToString(), std::string_view(r->str, r->len));
+  }
+  if (r->type != REDIS_REPLY_STRING) return Corrupt("remote value {} is not a string", key);
+  // Checked and copied out of the reply buffer directly: one copy of a large part less.
+  return use(std::string_view(r->str, r->len));
+}
+
+Expected<bool> RemoteStore::Exists(const std::string& key) {
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"EXISTS", key}));
+  Reply r(raw);
+  if (r->type != REDIS_REPLY_INTEGER) {
+    return IoError("{}: EXISTS: unexpected reply", opt_.address.ToString());
+  }
+  return r->integer > 0;
+}
+
+Status RemoteStore::Ping() {
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"PING"}));
+  Reply r(raw);
+  if (r->type == REDIS_REPLY_ERROR) {
+    return IoError("{}: PING: {}", opt_.address.ToString(), std::string_view(r->str, r->len));
+  }
+  return Status::Ok();
+}
+
+Expected<bool> RemoteStore::HasObject(std::string_view name, uint64_t bytes) {
+  const uint32_t parts = PartsOf(bytes, opt_.part_bytes);
+  for (uint32_t i = 0; i < parts; ++i) {
+    FLASHKV_ASSIGN_OR_RETURN(bool there, Exists(RemoteObjectKey(opt_.model, name, i)));
+    if (!there) return false;
+  }
+  return true;
+}
+
+Status RemoteStore::PutObject(std::string_view name, std::string_view bytes) {
+  if (!SafeObjectName(name)) return InvalidArgument("'{}' is not a remote object name", name);
+  const uint32_t parts = PartsOf(bytes.size(), opt_.part_bytes);
+  for (uint32_t i = 0; i < parts; ++i) {
+    const std::string_view payload =
+        bytes.substr(std::min<uint64_t>(i * opt_.part_bytes, bytes.size()), opt_.part_bytes);
+    FLASHKV_RETURN_IF_ERROR(PutValue(RemoteObjectKey(opt_.model, name, i),
+                                     FrameRemotePart(opt_.model, i, parts, payload)));
+  }
+  return Status::Ok();
+}
+
+Expected<std::string> RemoteStore::GetObject(std::string_view name) {
+  if (!SafeObjectName(name)) return InvalidArgument("'{}' is not a remote object name", name);
+  std::string out;
+  uint32_t parts = 1;
+  for (uint32_t i = 0; i < parts; ++i) {
+    const std::string key = RemoteObjectKey(opt_.model, name, i);
+    Status st = ReadValue(key, [&](std::string_view value) -> Status {
+      Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, i);
+      if (!part.ok()) return part.status().WithContext(key);
+      if (i == 0) {
+        parts = part->count;
+        out.reserve(uint64_t(parts) * part->payload.size());
+      } else if (part->count != parts) {
+        return Corrupt("{}: part count {} differs from part 0's {}", key, part->count, parts);
+      }
+      out.append(part->payload);
+      return Status::Ok();
+    });
+    // A part gone (evicted by the store) damages the object, not the store.
+    if (st.code() == StatusCode::kNotFound && i > 0) {
+      return Corrupt("remote object {} lost part {} of {}", name, i, parts);
+    }
+    if (!st.ok()) return st;
+  }
+  return out;
+}
+
+Status RemoteStore::PutEntry(std::string_view numerics, const RemoteEntryRecord& record) {
+  FLASHKV_RETURN_IF_ERROR(PutValue(RemoteEntryKey(opt_.model, numerics, record.key),
+                                   FrameRemotePart(opt_.model, 0, 1, EncodeEntry(record))));
+  const std::string n = std::to_string(record.n_tokens);
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw,
+                           Command({"ZADD", RemoteLengthsKey(opt_.model, numerics), n, n}));
+  Reply r(raw);
+  if (r->type == REDIS_REPLY_ERROR) {
+    const std::string_view err(r->str, r->len);
+    if (err.starts_with("OOM")) {
+      return ResourceExhausted("{} refused a write: {}", opt_.address.ToString(), err);
+    }
+    return IoError("{}: ZADD: {}", opt_.address.ToString(), err);
+  }
+  return Status::Ok();
+}
+
+Expected<bool> RemoteStore::HasEntry(std::string_view numerics, std::string_view key) {
+  return Exists(RemoteEntryKey(opt_.model, numerics, key));
+}
+
+Expected<RemoteEntryRecord> RemoteStore::GetEntry(std::string_view numerics, std::string_view key) {
+  const std::string k = RemoteEntryKey(opt_.model, numerics, key);
+  RemoteEntryRecord record;
+  FLASHKV_RETURN_IF_ERROR(ReadValue(k, [&](std::string_view value) -> Status {
+    Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, 0);
+    if (!part.ok()) return part.status().WithContext(k);
+    if (part->count != 1) return Corrupt("{}: an entry record has one part", k);
+    Expected<RemoteEntryRecord> r = DecodeEntry(part->payload);
+    if (!r.ok()) return r.status().WithContext(k);
+    if (r->key != key) return Corrupt("{}: the record names entry {}", k, r->key);
+    record = std::move(*r);
+    return Status::Ok();
+  }));
+  return record;
+}
+
+Expected<std::vector<uint32_t>> RemoteStore::Lengths(std::string_view numerics, uint32_t lo,
+                                                     uint32_t hi, int limit) {
+  const std::string max = std::to_string(hi), min = std::to_string(lo),
+                    count = std::to_string(limit);
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw,
+                           Command({"ZREVRANGEBYSCORE", RemoteLengthsKey(opt_.model, numerics), max,
+                                    min, "LIMIT", "0", count}));
+  Reply r(raw);
+  if (r->type == REDIS_REPLY_ERROR) {
+    return IoError("{}: ZREVRANGEBYSCORE: {}", opt_.address.ToString(),
+                   std::string_view(r->str, r->len));
+  }
+  if (r->type != REDIS_REPLY_ARRAY) return IoError("ZREVRANGEBYSCORE: unexpected reply");
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    uint32_t n = 0;
+    // Members are this process's own decimal lengths; anything else is skipped.
+    if (e->type == REDIS_REPLY_STRING && ParseInt(std::string_view(e->str, e->len), &n) &&
+        n >= lo && n <= hi) {
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
+}  // namespace flashkv

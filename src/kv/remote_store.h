@@ -1,0 +1,94 @@
+// RemoteStore: one connection to the shared KV tier's RESP store (Redis, a Redis Cluster
+// node or proxy, or any server speaking RESP), on hiredis. It stores a cache's objects by
+// name (whatever files a disk save wrote) and an index of entries by (model fingerprint,
+// numerics, n_tokens, entry name = SHA-1 of the token ids); keys and value framing are in
+// docs/KV_FORMAT.md "Remote tier". Plain single-key commands only (GET, SET, EXISTS, ZADD,
+// ZREVRANGEBYSCORE, PING, SELECT): no Lua, no modules, no multi-key commands (a cluster
+// keeps them on one slot each).
+//
+// Connects on first use and again after any connection error; connect and command
+// timeouts bound every call. Errors: kIoError when the store cannot be reached or times
+// out (the connection is dropped), kResourceExhausted when it refuses a write for memory
+// (maxmemory / OOM), kNotFound for an absent key, kCorrupt for a damaged value and
+// kFailedPrecondition for another model's (kv/remote_frame.h).
+//
+// Threading: not thread-safe; one per thread (kv/remote_tier.h keeps two).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kv/remote_address.h"
+#include "util/sha1.h"
+#include "util/status.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace flashkv {
+
+struct RemoteStoreOptions {
+  RemoteAddress address;
+  Sha1Digest model{};  // the fingerprint every value carries and is checked against
+  int connect_timeout_ms = 500;
+  int command_timeout_ms = 2000;
+  uint64_t part_bytes = uint64_t(32) << 20;  // an object is stored in parts of this size
+};
+
+// What the store says about one entry: its token count and the objects it is made of.
+struct RemoteEntryRecord {
+  std::string key;  // 40 hex, SHA-1 of the token ids
+  uint32_t n_tokens = 0;
+  std::vector<std::pair<std::string, uint64_t>> objects;  // name, bytes
+};
+
+// Keys (docs/KV_FORMAT.md): exposed so tests and tools can reach a value directly.
+std::string RemoteObjectKey(const Sha1Digest& model, std::string_view name, uint32_t part);
+std::string RemoteEntryKey(const Sha1Digest& model, std::string_view numerics,
+                           std::string_view key);
+std::string RemoteLengthsKey(const Sha1Digest& model, std::string_view numerics);
+
+class RemoteStore {
+ public:
+  explicit RemoteStore(RemoteStoreOptions options);  // no I/O yet
+  ~RemoteStore();
+  RemoteStore(const RemoteStore&) = delete;
+  RemoteStore& operator=(const RemoteStore&) = delete;
+
+  const RemoteStoreOptions& options() const { return opt_; }
+
+  Status Ping();
+  // True when every part of an object of `bytes` bytes is present (shared objects are
+  // uploaded once).
+  Expected<bool> HasObject(std::string_view name, uint64_t bytes);
+  Status PutObject(std::string_view name, std::string_view bytes);
+  Expected<std::string> GetObject(std::string_view name);
+  // The entry record, then its length in the model/numerics' sorted set: a reader that
+  // finds the length finds the record, and the record is written after its objects.
+  Status PutEntry(std::string_view numerics, const RemoteEntryRecord& record);
+  Expected<RemoteEntryRecord> GetEntry(std::string_view numerics, std::string_view key);
+  Expected<bool> HasEntry(std::string_view numerics, std::string_view key);
+  // The token counts of this model/numerics' entries within [lo, hi], longest first, at
+  // most `limit`.
+  Expected<std::vector<uint32_t>> Lengths(std::string_view numerics, uint32_t lo, uint32_t hi,
+                                          int limit);
+
+ private:
+  Status Connect();
+  void Drop();
+  // Runs one command; the reply is owned by the caller (Reply frees it).
+  Expected<redisReply*> Command(const std::vector<std::string_view>& args);
+  Status PutValue(const std::string& key, std::string_view value);
+  // Hands the value to `use` while the reply holds it; kNotFound when absent.
+  Status ReadValue(const std::string& key, const std::function<Status(std::string_view)>& use);
+  Expected<bool> Exists(const std::string& key);
+
+  const RemoteStoreOptions opt_;
+  redisContext* ctx_ = nullptr;
+};
+
+}  // namespace flashkv
