@@ -3,6 +3,7 @@
 // fuses a chain overrides the op and must reproduce these bits (docs/CUDA.md "How to add a
 // fusion").
 #include "backend/backend.h"
+#include "backend/moe_route.h"
 
 namespace flashkv {
 
@@ -24,20 +25,7 @@ void Backend::NormRope(const NormRopeArgs& a) {
 void Backend::MoeBlock(const MoeBlockArgs& a) {
   const int T = a.n_tokens;
   const int n_embd = a.hc.n_embd;
-  MatMul(*a.router, a.x, T, a.logits, a.aq);
-
-  RouterArgs route;
-  route.logits = a.logits;
-  route.bias = a.router_bias;
-  route.tid2eid = a.tid2eid;
-  route.tokens = a.tokens;
-  route.selected = a.selected;
-  route.weights = a.weights;
-  route.n_tokens = T;
-  route.n_expert = int(a.router->ne[1]);
-  route.n_used = a.n_used;
-  route.weight_scale = a.weight_scale;
-  RouterSelect(route);
+  RouteMoeBlock(*this, a);
 
   MoeArgs moe;
   moe.x = a.x;

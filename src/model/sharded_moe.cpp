@@ -8,6 +8,7 @@
 
 #include <utility>
 
+#include "backend/moe_route.h"
 #include "model/model.h"
 
 namespace flashkv {
@@ -82,20 +83,8 @@ Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
   const int D = a.hc.n_embd;
   const size_t n_pairs = size_t(T) * size_t(k);
 
-  // Routing on home, as Backend::MoeBlock does (coarse_ops.cpp).
-  be.MatMul(*a.router, a.x, T, a.logits, a.aq);
-  RouterArgs route;
-  route.logits = a.logits;
-  route.bias = a.router_bias;
-  route.tid2eid = a.tid2eid;
-  route.tokens = a.tokens;
-  route.selected = a.selected;
-  route.weights = a.weights;
-  route.n_tokens = T;
-  route.n_expert = int(a.router->ne[1]);
-  route.n_used = k;
-  route.weight_scale = a.weight_scale;
-  be.RouterSelect(route);
+  // Routing on home, as Backend::MoeBlock does (backend/moe_route.h).
+  RouteMoeBlock(be, a);
 
   // The choice comes to the host to split the pairs (docs/MULTI_GPU.md: on CUDA every device
   // routes its own replicated rows instead, and no index crosses to the host).
