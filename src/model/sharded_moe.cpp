@@ -14,19 +14,6 @@
 namespace flashkv {
 namespace {
 
-Expected<Weight> PlaceBlock(Backend& home, Backend& to, const Weight& stack, int first, int count,
-                            std::vector<uint8_t>& bytes) {
-  bytes.resize(size_t(stack.matrix_bytes()) * size_t(count));
-  const DevPtr<const uint8_t> src = stack.data + size_t(stack.matrix_bytes()) * size_t(first);
-  FLASHKV_RETURN_IF_ERROR(home.Read(src, bytes.data(), bytes.size()));
-  WeightSource s{stack.name,
-                 stack.type,
-                 {stack.ne[0], stack.ne[1], uint64_t(count)},
-                 bytes.data(),
-                 bytes.size()};
-  return to.PlaceWeight(s);
-}
-
 Status Grow(Backend& be, DeviceBuffer& buf, size_t bytes) {
   if (buf.bytes() >= bytes) return Status::Ok();
   buf = DeviceBuffer();
@@ -36,9 +23,38 @@ Status Grow(Backend& be, DeviceBuffer& buf, size_t bytes) {
 
 }  // namespace
 
+Expected<Weight> PlaceExpertBlock(const Weight& stack, const GgufFile* file, Backend& home,
+                                  int first, int count, Backend& to, std::vector<uint8_t>& bytes) {
+  const uint64_t mb = stack.matrix_bytes();
+  const uint64_t want = mb * uint64_t(count);
+  if (first < 0 || count < 1 || uint64_t(first) + uint64_t(count) > stack.ne[2]) {
+    return InvalidArgument("{}: experts [{}, {}) outside its {}", stack.name, first,
+                           int64_t(first) + count, stack.ne[2]);
+  }
+  WeightSource s{
+      stack.name, stack.type, {stack.ne[0], stack.ne[1], uint64_t(count)}, nullptr, want};
+  const GgufTensorInfo* t = file != nullptr ? file->FindTensor(stack.name) : nullptr;
+  if (t != nullptr) {
+    if (t->type != stack.type || t->nbytes < mb * stack.ne[2]) {
+      return Corrupt("{}: the file's tensor is not the bound stack", stack.name);
+    }
+    s.host_data = t->data + mb * uint64_t(first);
+  } else {
+    if (!stack.present()) {
+      return FailedPrecondition("{}: not placed on the home backend and no file to place it from",
+                                stack.name);
+    }
+    bytes.resize(size_t(want));
+    FLASHKV_RETURN_IF_ERROR(
+        home.Read(stack.data + size_t(mb) * size_t(first), bytes.data(), bytes.size()));
+    s.host_data = bytes.data();
+  }
+  return to.PlaceWeight(s);
+}
+
 Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& config,
                                                              const ModelWeights& weights,
-                                                             Backend& home,
+                                                             const GgufFile* file, Backend& home,
                                                              std::span<Backend* const> shards,
                                                              RowExchange& exchange) {
   FLASHKV_ASSIGN_OR_RETURN(ExpertShardPlan plan,
@@ -55,8 +71,9 @@ Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& 
       const LayerWeights& w = weights.layers[l];
       const Weight* stacks[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};
       for (int i = 0; i < 3; ++i) {
-        auto placed = PlaceBlock(home, *sh.be, *stacks[i], out->plan_.first(int(d)),
-                                 out->plan_.count(int(d)), sh.bytes[l * 3 + size_t(i)]);
+        auto placed =
+            PlaceExpertBlock(*stacks[i], file, home, out->plan_.first(int(d)),
+                             out->plan_.count(int(d)), *sh.be, sh.bytes[l * 3 + size_t(i)]);
         if (!placed.ok()) {
           return placed.status().WithContext(fmt::format("expert shard {}, layer {}", d, l));
         }
@@ -65,6 +82,14 @@ Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& 
     }
   }
   return out;
+}
+
+uint64_t ExpertShards::placed_bytes(int shard) const {
+  uint64_t total = 0;
+  for (const auto& layer : shards_[size_t(shard)].layers) {
+    for (const Weight& w : layer) total += w.matrix_bytes() * w.ne[2];
+  }
+  return total;
 }
 
 void ExpertShards::MoeBlock(int layer, const MoeBlockArgs& a) {
@@ -170,13 +195,49 @@ Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, cons
 }
 
 Status Model::ShardExperts(std::span<Backend* const> shards, RowExchange& exchange) {
+  const GgufFile* file = file_ ? &*file_ : nullptr;
   if (shards.empty()) {
+    // Back to one backend: the experts go home first if they were placed on shards only.
+    for (size_t l = 0; l < weights_.layers.size(); ++l) {
+      LayerWeights& w = weights_.layers[l];
+      for (Weight* stack : {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps}) {
+        if (stack->present()) continue;
+        std::vector<uint8_t> unused;  // a stack that is not on home comes from the file
+        auto placed =
+            PlaceExpertBlock(*stack, file, backend_, 0, int(stack->ne[2]), backend_, unused);
+        if (!placed.ok()) return placed.status().WithContext(fmt::format("layer {}", l));
+        *stack = std::move(*placed);
+      }
+    }
     experts_.reset();
     return Status::Ok();
   }
-  FLASHKV_ASSIGN_OR_RETURN(experts_,
-                           ExpertShards::Create(config_, weights_, backend_, shards, exchange));
+  FLASHKV_ASSIGN_OR_RETURN(
+      experts_, ExpertShards::Create(config_, weights_, file, backend_, shards, exchange));
   return Status::Ok();
+}
+
+Expected<std::unique_ptr<Model>> Model::LoadExpertParallel(const std::string& path, Backend& home,
+                                                           std::span<Backend* const> shards,
+                                                           RowExchange& exchange,
+                                                           const ModelOptions* options) {
+  if (shards.empty()) return InvalidArgument("{}: expert parallel needs one shard or more", path);
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                           LoadFile(path, home, options, /*place_routed_experts=*/false));
+  Status s = m->ShardExperts(shards, exchange);
+  if (!s.ok()) return s.WithContext(path);
+  return m;
+}
+
+Model::WeightBytes Model::PlacedBytes() const {
+  WeightBytes out;
+  out.home = PlacedWeightBytes(config_, weights_);
+  if (experts_) {
+    for (int d = 0; d < experts_->plan().n_shards(); ++d) {
+      out.shards.push_back(experts_->placed_bytes(d));
+    }
+  }
+  return out;
 }
 
 }  // namespace flashkv

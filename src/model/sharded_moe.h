@@ -15,22 +15,35 @@
 
 #include "backend/backend.h"
 #include "backend/exchange.h"
+#include "gguf/gguf_file.h"
 #include "model/expert_shards.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
 namespace flashkv {
 
+// Experts [first, first + count) of the 3-D expert stack `stack`, placed on `to`: a slice of
+// `file`'s mapping when the file holds the tensor (no other expert's byte is read), else read
+// back from `home` into `bytes` (which must then outlive the Weight on a backend that keeps
+// host bytes in place). The Weight's ne[2] is `count`.
+Expected<Weight> PlaceExpertBlock(const Weight& stack, const GgufFile* file, Backend& home,
+                                  int first, int count, Backend& to, std::vector<uint8_t>& bytes);
+
 class ExpertShards {
  public:
-  // Copies each shard's block of every layer's expert stacks from `home` (where `weights`
-  // live) onto its backend. shards.size() in [1, n_expert]; errors name the layer.
+  // Places each shard's block of every layer's expert stacks on its backend: from `file`'s
+  // mapping when given (only the block's bytes: the tensors must be those `weights` were
+  // bound from), else read back from `home`, where `weights` then must hold them.
+  // shards.size() in [1, n_expert]; a shard may be `home` itself; errors name the layer.
   static Expected<std::unique_ptr<ExpertShards>> Create(const ModelConfig& config,
-                                                        const ModelWeights& weights, Backend& home,
+                                                        const ModelWeights& weights,
+                                                        const GgufFile* file, Backend& home,
                                                         std::span<Backend* const> shards,
                                                         RowExchange& exchange);
 
   const ExpertShardPlan& plan() const { return plan_; }
+  // The expert weight bytes shard d holds (its blocks of every layer's three stacks).
+  uint64_t placed_bytes(int shard) const;
 
   // Backend::MoeBlock's chain for layer `layer` with the routed experts on the shards. An
   // error is sticky (like a device error): later calls do nothing until TakeError().
@@ -42,7 +55,7 @@ class ExpertShards {
   struct Shard {
     Backend* be = nullptr;
     std::vector<std::array<Weight, 3>> layers;  // gate, up, down: this shard's experts
-    std::vector<std::vector<uint8_t>> bytes;    // their host bytes (PlaceWeight may keep them)
+    std::vector<std::vector<uint8_t>> bytes;    // read back from home (PlaceWeight may keep them)
     DeviceBuffer x, selected, weights, y;       // per pair: input, local expert, weight, output
     size_t capacity = 0;                        // pairs the buffers hold
   };

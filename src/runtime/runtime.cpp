@@ -53,22 +53,36 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
   if (!options.gpus.empty() && backend != "cuda") {
     return InvalidArgument("--gpus needs the cuda backend, not {}", backend);
   }
-  if (options.gpus.size() > 1) {
-    return Unsupported(
-        "--gpus names {} devices, but one flashkv process drives one GPU so far (expert "
-        "parallel over several is designed in docs/MULTI_GPU.md, not built yet); name one",
-        options.gpus.size());
+  if (options.expert_shards < 0) {
+    return InvalidArgument("--expert-shards must be >= 1, got {}", options.expert_shards);
+  }
+  if (options.expert_shards > 1 && backend != "cpu") {
+    return InvalidArgument(
+        "--expert-shards is the CPU form of several --gpus; with the {} backend name the "
+        "devices with --gpus",
+        backend);
   }
   if (backend == "cpu") {
     rt->backend_ = std::make_unique<CpuBackend>(&rt->pool_);
+    // The shards take turns within a step, so they share the one pool.
+    for (int d = 1; d < options.expert_shards; ++d) {
+      rt->more_backends_.push_back(std::make_unique<CpuBackend>(&rt->pool_));
+    }
   } else if (backend == "cuda") {
 #if FLASHKV_HAVE_CUDA
-    CudaBackendOptions cuda;
-    if (!options.gpus.empty()) cuda.device = options.gpus[0];
-    auto made = CudaBackend::Create(cuda);
-    // A device another process holds in exclusive mode fails here ("busy or unavailable").
-    if (!made.ok()) return made.status().WithContext(fmt::format("CUDA device {}", cuda.device));
-    rt->backend_ = std::move(*made);
+    const std::vector<int> devices = options.gpus.empty() ? std::vector<int>{0} : options.gpus;
+    for (int device : devices) {
+      CudaBackendOptions cuda;
+      cuda.device = device;
+      auto made = CudaBackend::Create(cuda);
+      // A device another process holds in exclusive mode fails here ("busy or unavailable").
+      if (!made.ok()) return made.status().WithContext(fmt::format("CUDA device {}", device));
+      if (rt->backend_ == nullptr) {
+        rt->backend_ = std::move(*made);
+      } else {
+        rt->more_backends_.push_back(std::move(*made));
+      }
+    }
 #else
     return Unsupported(
         "this flashkv was built without CUDA (configure with -DFLASHKV_CUDA=ON "
@@ -76,6 +90,15 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
 #endif
   } else {
     return InvalidArgument("unknown backend '{}' (expected auto, cpu or cuda)", options.backend);
+  }
+  // Expert parallel: home is shard 0. Rows move through host memory for now (every backend
+  // has Read/Write); the NCCL exchange replaces it on GPUs once it has run on a multi-GPU
+  // machine (docs/MULTI_GPU.md).
+  std::vector<Backend*> shards;
+  if (!rt->more_backends_.empty()) {
+    rt->exchange_ = std::make_unique<HostRowExchange>();
+    shards.push_back(rt->backend_.get());
+    for (auto& be : rt->more_backends_) shards.push_back(be.get());
   }
   if (IsRandomModelSource(options.model_path)) {
     FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));
@@ -95,6 +118,8 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
       return made.status();
     }
     rt->model_ = std::move(*made);
+    // Random weights are generated on home, so each shard's block is copied from there.
+    if (!shards.empty()) FLASHKV_RETURN_IF_ERROR(rt->model_->ShardExperts(shards, *rt->exchange_));
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     info.total_bytes = counts.total_bytes;
     info.bytes_per_token = counts.bytes_per_token;
@@ -102,7 +127,9 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return rt;
   }
   const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
-  auto model = Model::Load(options.model_path, *rt->backend_, options.model);
+  auto model = shards.empty() ? Model::Load(options.model_path, *rt->backend_, options.model)
+                              : Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
+                                                          *rt->exchange_, options.model);
   if (!model.ok()) {
     // Out of device memory: say how much the weights are and what the device had.
     if (model.status().code() == StatusCode::kResourceExhausted && before) {
@@ -117,6 +144,15 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return model.status();
   }
   rt->model_ = std::move(*model);
+  if (!shards.empty()) {
+    const Model::WeightBytes bytes = rt->model_->PlacedBytes();
+    spdlog::info(
+        "expert parallel over {} {} backends: home {:.1f} MiB of weights besides its "
+        "experts, routed experts {:.1f} MiB on shard 0 … {:.1f} MiB on shard {}",
+        shards.size(), backend, double(bytes.home) / double(1 << 20),
+        double(bytes.shards.front()) / double(1 << 20),
+        double(bytes.shards.back()) / double(1 << 20), bytes.shards.size() - 1);
+  }
   return rt;
 }
 
