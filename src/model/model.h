@@ -119,6 +119,8 @@ class Model {
     std::vector<uint64_t> shards;
   };
   WeightBytes PlacedBytes() const;
+  // The routed experts' shards; null on one backend.
+  const ExpertShards* expert_shards() const { return experts_.get(); }
 
  private:
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);

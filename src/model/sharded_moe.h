@@ -44,6 +44,10 @@ class ExpertShards {
   const ExpertShardPlan& plan() const { return plan_; }
   // The expert weight bytes shard d holds (its blocks of every layer's three stacks).
   uint64_t placed_bytes(int shard) const;
+  // Shard d's block of layer l's stack i (0 gate, 1 up, 2 down).
+  const Weight& block(int shard, int layer, int i) const {
+    return shards_[size_t(shard)].layers[size_t(layer)][size_t(i)];
+  }
 
   // Backend::MoeBlock's chain for layer `layer` with the routed experts on the shards. An
   // error is sticky (like a device error): later calls do nothing until TakeError().
