@@ -9,6 +9,9 @@
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
+#if FLASHKV_HAVE_NCCL
+#include "backend/cuda/nccl_exchange.h"
+#endif
 
 namespace flashkv {
 
@@ -62,6 +65,7 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
         "devices with --gpus",
         backend);
   }
+  const std::vector<int> devices = options.gpus.empty() ? std::vector<int>{0} : options.gpus;
   if (backend == "cpu") {
     rt->backend_ = std::make_unique<CpuBackend>(&rt->pool_);
     // The shards take turns within a step, so they share the one pool.
@@ -70,7 +74,6 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     }
   } else if (backend == "cuda") {
 #if FLASHKV_HAVE_CUDA
-    const std::vector<int> devices = options.gpus.empty() ? std::vector<int>{0} : options.gpus;
     for (int device : devices) {
       CudaBackendOptions cuda;
       cuda.device = device;
@@ -91,14 +94,21 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
   } else {
     return InvalidArgument("unknown backend '{}' (expected auto, cpu or cuda)", options.backend);
   }
-  // Expert parallel: home is shard 0. Rows move through host memory for now (every backend
-  // has Read/Write); the NCCL exchange replaces it on GPUs once it has run on a multi-GPU
-  // machine (docs/MULTI_GPU.md).
+  // Expert parallel: home is shard 0. Rows move over NCCL between GPUs where this build links
+  // it (FLASHKV_RUNTIME_NCCL, src/runtime/CMakeLists.txt), else through host memory (every
+  // backend has Read/Write: slower, the same bits).
   std::vector<Backend*> shards;
   if (!rt->more_backends_.empty()) {
-    rt->exchange_ = std::make_unique<HostRowExchange>();
     shards.push_back(rt->backend_.get());
     for (auto& be : rt->more_backends_) shards.push_back(be.get());
+#if FLASHKV_HAVE_NCCL
+    if (backend == "cuda") {
+      auto nccl = NcclRowExchange::Create(shards, devices);
+      if (!nccl.ok()) return nccl.status().WithContext("NCCL between the --gpus devices");
+      rt->exchange_ = std::move(*nccl);
+    }
+#endif
+    if (rt->exchange_ == nullptr) rt->exchange_ = std::make_unique<HostRowExchange>();
   }
   if (IsRandomModelSource(options.model_path)) {
     FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));
@@ -146,12 +156,14 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
   rt->model_ = std::move(*model);
   if (!shards.empty()) {
     const Model::WeightBytes bytes = rt->model_->PlacedBytes();
+    std::string per_shard;
+    for (uint64_t b : bytes.shards) {
+      per_shard += fmt::format("{}{:.1f}", per_shard.empty() ? "" : ", ", double(b) / (1 << 20));
+    }
     spdlog::info(
-        "expert parallel over {} {} backends: home {:.1f} MiB of weights besides its "
-        "experts, routed experts {:.1f} MiB on shard 0 … {:.1f} MiB on shard {}",
-        shards.size(), backend, double(bytes.home) / double(1 << 20),
-        double(bytes.shards.front()) / double(1 << 20),
-        double(bytes.shards.back()) / double(1 << 20), bytes.shards.size() - 1);
+        "expert parallel over {} {} backends: home holds {:.1f} MiB of weights besides "
+        "its experts; routed experts per shard (home first): {} MiB",
+        shards.size(), backend, double(bytes.home) / double(1 << 20), per_shard);
   }
   return rt;
 }
