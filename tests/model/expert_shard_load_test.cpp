@@ -3,6 +3,7 @@
 // of them — on the CPU backend, which keeps the host bytes in place, a shard's Weight is the
 // very slice of the file's mapping that holds its experts, so no other expert's byte is
 // read — the bytes add up to one backend's, and every logit equals one backend's bit for bit.
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -118,7 +119,8 @@ TEST(ExpertShardLoadTest, EachShardHoldsExactlyItsSliceOfTheFile) {
   // `first` experts — each shard's Weights cover its experts' bytes of the file and no other.
   const GgufTensorInfo* t0 = file->FindTensor(std::string("blk.0.") + kStacks[0]);
   ASSERT_NE(t0, nullptr);
-  const uint8_t* data_section = shards->block(0, 0, 0).data.get() - t0->offset;
+  const uintptr_t data_section =
+      reinterpret_cast<uintptr_t>(shards->block(0, 0, 0).data.get()) - uintptr_t(t0->offset);
   uint64_t sum = 0;
   for (int d = 0; d < 3; ++d) {
     const int first = shards->plan().first(d), count = shards->plan().count(d);
@@ -132,7 +134,8 @@ TEST(ExpertShardLoadTest, EachShardHoldsExactlyItsSliceOfTheFile) {
         const Weight& w = shards->block(d, l, i);
         ASSERT_EQ(w.matrix_bytes(), mb);
         EXPECT_EQ(w.ne[2], uint64_t(count));
-        EXPECT_EQ(w.data.get(), data_section + t->offset + mb * uint64_t(first))
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data.get()),
+                  data_section + uintptr_t(t->offset + mb * uint64_t(first)))
             << "shard " << d << " layer " << l << " " << kStacks[i];
       }
     }
