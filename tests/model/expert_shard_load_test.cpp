@@ -187,9 +187,9 @@ TEST(ExpertShardLoadTest, ReshardingPlacesFromTheFile) {
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   const auto want = RunAll(**one);
 
+  CpuBackend a(nullptr), b(nullptr);  // outlive the model, which may hold buffers on them
   ShardedRig rig(3, /*home_is_shard=*/false);
   ASSERT_TRUE(rig.model);
-  CpuBackend a(nullptr), b(nullptr);
   Backend* two[] = {&a, &b};
   ASSERT_TRUE(rig.model->ShardExperts(two, rig.exchange).ok());
   EXPECT_EQ(rig.model->PlacedBytes().shards.size(), 2u);
