@@ -112,6 +112,15 @@ class Model {
                                                              RowExchange& exchange,
                                                              const ModelOptions* options = nullptr);
 
+  // A second home device for the same file (several homes, docs/MULTI_GPU.md): `home` gets
+  // every weight but the routed experts, which stay where `other` (loaded with
+  // LoadExpertParallel) placed them and are shared with it. Its sessions' state lives on
+  // `home`; their logits equal one backend's bit for bit. One Forward at a time over all
+  // the models sharing the experts; the shards' backends and exchange must outlive them all.
+  static Expected<std::unique_ptr<Model>> LoadSharingExperts(const std::string& path, Backend& home,
+                                                             const Model& other,
+                                                             const ModelOptions* options = nullptr);
+
   // The weight bytes each backend was given (PlacedWeightBytes): home's, and each expert
   // shard's (empty without shards). A backend that is home and a shard holds both.
   struct WeightBytes {
@@ -148,7 +157,9 @@ class Model {
   std::unique_ptr<StepScratch> step_;  // host-side lists of the step
   std::vector<float> observer_buf_;
   LayerObserver observer_;
-  std::unique_ptr<ExpertShards> experts_;  // null: the routed experts run on backend_
+  // Null: the routed experts run on backend_. Shared by the Models of several home devices
+  // (LoadSharingExperts).
+  std::shared_ptr<ExpertShards> experts_;
 };
 
 }  // namespace flashkv

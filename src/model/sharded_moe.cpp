@@ -92,17 +92,16 @@ uint64_t ExpertShards::placed_bytes(int shard) const {
   return total;
 }
 
-void ExpertShards::MoeBlock(int layer, const MoeBlockArgs& a) {
+void ExpertShards::MoeBlock(Backend& home, int layer, const MoeBlockArgs& a) {
   if (!error_.ok()) return;
-  error_ = Run(layer, a);
+  error_ = Run(home, layer, a);
 }
 
 Status ExpertShards::TakeError() {
   return std::exchange(error_, Status::Ok());
 }
 
-Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
-  Backend& be = home_;
+Status ExpertShards::Run(Backend& be, int layer, const MoeBlockArgs& a) {
   const int T = a.n_tokens;
   const int k = a.n_used;
   const int D = a.hc.n_embd;
@@ -119,14 +118,19 @@ Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
   FLASHKV_RETURN_IF_ERROR(be.Read(a.weights, route_w_.data(), n_pairs * sizeof(float)));
   FLASHKV_RETURN_IF_ERROR(PartitionPairs(plan_, selected_, parts_));
 
-  FLASHKV_RETURN_IF_ERROR(Grow(be, slot_rows_, n_pairs * size_t(D) * sizeof(float)));
+  HomeRows* mine = nullptr;
+  for (HomeRows& h : slot_rows_) {
+    if (h.home == &be) mine = &h;
+  }
+  if (mine == nullptr) mine = &slot_rows_.emplace_back(HomeRows{&be, DeviceBuffer()});
+  FLASHKV_RETURN_IF_ERROR(Grow(be, mine->rows, n_pairs * size_t(D) * sizeof(float)));
+  const DevPtr<float> rows = mine->rows.as<float>();
   for (size_t d = 0; d < shards_.size(); ++d) {
-    Status s = RunShard(shards_[d], parts_[d], layer, a, D);
+    Status s = RunShard(be, shards_[d], parts_[d], layer, a, D, rows);
     if (!s.ok()) return s.WithContext(fmt::format("expert shard {}, layer {}", d, layer));
   }
 
   // routed[t] = Σ_slot rows[slot, t] in slot order from +0.
-  const DevPtr<float> rows = slot_rows_.as<float>();
   const size_t plane = size_t(T) * size_t(D);
   be.Fill(a.routed, 0.0f, plane);
   for (int s = 0; s < k; ++s) be.Add(a.routed, rows + size_t(s) * plane, a.routed, plane);
@@ -142,8 +146,8 @@ Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
   return Status::Ok();
 }
 
-Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, const MoeBlockArgs& a,
-                              int n_embd) {
+Status ExpertShards::RunShard(Backend& home, Shard& sh, const ShardPairs& part, int layer,
+                              const MoeBlockArgs& a, int n_embd, DevPtr<float> slot_rows) {
   const size_t P = part.pairs.size();
   if (P == 0) return Status::Ok();
   const int T = a.n_tokens;
@@ -165,7 +169,7 @@ Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, cons
     pair_w_[i] = route_w_[size_t(p)];
   }
   FLASHKV_RETURN_IF_ERROR(
-      exchange_.MoveRows(home_, a.x, *sh.be, sh.x.as<float>(), size_t(n_embd), moves_));
+      exchange_.MoveRows(home, a.x, *sh.be, sh.x.as<float>(), size_t(n_embd), moves_));
   FLASHKV_RETURN_IF_ERROR(
       sh.be->Write(sh.selected.as<void>(), part.local_expert.data(), P * sizeof(int32_t)));
   FLASHKV_RETURN_IF_ERROR(sh.be->Write(sh.weights.as<void>(), pair_w_.data(), P * sizeof(float)));
@@ -190,8 +194,7 @@ Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, cons
     const int32_t p = part.pairs[i];
     moves_[i] = RowMove{int32_t(i), (p % k) * T + p / k};
   }
-  return exchange_.MoveRows(*sh.be, sh.y.as<float>(), home_, slot_rows_.as<float>(), size_t(n_embd),
-                            moves_);
+  return exchange_.MoveRows(*sh.be, sh.y.as<float>(), home, slot_rows, size_t(n_embd), moves_);
 }
 
 Status Model::ShardExperts(std::span<Backend* const> shards, RowExchange& exchange) {
@@ -226,6 +229,23 @@ Expected<std::unique_ptr<Model>> Model::LoadExpertParallel(const std::string& pa
                            LoadFile(path, home, options, /*place_routed_experts=*/false));
   Status s = m->ShardExperts(shards, exchange);
   if (!s.ok()) return s.WithContext(path);
+  return m;
+}
+
+Expected<std::unique_ptr<Model>> Model::LoadSharingExperts(const std::string& path, Backend& home,
+                                                           const Model& other,
+                                                           const ModelOptions* options) {
+  if (!other.experts_) {
+    return InvalidArgument("{}: the model to share experts with holds them on its own backend",
+                           path);
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                           LoadFile(path, home, options, /*place_routed_experts=*/false));
+  if (m->config_.n_expert != other.config_.n_expert ||
+      m->config_.n_layer != other.config_.n_layer) {
+    return InvalidArgument("{}: not the model whose experts it would share", path);
+  }
+  m->experts_ = other.experts_;
   return m;
 }
 

@@ -49,9 +49,12 @@ class ExpertShards {
     return shards_[size_t(shard)].layers[size_t(layer)][size_t(i)];
   }
 
-  // Backend::MoeBlock's chain for layer `layer` with the routed experts on the shards. An
-  // error is sticky (like a device error): later calls do nothing until TakeError().
-  void MoeBlock(int layer, const MoeBlockArgs& a);
+  // Backend::MoeBlock's chain for layer `layer` with the routed experts on the shards; `a`
+  // lives on `home`, which runs the router, the slot sum, the shared expert and HC_post.
+  // Several home backends may share one ExpertShards (several Models, one a home device:
+  // Model::LoadSharingExperts), one call at a time. An error is sticky (like a device
+  // error): later calls do nothing until TakeError().
+  void MoeBlock(Backend& home, int layer, const MoeBlockArgs& a);
   // The first error since the last call, and clears it.
   Status TakeError();
 
@@ -66,17 +69,22 @@ class ExpertShards {
 
   ExpertShards(ExpertShardPlan plan, Backend& home, RowExchange& exchange)
       : plan_(std::move(plan)), home_(home), exchange_(exchange) {}
-  Status Run(int layer, const MoeBlockArgs& a);
-  Status RunShard(Shard& shard, const ShardPairs& part, int layer, const MoeBlockArgs& a,
-                  int n_embd);
+  Status Run(Backend& home, int layer, const MoeBlockArgs& a);
+  Status RunShard(Backend& home, Shard& shard, const ShardPairs& part, int layer,
+                  const MoeBlockArgs& a, int n_embd, DevPtr<float> slot_rows);
+
+  // A home's [n_used, n_tokens, n_embd] buffer of each pair's routed output.
+  struct HomeRows {
+    Backend* home = nullptr;
+    DeviceBuffer rows;
+  };
 
   ExpertShardPlan plan_;
-  Backend& home_;
+  Backend& home_;  // where Create read blocks back from (a model without a file)
   RowExchange& exchange_;
   std::vector<Shard> shards_;
-  DeviceBuffer slot_rows_;  // home: [n_used, n_tokens, n_embd] each pair's routed output
-  size_t slot_capacity_ = 0;
-  std::vector<int32_t> selected_;  // host copies of the router's choice
+  std::vector<HomeRows> slot_rows_;  // one per home seen
+  std::vector<int32_t> selected_;    // host copies of the router's choice
   std::vector<float> route_w_;
   std::vector<ShardPairs> parts_;
   std::vector<RowMove> moves_;

@@ -3,6 +3,7 @@
 // of them — on the CPU backend, which keeps the host bytes in place, a shard's Weight is the
 // very slice of the file's mapping that holds its experts, so no other expert's byte is
 // read — the bytes add up to one backend's, and every logit equals one backend's bit for bit.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -216,6 +217,62 @@ TEST(ExpertShardLoadTest, NoShardsOrTooManyIsAnError) {
   EXPECT_EQ(many.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(many.status().ToString().find("9 shards for 8 experts"), std::string::npos)
       << many.status().ToString();
+}
+
+// Two home devices share one expert pool (layout B with several homes): A is home and
+// shard 0, B home and shard 1; each home's session, stepped in turn with the other's, gets
+// one backend's logits bit for bit, and B holds only the replicated weights besides its
+// experts.
+TEST(ExpertShardLoadTest, TwoHomesShareOneExpertPool) {
+  CpuBackend one_be(nullptr);
+  auto one = Model::Load(testing::Ds4TinyPath(), one_be);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  const auto want = RunAll(**one);
+
+  CpuBackend a(nullptr), b(nullptr);
+  HostRowExchange exchange;
+  Backend* both[] = {&a, &b};
+  auto ma = Model::LoadExpertParallel(testing::Ds4TinyPath(), a, both, exchange);
+  ASSERT_TRUE(ma.ok()) << ma.status().ToString();
+  auto mb = Model::LoadSharingExperts(testing::Ds4TinyPath(), b, **ma);
+  ASSERT_TRUE(mb.ok()) << mb.status().ToString();
+  EXPECT_EQ((*mb)->expert_shards(), (*ma)->expert_shards());
+  EXPECT_EQ((*mb)->PlacedBytes().home, (*ma)->PlacedBytes().home);
+  EXPECT_EQ((*mb)->PlacedBytes().shards, (*ma)->PlacedBytes().shards);
+
+  Model* models[2] = {ma->get(), mb->get()};
+  const int V = (*one)->config().n_vocab;
+  const auto tokens = Tokens(kPrompt + kDecode);
+  std::vector<KvState> states;
+  for (Model* m : models) {
+    auto st = m->NewState(kCtx);
+    ASSERT_TRUE(st.ok());
+    states.push_back(std::move(*st));
+  }
+  std::vector<std::vector<float>> got(2, std::vector<float>(want.size()));
+  for (int t0 = 0; t0 < kPrompt; t0 += 9) {  // prefill chunks, the homes in turn
+    const int n = std::min(9, kPrompt - t0);
+    for (int h = 0; h < 2; ++h) {
+      ASSERT_TRUE(models[h]
+                      ->Forward(std::span(tokens).subspan(size_t(t0), size_t(n)), states[size_t(h)],
+                                LogitsFor::kAll, got[size_t(h)].data() + size_t(t0) * size_t(V))
+                      .ok());
+    }
+  }
+  for (int i = kPrompt; i < kPrompt + kDecode; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      ASSERT_TRUE(models[h]
+                      ->Forward(std::span(tokens).subspan(size_t(i), 1), states[size_t(h)],
+                                LogitsFor::kLast, got[size_t(h)].data() + size_t(i) * size_t(V))
+                      .ok());
+    }
+  }
+  EXPECT_TRUE(SameBits(want, got[0])) << "home A";
+  EXPECT_TRUE(SameBits(want, got[1])) << "home B";
+
+  CpuBackend c(nullptr);
+  auto unshared = Model::LoadSharingExperts(testing::Ds4TinyPath(), c, **one);
+  EXPECT_EQ(unshared.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
