@@ -1,8 +1,8 @@
 // `flashkv logits`: float32 logits for token ids, used by the reference tests and external
 // checks, so its interface is kept stable:
 //   flashkv logits --model M.gguf --tokens 1,2,3|--tokens-file F [--decode N] [--chunk N]
-//                  [--numerics hf|official] [--act-quant off|q8] [--backend cpu|cuda] --out
-//                  FILE.f32
+//                  [--numerics hf|official] [--act-quant off|q8] [--backend cpu|cuda]
+//                  [--gpus 0,1,...] [--expert-shards N] --out FILE.f32
 // FILE.f32 holds [positions, vocab] row-major: one row per prompt position (from the
 // prefill), then one per greedy decode step (each greedy token fed alone). The greedy
 // tokens are printed on stdout. The ids run as one request through the engine — the
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/gpus_flag.h"
 #include "engine/engine.h"
 #include "evaluate/run_stepped.h"
 #include "runtime/runtime.h"
@@ -33,6 +34,8 @@ struct LogitsFlags {
   int chunk = 0;
   int threads = 0;
   std::string backend = "cpu";
+  std::string gpus;  // cli/gpus_flag.h
+  int expert_shards = 0;
   int ctx = 0;
   std::string numerics;
   std::string act_quant;
@@ -70,6 +73,12 @@ Status RunLogits(const LogitsFlags& f) {
   ro.model_path = f.model;
   ro.threads = f.threads;
   ro.backend = f.backend;
+  ro.expert_shards = f.expert_shards;
+  if (!f.gpus.empty()) {
+    std::string why;
+    const int present = Runtime::CudaDeviceCount(&why);
+    FLASHKV_ASSIGN_OR_RETURN(ro.gpus, ParseGpus(f.gpus, present, why));
+  }
   ModelOptions mo;
   std::optional<Tokenizer> tokenizer;  // the engine's EOS and streamed bytes
   {
@@ -154,6 +163,12 @@ void RegisterLogits(CLI::App& app) {
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--backend", f->backend, "cpu | cuda (when built with CUDA)")
       ->capture_default_str();
+  cmd->add_option("--gpus", f->gpus,
+                  "with --backend cuda: CUDA devices 0,1,... or auto, the routed experts spread "
+                  "over them (default device 0)");
+  cmd->add_option("--expert-shards", f->expert_shards,
+                  "spread the routed experts over N CPU backends (the CPU form of several "
+                  "--gpus; the logits do not change)");
   cmd->add_option("--ctx", f->ctx, "context size (default: prompt + decode)");
   cmd->add_option("--out,-o", f->out, "output file, float32 [positions, vocab]")->required();
   cmd->add_option("--hc-out", f->hc_out,

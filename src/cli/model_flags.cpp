@@ -26,7 +26,11 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
                   "auto | cpu | cuda (auto: cuda when this build has it and a GPU answers)")
       ->capture_default_str();
   cmd->add_option("--gpus", flags->gpus,
-                  "CUDA devices: 0,1,... or auto (every device); default one GPU, device 0");
+                  "CUDA devices: 0,1,... or auto (every device), the routed experts spread "
+                  "over them; default one GPU, device 0");
+  cmd->add_option("--expert-shards", flags->expert_shards,
+                  "spread the routed experts over N CPU backends in this process: the CPU "
+                  "form of several --gpus (answers do not change; for tests)");
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -109,6 +113,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
   ro.threads = flags.threads;
   ro.backend = flags.backend;
   ro.model = &setup.options;
+  ro.expert_shards = flags.expert_shards;
   if (!flags.gpus.empty()) {
     std::string why;
     const int present = Runtime::CudaDeviceCount(&why);

@@ -29,6 +29,7 @@ struct ModelFlags {
   int threads = 0;               // <= 0: one per core
   std::string backend = "auto";  // Runtime::ResolveBackend
   std::string gpus;              // cli/gpus_flag.h; empty: one GPU, device 0
+  int expert_shards = 0;         // CPU backends for the routed experts; <= 1: one
   std::string numerics;          // empty: DefaultModelOptions for the file
   std::string act_quant;         // empty: DefaultModelOptions for the file
   std::string tokenizer;         // random: sources only (empty: models/tokenizer/tokenizer.json)
@@ -36,7 +37,7 @@ struct ModelFlags {
 
 // --model/-m and --threads/-t.
 void AddModelFlags(CLI::App* cmd, ModelFlags* flags);
-// --backend, --gpus, --numerics and --act-quant.
+// --backend, --gpus, --expert-shards, --numerics and --act-quant.
 void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags);
 // --tokenizer, for random: model sources (they have no vocabulary of their own).
 void AddTokenizerFlag(CLI::App* cmd, ModelFlags* flags);

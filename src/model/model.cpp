@@ -19,6 +19,12 @@ Model::Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions opti
 
 Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& backend,
                                              const ModelOptions* options) {
+  return LoadFile(path, backend, options, /*place_routed_experts=*/true);
+}
+
+Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backend& backend,
+                                                 const ModelOptions* options,
+                                                 bool place_routed_experts) {
   auto file = GgufFile::Open(path);
   if (!file.ok()) return file.status();
   auto config = ModelConfig::FromGguf(*file);
@@ -29,7 +35,7 @@ Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& b
     if (!s.ok()) return s.WithContext(path);
   }
   std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*config), opts, backend));
-  auto weights = BindModelWeights(*m->file_, m->config_, backend);
+  auto weights = BindModelWeights(*m->file_, m->config_, backend, place_routed_experts);
   if (!weights.ok()) return weights.status().WithContext(path);
   m->weights_ = std::move(*weights);
   m->FinishLoad(path);

@@ -95,14 +95,47 @@ class Model {
   void SetLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
 
   // Expert parallel (docs/MULTI_GPU.md, model/sharded_moe.cpp): from the next step on, the
-  // routed experts run on `shards` (a contiguous block of every layer's experts each, copied
-  // from this model's backend), their rows moved through `exchange`; everything else stays
-  // on backend(). Logits and KvState keep their bits. Both must outlive the model or the
-  // next call; an empty span goes back to one backend. Not during a Forward.
+  // routed experts run on `shards` (a contiguous block of every layer's experts each, placed
+  // from the GGUF mapping, or for a model without a file copied from backend()), their rows
+  // moved through `exchange`; everything else stays on backend(). Logits and KvState keep
+  // their bits. Both must outlive the model or the next call; an empty span goes back to one
+  // backend (placing the experts there if it lacks them). Not during a Forward.
   Status ShardExperts(std::span<Backend* const> shards, RowExchange& exchange);
+
+  // Load() with the routed experts expert-parallel from the start: `home` gets everything
+  // but the routed-expert stacks, each shard only its block of them, placed straight from
+  // the GGUF mapping (the other shards' expert bytes are never read). `home` may be one of
+  // the shards (a device that is home and shard, as in a server over N devices). Logits
+  // equal Load()'s on one backend bit for bit. Lifetimes as for Load and ShardExperts.
+  static Expected<std::unique_ptr<Model>> LoadExpertParallel(const std::string& path, Backend& home,
+                                                             std::span<Backend* const> shards,
+                                                             RowExchange& exchange,
+                                                             const ModelOptions* options = nullptr);
+
+  // A second home device for the same file (several homes, docs/MULTI_GPU.md): `home` gets
+  // every weight but the routed experts, which stay where `other` (loaded with
+  // LoadExpertParallel) placed them and are shared with it. Its sessions' state lives on
+  // `home`; their logits equal one backend's bit for bit. One Forward at a time over all
+  // the models sharing the experts; the shards' backends and exchange must outlive them all.
+  static Expected<std::unique_ptr<Model>> LoadSharingExperts(const std::string& path, Backend& home,
+                                                             const Model& other,
+                                                             const ModelOptions* options = nullptr);
+
+  // The weight bytes each backend was given (PlacedWeightBytes): home's, and each expert
+  // shard's (empty without shards). A backend that is home and a shard holds both.
+  struct WeightBytes {
+    uint64_t home = 0;
+    std::vector<uint64_t> shards;
+  };
+  WeightBytes PlacedBytes() const;
+  // The routed experts' shards; null on one backend.
+  const ExpertShards* expert_shards() const { return experts_.get(); }
 
  private:
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
+  static Expected<std::unique_ptr<Model>> LoadFile(const std::string& path, Backend& backend,
+                                                   const ModelOptions* options,
+                                                   bool place_routed_experts);
   // The rope tables and the log line, once the weights are bound.
   void FinishLoad(const std::string& source);
   Status EnsureActivations(int capacity, int logits_rows);
@@ -124,7 +157,9 @@ class Model {
   std::unique_ptr<StepScratch> step_;  // host-side lists of the step
   std::vector<float> observer_buf_;
   LayerObserver observer_;
-  std::unique_ptr<ExpertShards> experts_;  // null: the routed experts run on backend_
+  // Null: the routed experts run on backend_. Shared by the Models of several home devices
+  // (LoadSharingExperts).
+  std::shared_ptr<ExpertShards> experts_;
 };
 
 }  // namespace flashkv

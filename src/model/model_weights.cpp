@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tensor/dtype.h"
+
 namespace flashkv {
 namespace {
 
@@ -55,6 +57,7 @@ struct Binding {
   int n_dims;                  // expected rank
   Kind kind;
   bool required;
+  bool place = true;  // false: checked and described, not placed (no data)
 };
 
 std::string ShapeString(const std::array<uint64_t, 3>& ne, int n_dims) {
@@ -96,6 +99,11 @@ class Binder {
     if (!TypeAllowed(b.kind, t->type)) {
       return Unsupported("tensor {} has type {}, expected {}", b.name, GetDTypeInfo(t->type).name,
                          KindTypes(b.kind));
+    }
+    if (!b.place) {
+      FLASHKV_ASSIGN_OR_RETURN(const uint64_t row_bytes, RowBytes(t->type, b.ne[0]));
+      *b.slot = Weight{b.name, t->type, b.ne, row_bytes, {}};
+      return Status::Ok();
     }
     WeightSource src{b.name, t->type, b.ne, t->data, t->nbytes};
     auto placed = backend_.PlaceWeight(src);
@@ -267,6 +275,17 @@ std::vector<Binding> MoeTable(const ModelConfig& c, int l, LayerWeights& w) {
   };
 }
 
+// The MoE table with the routed-expert stacks only described when `place` is false.
+std::vector<Binding> MoeTable(const ModelConfig& c, int l, LayerWeights& w, bool place) {
+  std::vector<Binding> t = MoeTable(c, l, w);
+  for (Binding& b : t) {
+    if (b.slot == &w.ffn_gate_exps || b.slot == &w.ffn_up_exps || b.slot == &w.ffn_down_exps) {
+      b.place = place;
+    }
+  }
+  return t;
+}
+
 // Hash routing table: the first hash_layer_count layers.
 std::vector<Binding> HashRouterTable(const ModelConfig& c, int l, LayerWeights& w) {
   return {{Blk(l, "ffn_gate_tid2eid.weight"),
@@ -306,7 +325,7 @@ Status CheckHashTable(const GgufFile& file, const ModelConfig& c, int layer) {
 }  // namespace
 
 Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig& c,
-                                        Backend& backend) {
+                                        Backend& backend, bool place_routed_experts) {
   ModelWeights w;
   w.layers.resize(c.n_layer);
   Binder binder(file, backend);
@@ -317,7 +336,7 @@ Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig&
     FLASHKV_RETURN_IF_ERROR(binder.BindAll(AttentionTable(c, l, lw)));
     if (c.is_compressed(l)) FLASHKV_RETURN_IF_ERROR(binder.BindAll(CompressorTable(c, l, lw)));
     if (c.has_indexer(l)) FLASHKV_RETURN_IF_ERROR(binder.BindAll(IndexerTable(c, l, lw)));
-    FLASHKV_RETURN_IF_ERROR(binder.BindAll(MoeTable(c, l, lw)));
+    FLASHKV_RETURN_IF_ERROR(binder.BindAll(MoeTable(c, l, lw, place_routed_experts)));
     if (c.is_hash_layer(l)) {
       FLASHKV_RETURN_IF_ERROR(binder.BindAll(HashRouterTable(c, l, lw)));
       FLASHKV_RETURN_IF_ERROR(CheckHashTable(file, c, l));
@@ -327,6 +346,29 @@ Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig&
   }
   binder.LogUnused();
   return w;
+}
+
+uint64_t PlacedWeightBytes(const ModelConfig& c, const ModelWeights& weights) {
+  // The binding tables name every slot once; they are built over a copy because they hand
+  // out writable slot pointers.
+  ModelWeights w = weights;
+  uint64_t total = 0;
+  auto add = [&](const std::vector<Binding>& table) {
+    for (const Binding& b : table) {
+      if (b.slot->present()) total += b.slot->matrix_bytes() * b.slot->ne[2];
+    }
+  };
+  add(GlobalTable(c, w));
+  for (int l = 0; l < c.n_layer && size_t(l) < w.layers.size(); ++l) {
+    LayerWeights& lw = w.layers[size_t(l)];
+    add(HcTable(c, l, lw));
+    add(AttentionTable(c, l, lw));
+    if (c.is_compressed(l)) add(CompressorTable(c, l, lw));
+    if (c.has_indexer(l)) add(IndexerTable(c, l, lw));
+    add(MoeTable(c, l, lw));
+    add(c.is_hash_layer(l) ? HashRouterTable(c, l, lw) : BiasRouterTable(c, l, lw));
+  }
+  return total;
 }
 
 }  // namespace flashkv

@@ -75,7 +75,14 @@ struct ModelWeights {
 
 // Binds every tensor the config requires. The GgufFile must outlive the weights (the
 // CPU backend reads them in place). Unknown extra tensors are ignored with a debug log.
+// place_routed_experts false (expert parallel, docs/MULTI_GPU.md): the three routed-expert
+// stacks of every layer are checked but not placed — their Weights carry name, type, shape
+// and row_bytes and no data; model/sharded_moe.cpp places each shard's block of them.
 Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig& config,
-                                        Backend& backend);
+                                        Backend& backend, bool place_routed_experts = true);
+
+// Bytes of every present weight (row_bytes · rows · experts), what the backend was asked
+// to hold; the routed-expert stacks left unplaced count nothing.
+uint64_t PlacedWeightBytes(const ModelConfig& config, const ModelWeights& weights);
 
 }  // namespace flashkv

@@ -52,7 +52,7 @@ void FfnSublayer(StepContext& s, int l) {
   moe.hc = s.hc;
   moe.out = a.x_hc_next;
   if (s.experts != nullptr) {
-    s.experts->MoeBlock(l, moe);
+    s.experts->MoeBlock(be, l, moe);
   } else {
     be.MoeBlock(moe);
   }

@@ -14,19 +14,6 @@
 namespace flashkv {
 namespace {
 
-Expected<Weight> PlaceBlock(Backend& home, Backend& to, const Weight& stack, int first, int count,
-                            std::vector<uint8_t>& bytes) {
-  bytes.resize(size_t(stack.matrix_bytes()) * size_t(count));
-  const DevPtr<const uint8_t> src = stack.data + size_t(stack.matrix_bytes()) * size_t(first);
-  FLASHKV_RETURN_IF_ERROR(home.Read(src, bytes.data(), bytes.size()));
-  WeightSource s{stack.name,
-                 stack.type,
-                 {stack.ne[0], stack.ne[1], uint64_t(count)},
-                 bytes.data(),
-                 bytes.size()};
-  return to.PlaceWeight(s);
-}
-
 Status Grow(Backend& be, DeviceBuffer& buf, size_t bytes) {
   if (buf.bytes() >= bytes) return Status::Ok();
   buf = DeviceBuffer();
@@ -36,9 +23,38 @@ Status Grow(Backend& be, DeviceBuffer& buf, size_t bytes) {
 
 }  // namespace
 
+Expected<Weight> PlaceExpertBlock(const Weight& stack, const GgufFile* file, Backend& home,
+                                  int first, int count, Backend& to, std::vector<uint8_t>& bytes) {
+  const uint64_t mb = stack.matrix_bytes();
+  const uint64_t want = mb * uint64_t(count);
+  if (first < 0 || count < 1 || uint64_t(first) + uint64_t(count) > stack.ne[2]) {
+    return InvalidArgument("{}: experts [{}, {}) outside its {}", stack.name, first,
+                           int64_t(first) + count, stack.ne[2]);
+  }
+  WeightSource s{
+      stack.name, stack.type, {stack.ne[0], stack.ne[1], uint64_t(count)}, nullptr, want};
+  const GgufTensorInfo* t = file != nullptr ? file->FindTensor(stack.name) : nullptr;
+  if (t != nullptr) {
+    if (t->type != stack.type || t->nbytes < mb * stack.ne[2]) {
+      return Corrupt("{}: the file's tensor is not the bound stack", stack.name);
+    }
+    s.host_data = t->data + mb * uint64_t(first);
+  } else {
+    if (!stack.present()) {
+      return FailedPrecondition("{}: not placed on the home backend and no file to place it from",
+                                stack.name);
+    }
+    bytes.resize(size_t(want));
+    FLASHKV_RETURN_IF_ERROR(
+        home.Read(stack.data + size_t(mb) * size_t(first), bytes.data(), bytes.size()));
+    s.host_data = bytes.data();
+  }
+  return to.PlaceWeight(s);
+}
+
 Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& config,
                                                              const ModelWeights& weights,
-                                                             Backend& home,
+                                                             const GgufFile* file, Backend& home,
                                                              std::span<Backend* const> shards,
                                                              RowExchange& exchange) {
   FLASHKV_ASSIGN_OR_RETURN(ExpertShardPlan plan,
@@ -55,8 +71,9 @@ Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& 
       const LayerWeights& w = weights.layers[l];
       const Weight* stacks[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};
       for (int i = 0; i < 3; ++i) {
-        auto placed = PlaceBlock(home, *sh.be, *stacks[i], out->plan_.first(int(d)),
-                                 out->plan_.count(int(d)), sh.bytes[l * 3 + size_t(i)]);
+        auto placed =
+            PlaceExpertBlock(*stacks[i], file, home, out->plan_.first(int(d)),
+                             out->plan_.count(int(d)), *sh.be, sh.bytes[l * 3 + size_t(i)]);
         if (!placed.ok()) {
           return placed.status().WithContext(fmt::format("expert shard {}, layer {}", d, l));
         }
@@ -67,17 +84,24 @@ Expected<std::unique_ptr<ExpertShards>> ExpertShards::Create(const ModelConfig& 
   return out;
 }
 
-void ExpertShards::MoeBlock(int layer, const MoeBlockArgs& a) {
+uint64_t ExpertShards::placed_bytes(int shard) const {
+  uint64_t total = 0;
+  for (const auto& layer : shards_[size_t(shard)].layers) {
+    for (const Weight& w : layer) total += w.matrix_bytes() * w.ne[2];
+  }
+  return total;
+}
+
+void ExpertShards::MoeBlock(Backend& home, int layer, const MoeBlockArgs& a) {
   if (!error_.ok()) return;
-  error_ = Run(layer, a);
+  error_ = Run(home, layer, a);
 }
 
 Status ExpertShards::TakeError() {
   return std::exchange(error_, Status::Ok());
 }
 
-Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
-  Backend& be = home_;
+Status ExpertShards::Run(Backend& be, int layer, const MoeBlockArgs& a) {
   const int T = a.n_tokens;
   const int k = a.n_used;
   const int D = a.hc.n_embd;
@@ -94,14 +118,19 @@ Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
   FLASHKV_RETURN_IF_ERROR(be.Read(a.weights, route_w_.data(), n_pairs * sizeof(float)));
   FLASHKV_RETURN_IF_ERROR(PartitionPairs(plan_, selected_, parts_));
 
-  FLASHKV_RETURN_IF_ERROR(Grow(be, slot_rows_, n_pairs * size_t(D) * sizeof(float)));
+  HomeRows* mine = nullptr;
+  for (HomeRows& h : slot_rows_) {
+    if (h.home == &be) mine = &h;
+  }
+  if (mine == nullptr) mine = &slot_rows_.emplace_back(HomeRows{&be, DeviceBuffer()});
+  FLASHKV_RETURN_IF_ERROR(Grow(be, mine->rows, n_pairs * size_t(D) * sizeof(float)));
+  const DevPtr<float> rows = mine->rows.as<float>();
   for (size_t d = 0; d < shards_.size(); ++d) {
-    Status s = RunShard(shards_[d], parts_[d], layer, a, D);
+    Status s = RunShard(be, shards_[d], parts_[d], layer, a, D, rows);
     if (!s.ok()) return s.WithContext(fmt::format("expert shard {}, layer {}", d, layer));
   }
 
   // routed[t] = Σ_slot rows[slot, t] in slot order from +0.
-  const DevPtr<float> rows = slot_rows_.as<float>();
   const size_t plane = size_t(T) * size_t(D);
   be.Fill(a.routed, 0.0f, plane);
   for (int s = 0; s < k; ++s) be.Add(a.routed, rows + size_t(s) * plane, a.routed, plane);
@@ -117,8 +146,8 @@ Status ExpertShards::Run(int layer, const MoeBlockArgs& a) {
   return Status::Ok();
 }
 
-Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, const MoeBlockArgs& a,
-                              int n_embd) {
+Status ExpertShards::RunShard(Backend& home, Shard& sh, const ShardPairs& part, int layer,
+                              const MoeBlockArgs& a, int n_embd, DevPtr<float> slot_rows) {
   const size_t P = part.pairs.size();
   if (P == 0) return Status::Ok();
   const int T = a.n_tokens;
@@ -140,7 +169,7 @@ Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, cons
     pair_w_[i] = route_w_[size_t(p)];
   }
   FLASHKV_RETURN_IF_ERROR(
-      exchange_.MoveRows(home_, a.x, *sh.be, sh.x.as<float>(), size_t(n_embd), moves_));
+      exchange_.MoveRows(home, a.x, *sh.be, sh.x.as<float>(), size_t(n_embd), moves_));
   FLASHKV_RETURN_IF_ERROR(
       sh.be->Write(sh.selected.as<void>(), part.local_expert.data(), P * sizeof(int32_t)));
   FLASHKV_RETURN_IF_ERROR(sh.be->Write(sh.weights.as<void>(), pair_w_.data(), P * sizeof(float)));
@@ -165,18 +194,70 @@ Status ExpertShards::RunShard(Shard& sh, const ShardPairs& part, int layer, cons
     const int32_t p = part.pairs[i];
     moves_[i] = RowMove{int32_t(i), (p % k) * T + p / k};
   }
-  return exchange_.MoveRows(*sh.be, sh.y.as<float>(), home_, slot_rows_.as<float>(), size_t(n_embd),
-                            moves_);
+  return exchange_.MoveRows(*sh.be, sh.y.as<float>(), home, slot_rows, size_t(n_embd), moves_);
 }
 
 Status Model::ShardExperts(std::span<Backend* const> shards, RowExchange& exchange) {
+  const GgufFile* file = file_ ? &*file_ : nullptr;
   if (shards.empty()) {
+    // Back to one backend: the experts go home first if they were placed on shards only.
+    for (size_t l = 0; l < weights_.layers.size(); ++l) {
+      LayerWeights& w = weights_.layers[l];
+      for (Weight* stack : {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps}) {
+        if (stack->present()) continue;
+        std::vector<uint8_t> unused;  // a stack that is not on home comes from the file
+        auto placed =
+            PlaceExpertBlock(*stack, file, backend_, 0, int(stack->ne[2]), backend_, unused);
+        if (!placed.ok()) return placed.status().WithContext(fmt::format("layer {}", l));
+        *stack = std::move(*placed);
+      }
+    }
     experts_.reset();
     return Status::Ok();
   }
-  FLASHKV_ASSIGN_OR_RETURN(experts_,
-                           ExpertShards::Create(config_, weights_, backend_, shards, exchange));
+  FLASHKV_ASSIGN_OR_RETURN(
+      experts_, ExpertShards::Create(config_, weights_, file, backend_, shards, exchange));
   return Status::Ok();
+}
+
+Expected<std::unique_ptr<Model>> Model::LoadExpertParallel(const std::string& path, Backend& home,
+                                                           std::span<Backend* const> shards,
+                                                           RowExchange& exchange,
+                                                           const ModelOptions* options) {
+  if (shards.empty()) return InvalidArgument("{}: expert parallel needs one shard or more", path);
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                           LoadFile(path, home, options, /*place_routed_experts=*/false));
+  Status s = m->ShardExperts(shards, exchange);
+  if (!s.ok()) return s.WithContext(path);
+  return m;
+}
+
+Expected<std::unique_ptr<Model>> Model::LoadSharingExperts(const std::string& path, Backend& home,
+                                                           const Model& other,
+                                                           const ModelOptions* options) {
+  if (!other.experts_) {
+    return InvalidArgument("{}: the model to share experts with holds them on its own backend",
+                           path);
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                           LoadFile(path, home, options, /*place_routed_experts=*/false));
+  if (m->config_.n_expert != other.config_.n_expert ||
+      m->config_.n_layer != other.config_.n_layer) {
+    return InvalidArgument("{}: not the model whose experts it would share", path);
+  }
+  m->experts_ = other.experts_;
+  return m;
+}
+
+Model::WeightBytes Model::PlacedBytes() const {
+  WeightBytes out;
+  out.home = PlacedWeightBytes(config_, weights_);
+  if (experts_) {
+    for (int d = 0; d < experts_->plan().n_shards(); ++d) {
+      out.shards.push_back(experts_->placed_bytes(d));
+    }
+  }
+  return out;
 }
 
 }  // namespace flashkv

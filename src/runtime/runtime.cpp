@@ -9,6 +9,9 @@
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
+#if FLASHKV_HAVE_NCCL
+#include "backend/cuda/nccl_exchange.h"
+#endif
 
 namespace flashkv {
 
@@ -53,22 +56,36 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
   if (!options.gpus.empty() && backend != "cuda") {
     return InvalidArgument("--gpus needs the cuda backend, not {}", backend);
   }
-  if (options.gpus.size() > 1) {
-    return Unsupported(
-        "--gpus names {} devices, but one flashkv process drives one GPU so far (expert "
-        "parallel over several is designed in docs/MULTI_GPU.md, not built yet); name one",
-        options.gpus.size());
+  if (options.expert_shards < 0) {
+    return InvalidArgument("--expert-shards must be >= 1, got {}", options.expert_shards);
   }
+  if (options.expert_shards > 1 && backend != "cpu") {
+    return InvalidArgument(
+        "--expert-shards is the CPU form of several --gpus; with the {} backend name the "
+        "devices with --gpus",
+        backend);
+  }
+  const std::vector<int> devices = options.gpus.empty() ? std::vector<int>{0} : options.gpus;
   if (backend == "cpu") {
     rt->backend_ = std::make_unique<CpuBackend>(&rt->pool_);
+    // The shards take turns within a step, so they share the one pool.
+    for (int d = 1; d < options.expert_shards; ++d) {
+      rt->more_backends_.push_back(std::make_unique<CpuBackend>(&rt->pool_));
+    }
   } else if (backend == "cuda") {
 #if FLASHKV_HAVE_CUDA
-    CudaBackendOptions cuda;
-    if (!options.gpus.empty()) cuda.device = options.gpus[0];
-    auto made = CudaBackend::Create(cuda);
-    // A device another process holds in exclusive mode fails here ("busy or unavailable").
-    if (!made.ok()) return made.status().WithContext(fmt::format("CUDA device {}", cuda.device));
-    rt->backend_ = std::move(*made);
+    for (int device : devices) {
+      CudaBackendOptions cuda;
+      cuda.device = device;
+      auto made = CudaBackend::Create(cuda);
+      // A device another process holds in exclusive mode fails here ("busy or unavailable").
+      if (!made.ok()) return made.status().WithContext(fmt::format("CUDA device {}", device));
+      if (rt->backend_ == nullptr) {
+        rt->backend_ = std::move(*made);
+      } else {
+        rt->more_backends_.push_back(std::move(*made));
+      }
+    }
 #else
     return Unsupported(
         "this flashkv was built without CUDA (configure with -DFLASHKV_CUDA=ON "
@@ -76,6 +93,22 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
 #endif
   } else {
     return InvalidArgument("unknown backend '{}' (expected auto, cpu or cuda)", options.backend);
+  }
+  // Expert parallel: home is shard 0. Rows move over NCCL between GPUs where this build links
+  // it (FLASHKV_RUNTIME_NCCL, src/runtime/CMakeLists.txt), else through host memory (every
+  // backend has Read/Write: slower, the same bits).
+  std::vector<Backend*> shards;
+  if (!rt->more_backends_.empty()) {
+    shards.push_back(rt->backend_.get());
+    for (auto& be : rt->more_backends_) shards.push_back(be.get());
+#if FLASHKV_HAVE_NCCL
+    if (backend == "cuda") {
+      auto nccl = NcclRowExchange::Create(shards, devices);
+      if (!nccl.ok()) return nccl.status().WithContext("NCCL between the --gpus devices");
+      rt->exchange_ = std::move(*nccl);
+    }
+#endif
+    if (rt->exchange_ == nullptr) rt->exchange_ = std::make_unique<HostRowExchange>();
   }
   if (IsRandomModelSource(options.model_path)) {
     FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));
@@ -95,6 +128,8 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
       return made.status();
     }
     rt->model_ = std::move(*made);
+    // Random weights are generated on home, so each shard's block is copied from there.
+    if (!shards.empty()) FLASHKV_RETURN_IF_ERROR(rt->model_->ShardExperts(shards, *rt->exchange_));
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     info.total_bytes = counts.total_bytes;
     info.bytes_per_token = counts.bytes_per_token;
@@ -102,7 +137,9 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return rt;
   }
   const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
-  auto model = Model::Load(options.model_path, *rt->backend_, options.model);
+  auto model = shards.empty() ? Model::Load(options.model_path, *rt->backend_, options.model)
+                              : Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
+                                                          *rt->exchange_, options.model);
   if (!model.ok()) {
     // Out of device memory: say how much the weights are and what the device had.
     if (model.status().code() == StatusCode::kResourceExhausted && before) {
@@ -117,6 +154,17 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return model.status();
   }
   rt->model_ = std::move(*model);
+  if (!shards.empty()) {
+    const Model::WeightBytes bytes = rt->model_->PlacedBytes();
+    std::string per_shard;
+    for (uint64_t b : bytes.shards) {
+      per_shard += fmt::format("{}{:.1f}", per_shard.empty() ? "" : ", ", double(b) / (1 << 20));
+    }
+    spdlog::info(
+        "expert parallel over {} {} backends: home holds {:.1f} MiB of weights besides "
+        "its experts; routed experts per shard (home first): {} MiB",
+        shards.size(), backend, double(bytes.home) / double(1 << 20), per_shard);
+  }
   return rt;
 }
 

@@ -3,6 +3,8 @@
 // and torn down in reverse. Used by the CLI commands (logits, run, bench) and the server.
 // The model source is a GGUF path or `random:SHAPE[:LAYERS]` (model/random_model.h:
 // weights generated on the backend, e.g. DeepSeek-V4-Flash's shape without its file).
+// Several devices (--gpus 0,1,… or, on the CPU, expert_shards): the routed experts are
+// spread over them, home (the first) runs the rest and holds the KV (docs/MULTI_GPU.md).
 // Must not: hold sequences (KvState and sessions are the caller's).
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/exchange.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "util/thread_pool.h"
@@ -23,9 +26,12 @@ struct RuntimeOptions {
   std::string backend = "cpu";          // "cpu" | "cuda" | "auto" (ResolveBackend)
   int threads = 0;                      // <= 0: one per core (CPU backend and host work)
   const ModelOptions* model = nullptr;  // null: DefaultModelOptions for the file
-  // CUDA device ordinals (cli/gpus_flag.h); empty: device 0. One process drives one device
-  // so far: more than one is an error until expert parallel is wired in (docs/MULTI_GPU.md).
+  // CUDA device ordinals (cli/gpus_flag.h); empty: device 0. Several: expert parallel over
+  // them (docs/MULTI_GPU.md), the first is home.
   std::vector<int> gpus;
+  // CPU backends the routed experts are spread over (the CPU form of several --gpus, so
+  // that CI runs expert parallel); <= 1: one backend. The first is home.
+  int expert_shards = 0;
 };
 
 // What Open built for a random: source (for logs and benchmark records).
@@ -41,7 +47,10 @@ class Runtime {
   static Expected<std::unique_ptr<Runtime>> Open(const RuntimeOptions& options);
 
   ThreadPool& pool() { return pool_; }
+  // The home backend: everything but the routed experts, and every session's KV.
   Backend& backend() { return *backend_; }
+  // Backends the routed experts are spread over, home first; 1 without expert parallel.
+  int n_devices() const { return 1 + int(more_backends_.size()); }
   Model& model() { return *model_; }
   // Set when the model source was random:..., else null.
   const RandomModelInfo* random_model() const { return random_ ? &*random_ : nullptr; }
@@ -64,6 +73,8 @@ class Runtime {
   // backend.
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
+  std::vector<std::unique_ptr<Backend>> more_backends_;  // expert shards 1 … N-1
+  std::unique_ptr<RowExchange> exchange_;                // between them, when N > 1
   std::unique_ptr<Model> model_;
   std::optional<RandomModelInfo> random_;
 };

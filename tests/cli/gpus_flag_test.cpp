@@ -52,14 +52,33 @@ TEST(GpusFlagTest, MissingDevicesAreNamed) {
 }
 
 TEST(GpusFlagTest, RuntimeRefusesSeveralDevicesAndTheCpuBackend) {
+  // Several devices are expert parallel; a build without CUDA says so.
   RuntimeOptions several;
   several.model_path = "unused.gguf";
   several.backend = "cuda";
   several.gpus = {0, 1};
   auto r = Runtime::Open(several);
-  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(r.status().ToString().find("docs/MULTI_GPU.md"), std::string::npos)
-      << r.status().ToString();
+  EXPECT_FALSE(r.ok());
+  if (!Runtime::HasBackend("cuda")) {
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(r.status().ToString().find("built without CUDA"), std::string::npos)
+        << r.status().ToString();
+  }
+
+  // --expert-shards is the CPU form of several --gpus.
+  RuntimeOptions shards_on_cuda = several;
+  shards_on_cuda.gpus.clear();
+  shards_on_cuda.expert_shards = 2;
+  auto sc = Runtime::Open(shards_on_cuda);
+  EXPECT_EQ(sc.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(sc.status().ToString().find("--expert-shards is the CPU form of several --gpus"),
+            std::string::npos)
+      << sc.status().ToString();
+  RuntimeOptions negative;
+  negative.model_path = "unused.gguf";
+  negative.backend = "cpu";
+  negative.expert_shards = -1;
+  EXPECT_EQ(Runtime::Open(negative).status().code(), StatusCode::kInvalidArgument);
 
   RuntimeOptions cpu;
   cpu.model_path = "unused.gguf";

@@ -8,6 +8,8 @@
 // count) is written to a device table by small kernels first (kernel arguments are limited
 // to 384 bytes; launches keep the stream order and the launch graphs).
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "backend/cuda/attention_blocks.cuh"
@@ -151,9 +153,16 @@ void CudaBackend::AttentionBatch(const AttentionArgs* args, int n_args) {
   b.partial_floats = per_session;
   const unsigned smem = cuda::AttnPartialSmem(a.head_dim);
   if (smem > 48 * 1024) {
-    static const cudaError_t raised = cudaFuncSetAttribute(
-        cuda::AttnPartialBatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-    (void)raised;
+    // The attribute is per function and device: raised once on each device this process
+    // drives (several with --gpus), with that device current.
+    static std::atomic<uint64_t> raised{0};
+    const uint64_t bit = uint64_t(1) << (unsigned(s.device) & 63u);
+    if ((raised.load() & bit) == 0) {
+      cudaSetDevice(s.device);
+      cudaFuncSetAttribute(cuda::AttnPartialBatchKernel,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+      raised.fetch_or(bit);
+    }
   }
   const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;
   s.Launch(cuda::AttnPartialBatchKernel, dim3(max_chunks, groups, n),

@@ -34,6 +34,12 @@ bool IsPinned(const void* p) {
   return attr.type == cudaMemoryTypeHost;
 }
 
+// cudaSetDevice only when another device is current (the call is per thread).
+void MakeCurrent(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device) cudaSetDevice(device);
+}
+
 }  // namespace
 
 void CudaBackend::State::Fail(const std::string& what) {
@@ -46,6 +52,10 @@ void CudaBackend::State::FailCuda(const char* what, cudaError_t e) {
 }
 
 void CudaBackend::State::Flush() {
+  // Launches are issued only here, and every entry point that calls the CUDA runtime flushes
+  // first: making the device current here lets one thread drive several CudaBackends
+  // (expert parallel over --gpus, docs/MULTI_GPU.md).
+  MakeCurrent(device);
   std::string failed;
   const cudaError_t e = queue->Flush(&failed);
   if (e != cudaSuccess) FailCuda(("launching " + failed).c_str(), e);
@@ -415,6 +425,7 @@ void CudaBackend::UnpinHost(void* p) {
 
 std::optional<Backend::MemoryInfo> CudaBackend::DeviceMemory() const {
   size_t free_bytes = 0, total_bytes = 0;
+  MakeCurrent(s_->device);  // the figures are the current device's
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
     cudaGetLastError();
     return std::nullopt;

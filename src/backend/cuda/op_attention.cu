@@ -9,6 +9,8 @@
 // only. Prefill chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the
 // same terms.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 
 #include "backend/cuda/attention_blocks.cuh"
 #include "backend/cuda/attention_rows.cuh"
@@ -49,11 +51,15 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   const int threads = cuda::kAttnPartialThreads;
   const unsigned smem = cuda::AttnPartialSmem(a.head_dim);
   if (smem > 48 * 1024) {
-    static bool raised = false;  // the attribute is per function, once per process
-    if (!raised) {
+    // The attribute is per function and device: raised once on each device this process
+    // drives (several with --gpus), with that device current.
+    static std::atomic<uint64_t> raised{0};
+    const uint64_t bit = uint64_t(1) << (unsigned(s_->device) & 63u);
+    if ((raised.load() & bit) == 0) {
+      cudaSetDevice(s_->device);
       cudaFuncSetAttribute(cuda::AttnPartialKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            200 * 1024);
-      raised = true;
+      raised.fetch_or(bit);
     }
   }
   const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;

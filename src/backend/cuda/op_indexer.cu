@@ -10,6 +10,8 @@
 // token's queries once per tile) for prefill chunks; both form every score as the same
 // sequence of fused multiply-adds and adds, so the selection does not depend on the batch.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -384,11 +386,15 @@ void LaunchScores(CudaBackend::State& s, const IndexerArgs& a, int t0, int n, fl
       int(sizeof(float)) * (a.n_heads * a.dim + ((a.n_heads + 3) & ~3) +
                             cuda::kScoreRows * (a.dim + 4) + cuda::kScoreRows * (a.n_heads + 1));
   if (smem > 48 * 1024) {
-    static bool raised = false;
-    if (!raised) {
+    // The attribute is per function and device: raised once on each device this process
+    // drives (several with --gpus), with that device current.
+    static std::atomic<uint64_t> raised{0};
+    const uint64_t bit = uint64_t(1) << (unsigned(s.device) & 63u);
+    if ((raised.load() & bit) == 0) {
+      cudaSetDevice(s.device);
       cudaFuncSetAttribute(cuda::IndexScoreKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            200 * 1024);
-      raised = true;
+      raised.fetch_or(bit);
     }
   }
   s.Launch(cuda::IndexScoreKernel, dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kScoreRows)), n),
