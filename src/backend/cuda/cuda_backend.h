@@ -146,6 +146,8 @@ class CudaBackend final : public Backend {
                DevPtr<float> out) override;
   void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
             int64_t pos0, int64_t pos_step, bool inverse) override;
+  void RopeAt(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+              DevPtr<const int64_t> positions, bool inverse) override;
   void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) override;
   void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) override;
   void F16Round(DevPtr<float> x, size_t n) override;
@@ -160,6 +162,8 @@ class CudaBackend final : public Backend {
               const Weight& base, const HcParams& p, DevPtr<float> y) override;
 
   void CompressorUpdate(const CompressorArgs& a) override;
+  // One-token updates of several sessions in launches of up to 7 (op_compressor.cu).
+  void CompressorUpdateBatch(const CompressorArgs* args, int n) override;
   void IndexerTopK(const IndexerArgs& a) override;
   // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
   // kernel IndexerTopK would choose; only tokens seeing more than top_k rows, and only their
@@ -170,6 +174,8 @@ class CudaBackend final : public Backend {
   void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
+  // One-row stores of several sessions in launches of up to 23 (op_elementwise.cu).
+  void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) override;
 
   void RouterSelect(const RouterArgs& a) override;
   void MoeExperts(const MoeArgs& a) override;
