@@ -54,8 +54,11 @@ struct CudaBackendOptions {
   int pdl = -1;
 };
 
-// Plain MatMul batches of at least this many tokens take the tensor-core kernel.
-inline constexpr int kCudaImmaMinTokens = 32;
+// Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
+// at any size; from 9 rows it beats the 8-token warp kernel, which reads each weight row
+// once per 8 rows: H200, a 16-row Flash decode step's Q8_0 products 31.2 → 20.5 ms, at 8
+// rows 18.5 against 20.9; FLASHKV_CUDA_IMMA_MIN_TOKENS overrides it).
+inline constexpr int kCudaImmaMinTokens = 9;
 
 // One kernel's summed time while profiling (CudaBackend::ProfileTimes).
 struct CudaKernelTime {
