@@ -489,7 +489,8 @@ PY
     # (bench/serve/serve_load.mjs: BATCH_CLIENTS, default 1,4,16,64, ctx 8192; and 16 clients
     # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768). BATCH_SWEEP=
     # "NAME=VALUE …": the microbenchmark once more each at BATCH_SWEEP_SIZES (default 16).
-    # Extra args go to the microbenchmarks.
+    # With a baseline's flashkv_bench_cuda in .devcarry/base/, its microbenchmark too (the
+    # same sizes, batch-micro-base.*). Extra args go to the microbenchmarks.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
     local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
@@ -504,7 +505,8 @@ PY
     if [[ -n $CS ]]; then
       for tool in memcheck racecheck; do
         timeout 25 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-          --gtest_filter='CudaBatchKernelsTest.SmallShapes' > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+          --gtest_filter='CudaBatchKernelsTest.SmallShapes:CudaBatchGlueTest.SmallShapes' \
+          > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
         tail -2 "$OUT/sanitizer-$tool.log"
       done
     fi
@@ -513,6 +515,12 @@ PY
       "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
     grep -E '^batch' "$OUT/batch-micro.log" | cut -c1-200 || true
     grep -A14 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
+    # The build before the change, when staged beside this one (.devcarry/base/).
+    if [[ -x $ROOT/.devcarry/base/flashkv_bench_cuda ]]; then
+      timeout 70 "$ROOT/.devcarry/base/flashkv_bench_cuda" --batch-micro "${BATCH_SIZES:-1,4,16,64}" \
+        $BM --json "$OUT/batch-micro-base.json" "$@" > "$OUT/batch-micro-base.log" 2>&1 || rc=1
+      echo "base:"; grep -E '^batch' "$OUT/batch-micro-base.log" | cut -c1-200 || true
+    fi
     for kv in ${BATCH_SWEEP:-}; do
       local tag=${kv//=/-}
       env "$kv" timeout 40 "$BB" --batch-micro "${BATCH_SWEEP_SIZES:-16}" $BM "$@" \

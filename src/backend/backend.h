@@ -123,6 +123,14 @@ struct AttentionArgs {
   float scale;  // 1/sqrt(head_dim)
 };
 
+// One session's window store of a step (StoreWindowRows' arguments but the shape).
+struct WindowStoreArgs {
+  DevPtr<const float> kv_new;  // [n_tokens, head_dim]
+  int64_t pos0;
+  int n_tokens;
+  DevPtr<float> ring;  // [n_swa, head_dim]
+};
+
 // Expert routing (docs/DS4_MODEL.md §5 steps 1-3).
 struct RouterArgs {
   DevPtr<const float> logits;    // [n_tokens, n_expert] router projections
@@ -183,8 +191,8 @@ struct SublayerInputArgs {
 };
 
 // NormRope, in place on x [n_rows, n_heads, head_dim], per (row, head): RMSNorm (· weight),
-// RoPE at position pos0 + r·pos_step, the FP8 round trip of dims [0, fp8_prefix) (0: none),
-// then F16 rounding of the whole head (f16_round).
+// RoPE at position pos0 + r·pos_step (or positions[r]), the FP8 round trip of dims
+// [0, fp8_prefix) (0: none), then F16 rounding of the whole head (f16_round).
 struct NormRopeArgs {
   DevPtr<float> x;
   int n_rows = 0;
@@ -195,6 +203,9 @@ struct NormRopeArgs {
   RopeParams rope{};
   int64_t pos0 = 0;
   int64_t pos_step = 1;
+  // [n_rows] each row's own position (the rows of several sessions of one step), used
+  // instead of pos0 + r·pos_step when set.
+  DevPtr<const int64_t> positions;
   int fp8_prefix = 0;
   bool f16_round = false;
 };
@@ -336,6 +347,10 @@ class Backend {
   // pos0 + r·pos_step; inverse rotates by −angle.
   virtual void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
                     int64_t pos0, int64_t pos_step, bool inverse) = 0;
+  // Rope with row r at positions[r] ([n_rows] on the device): the rows of several sessions of
+  // one step in one call, each row with the values Rope gives it at its position.
+  virtual void RopeAt(DevPtr<float> x, int n_rows, int n_heads, int head_dim,
+                      const RopeParams& rope, DevPtr<const int64_t> positions, bool inverse) = 0;
   // FP8 E4M3 round trip of x[r, 0:n_prefix] in 64-wide blocks with a power-of-two scale
   // (ds4 / official KV simulation). x: [n_rows, row_dim].
   virtual void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) = 0;
@@ -368,6 +383,11 @@ class Backend {
   // rows[w], w = window index. Normalisation, RoPE and rounding of those rows are
   // separate ops run by the caller on the host-computable range of new rows.
   virtual void CompressorUpdate(const CompressorArgs& a) = 0;
+  // The compressor updates of several sessions' chunks of one step (distinct states), each
+  // with the values CompressorUpdate(args[i]) gives it; a backend may run them together.
+  virtual void CompressorUpdateBatch(const CompressorArgs* args, int n) {
+    for (int i = 0; i < n; ++i) CompressorUpdate(args[i]);
+  }
   // Scores visible indexer rows for every token and writes its top-k row ids (lowest id
   // wins ties), ascending; a token that sees <= top_k rows selects all of them.
   virtual void IndexerTopK(const IndexerArgs& a) = 0;
@@ -384,6 +404,14 @@ class Backend {
   // slot (pos0 + i) % n_swa; only the last n_swa positions are written.
   virtual void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                                int head_dim, DevPtr<float> ring) = 0;
+  // The window stores of several sessions' chunks of one step (distinct rings), each as
+  // StoreWindowRows would do it; a backend may run them together.
+  virtual void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) {
+    for (int i = 0; i < n; ++i) {
+      const WindowStoreArgs& a = args[i];
+      StoreWindowRows(a.kv_new, a.pos0, a.n_tokens, n_swa, head_dim, a.ring);
+    }
+  }
 
   // ---- mixture of experts ----------------------------------------------------------
   virtual void RouterSelect(const RouterArgs& a) = 0;

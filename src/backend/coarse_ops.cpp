@@ -17,7 +17,11 @@ void Backend::SublayerInput(const SublayerInputArgs& a) {
 void Backend::NormRope(const NormRopeArgs& a) {
   const int rows = a.n_rows * a.n_heads;
   RmsNorm(a.x, rows, a.head_dim, a.weight, a.eps, a.x);
-  Rope(a.x, a.n_rows, a.n_heads, a.head_dim, a.rope, a.pos0, a.pos_step, false);
+  if (a.positions) {
+    RopeAt(a.x, a.n_rows, a.n_heads, a.head_dim, a.rope, a.positions, false);
+  } else {
+    Rope(a.x, a.n_rows, a.n_heads, a.head_dim, a.rope, a.pos0, a.pos_step, false);
+  }
   if (a.fp8_prefix > 0) Fp8RoundTrip(a.x, rows, a.head_dim, a.fp8_prefix);
   if (a.f16_round) F16Round(a.x, size_t(rows) * a.head_dim);
 }

@@ -21,6 +21,7 @@ Status ForEachTokenBuffer(const ModelConfig& c, F&& f) {
   const size_t idx_width = any_indexer ? c.indexer_compress_width() : 0;
   using A = Activations;
   FLASHKV_RETURN_IF_ERROR(f(&A::tokens, 1));
+  FLASHKV_RETURN_IF_ERROR(f(&A::positions, 1));
   FLASHKV_RETURN_IF_ERROR(f(&A::x_hc, c.hc_dim()));
   FLASHKV_RETURN_IF_ERROR(f(&A::x_hc_next, c.hc_dim()));
   FLASHKV_RETURN_IF_ERROR(f(&A::u, c.n_embd));

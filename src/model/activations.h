@@ -15,13 +15,14 @@ namespace flashkv {
 struct Activations {
   int capacity = 0;  // most tokens per chunk
 
-  DevPtr<int32_t> tokens;   // [T]
-  DevPtr<float> x_hc;       // [T, hc_dim] residual streams
-  DevPtr<float> x_hc_next;  // [T, hc_dim] the sublayer's output streams
-  DevPtr<float> u;          // [T, n_embd] HC_pre output (sublayer input, un-normed)
-  DevPtr<float> xn;         // [T, n_embd] RMSNorm(u): input of every projection
-  DevPtr<float> post;       // [T, n_hc]
-  DevPtr<float> comb;       // [T, n_hc·n_hc]
+  DevPtr<int32_t> tokens;     // [T]
+  DevPtr<int64_t> positions;  // [T] each row's position in its session
+  DevPtr<float> x_hc;         // [T, hc_dim] residual streams
+  DevPtr<float> x_hc_next;    // [T, hc_dim] the sublayer's output streams
+  DevPtr<float> u;            // [T, n_embd] HC_pre output (sublayer input, un-normed)
+  DevPtr<float> xn;           // [T, n_embd] RMSNorm(u): input of every projection
+  DevPtr<float> post;         // [T, n_hc]
+  DevPtr<float> comb;         // [T, n_hc·n_hc]
 
   // Attention.
   DevPtr<float> q_lat;           // [T, q_lora_rank]

@@ -2,8 +2,9 @@
 // or more sessions, each session's chunk at its positions pos0 … pos0+T−1. Reads act.x_hc,
 // writes act.x_hc_next, appends to each session's KvState (raw window, compressed rows,
 // frontiers). The projections (the compressors' and the indexer's included) are row-wise and
-// run once over all rows; what reads positions or a session's KV runs per session
-// (PrepareChunk, FinishChunk; the attention itself for every session at once).
+// run once over all rows, and so do q/kv norm + RoPE and the inverse RoPE (each row at its
+// own position); what reads or writes a session's KV (compressors, the indexer's choice,
+// attention, window stores) runs for every session in one backend call or per session.
 #include <cmath>
 #include <vector>
 
@@ -12,53 +13,39 @@
 namespace flashkv {
 namespace {
 
-// One session's chunk up to its attention: q and c at its positions, its compressors and
-// indexer; returns the attention it needs (over its window ring and compressed rows). c.act
-// views its rows.
-AttentionArgs PrepareChunk(ChunkContext& c, int l) {
-  Backend& be = c.be;
-  const ModelConfig& cfg = c.cfg;
-  const LayerWeights& w = c.weights.layers[l];
-  Activations& a = c.act;
-  const KvState::Layer& st = c.kv.layer(l);
-  const int T = c.n_tokens;
-
-  // q: per-head RMS_1; RoPE at pos
+// q and c of every row of the step, each at its own position (act.positions): per-head
+// RMS_1 on q; c_t = RMSNorm(c) · kv_norm; RoPE; the stored precision of c (official: FP8 on
+// the no-RoPE dims, then F16; docs/DS4_MODEL.md §9 #1, #5). Row-wise, so one call each for
+// the rows of every session.
+void NormRopeRows(StepContext& s, int l) {
+  const ModelConfig& cfg = s.cfg;
+  const bool official = s.opt.numerics == NumericsMode::kOfficial;
   NormRopeArgs q;
-  q.x = a.q;
-  q.n_rows = T;
+  q.x = s.act.q;
+  q.n_rows = s.n_rows;
   q.n_heads = cfg.n_head;
   q.head_dim = cfg.head_dim;
   q.eps = cfg.rms_eps;
-  q.rope = c.rope(l);
-  q.pos0 = c.pos0;
-  be.NormRope(q);
+  q.rope = s.chunks.front().rope(l);  // the same for every session
+  q.positions = s.act.positions;
+  s.be.NormRope(q);
 
-  // c_t = RMSNorm(c) · kv_norm; RoPE at pos; the stored precision (official: FP8 on the
-  // no-RoPE dims, then F16; docs/DS4_MODEL.md §9 #1, #5)
   NormRopeArgs kv = q;
-  kv.x = a.kv;
+  kv.x = s.act.kv;
   kv.n_heads = 1;
-  kv.weight = &w.attn_kv_norm;
-  kv.fp8_prefix = c.official() ? cfg.n_nope() : 0;
-  kv.f16_round = c.official();
-  be.NormRope(kv);
+  kv.weight = &s.weights.layers[l].attn_kv_norm;
+  kv.fp8_prefix = official ? cfg.n_nope() : 0;
+  kv.f16_round = official;
+  s.be.NormRope(kv);
+}
 
-  // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
-  DevPtr<const int32_t> selected;
-  if (cfg.is_compressed(l)) {
-    const size_t at = size_t(c.row0) * cfg.compress_width(l);  // rows as wide as this layer's
-    RunCompressor(
-        c, l,
-        CompressorSite{c.step_act.comp_kv + at, c.step_act.comp_score + at, &w.compressor_ape,
-                       &w.compressor_norm, cfg.head_dim, cfg.is_overlapping(l), st.comp_state_kv,
-                       st.comp_state_score, st.comp_rows});
-    if (cfg.has_indexer(l)) {
-      IndexerSelect(c, l);
-      selected = a.idx_sel;
-    }
-  }
-
+// One session's attention over its window ring and compressed rows (and the indexer's
+// choice among them when `selected` is set); c.act views its rows.
+AttentionArgs AttentionOf(const ChunkContext& c, int l, DevPtr<const int32_t> selected) {
+  const ModelConfig& cfg = c.cfg;
+  const LayerWeights& w = c.weights.layers[l];
+  const Activations& a = c.act;
+  const KvState::Layer& st = c.kv.layer(l);
   // heads = softmax over [window rows, compressed rows, sink] of q·kv/sqrt(d), times kv
   AttentionArgs args;
   args.q = a.q;
@@ -69,7 +56,7 @@ AttentionArgs PrepareChunk(ChunkContext& c, int l) {
   args.sinks = &w.attn_sinks;
   args.out = a.heads;
   args.pos0 = c.pos0;
-  args.n_tokens = T;
+  args.n_tokens = c.n_tokens;
   args.n_head = cfg.n_head;
   args.head_dim = cfg.head_dim;
   args.n_swa = cfg.n_swa;
@@ -77,17 +64,6 @@ AttentionArgs PrepareChunk(ChunkContext& c, int l) {
   args.top_k = cfg.indexer_top_k;
   args.scale = 1.0f / std::sqrt(float(cfg.head_dim));
   return args;
-}
-
-// After the attention: the chunk's raw rows join the window ring (only after every token has
-// attended), and the values lose the rotation they carried (RoPE at −pos on each head's tail).
-void FinishChunk(ChunkContext& c, int l) {
-  Backend& be = c.be;
-  const ModelConfig& cfg = c.cfg;
-  Activations& a = c.act;
-  const int T = c.n_tokens;
-  be.StoreWindowRows(a.kv, c.pos0, T, cfg.n_swa, cfg.head_dim, c.kv.layer(l).ring);
-  be.Rope(a.heads, T, cfg.n_head, cfg.head_dim, c.rope(l), c.pos0, 1, true);
 }
 
 }  // namespace
@@ -115,15 +91,36 @@ void AttentionSublayer(StepContext& s, int l) {
   // The compressors' (and the indexer's) projections of every row
   if (cfg.is_compressed(l)) ProjectCompressors(s, l);
 
-  // Positions, KV and attention: what reads a session's positions and state runs session by
-  // session, the attention of every session at once (a backend may launch it once for all of
-  // them); a session only ever touches its own rows and state, so this order gives each the
-  // bits of a step alone.
+  // Positions, KV and attention. Row-wise steps run once over every row (each at its own
+  // position); what reads or writes a session's state runs for every session in one backend
+  // call (a backend may launch it once for all of them) or session by session. A session
+  // only ever touches its own rows and state, so this order gives each the bits of a step
+  // alone.
+  NormRopeRows(s, l);
+  // Compressed rows: the main compressor, and for CSA the indexer's choice among them.
+  const bool indexed = cfg.is_compressed(l) && cfg.has_indexer(l);
+  if (cfg.is_compressed(l)) {
+    RunCompressors(s, l, CompressorKind::kMain);
+    if (indexed) RunCompressors(s, l, CompressorKind::kIndexer);
+  }
   std::vector<AttentionArgs>& attention = s.attention;
   attention.clear();
-  for (ChunkContext& c : s.chunks) attention.push_back(PrepareChunk(c, l));
+  for (ChunkContext& c : s.chunks) {
+    if (indexed) IndexerSelect(c, l);
+    attention.push_back(AttentionOf(c, l, indexed ? c.act.idx_sel : DevPtr<int32_t>()));
+  }
   be.AttentionBatch(attention.data(), int(attention.size()));
-  for (ChunkContext& c : s.chunks) FinishChunk(c, l);
+
+  // After the attention: the chunks' raw rows join their window rings (only after every
+  // token has attended), and the values lose the rotation they carried (RoPE at −pos on each
+  // head's tail).
+  std::vector<WindowStoreArgs>& stores = s.stores;
+  stores.clear();
+  for (const ChunkContext& c : s.chunks) {
+    stores.push_back({c.act.kv, c.pos0, c.n_tokens, c.kv.layer(l).ring});
+  }
+  be.StoreWindowRowsBatch(stores.data(), int(stores.size()), cfg.n_swa, cfg.head_dim);
+  be.RopeAt(a.heads, R, cfg.n_head, cfg.head_dim, s.chunks.front().rope(l), a.positions, true);
 
   // out = W_ob · concat_j(W_oa[j] · heads of group j)
   be.MatMulGrouped(w.attn_output_a, a.heads, R, cfg.n_out_group, a.low, aq);

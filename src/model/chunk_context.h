@@ -59,6 +59,8 @@ struct StepContext {
   int n_rows;
   std::span<ChunkContext> chunks;
   std::vector<AttentionArgs>& attention;  // a layer's per-session attention (kept: no allocation)
+  std::vector<CompressorArgs>& compress;  // a layer's per-session compressor updates (kept)
+  std::vector<WindowStoreArgs>& stores;   // a layer's per-session window stores (kept)
   ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
 
   ActQuantMode aq() const { return opt.act_quant; }
@@ -68,21 +70,12 @@ struct StepContext {
 void AttentionSublayer(StepContext& s, int layer);
 void FfnSublayer(StepContext& s, int layer);
 
-// Compressor (compressor.cpp): one compressor's frontier update over a chunk's projections
-// and the finishing steps of the rows it emits. The projections themselves are row-wise and
-// run over the whole step first (ProjectCompressors).
-struct CompressorSite {
-  DevPtr<const float> kv;     // [T, c·d_c] the chunk's kv projections
-  DevPtr<const float> score;  // [T, c·d_c] the chunk's gate projections
-  const Weight* ape;          // [c·d_c, ratio]
-  const Weight* norm;         // [d_c]
-  int d_c;
-  bool overlap;
-  DevPtr<float> state_kv;
-  DevPtr<float> state_score;
-  DevPtr<float> rows;  // [comp_cap, d_c]
-};
-void RunCompressor(ChunkContext& c, int layer, const CompressorSite& site);
+// Compressors (compressor.cpp): a compressed layer's main compressor, or a CSA layer's
+// indexer compressor, over every session of the step — each session's frontier update (one
+// backend call for all of them) and the finishing steps of the rows its chunk closes. The
+// projections themselves are row-wise and run over the whole step first (ProjectCompressors).
+enum class CompressorKind { kMain, kIndexer };
+void RunCompressors(StepContext& s, int layer, CompressorKind kind);
 
 // Every row's projections for a compressed layer's compressor into act.comp_kv / comp_score,
 // and for a CSA layer the indexer's (ProjectIndexer).
@@ -90,8 +83,8 @@ void ProjectCompressors(StepContext& s, int layer);
 
 // Indexer (indexer.cpp). ProjectIndexer: every row's indexer compressor projections into
 // act.idx_comp_kv / idx_comp_score, and when a chunk of the step scores rows, every row's
-// query and head-weight projections. IndexerSelect: a chunk's indexer compressor and its
-// top-k choice into act.idx_sel.
+// query and head-weight projections. IndexerSelect: a chunk's top-k choice into act.idx_sel
+// (after RunCompressors of the indexer).
 void ProjectIndexer(StepContext& s, int layer);
 void IndexerSelect(ChunkContext& c, int layer);
 

@@ -1,7 +1,10 @@
-// A compressor (docs/DS4_MODEL.md §4.4): projections of the step's rows, then per session the
-// streaming frontier update and the finishing steps of every row its chunk closes — RMSNorm ·
-// kv_norm, compress-RoPE at the window start w·m, and in official numerics the stored
-// precision. The rows a chunk closes are host-computable: windows pos0/m … (pos0+T)/m − 1.
+// A compressor (docs/DS4_MODEL.md §4.4): projections of the step's rows, then every session's
+// streaming frontier update (one backend call for the step's sessions) and the finishing
+// steps of every row a session's chunk closes — RMSNorm · kv_norm, compress-RoPE at the window
+// start w·m, and in official numerics the stored precision. The rows a chunk closes are
+// host-computable: windows pos0/m … (pos0+T)/m − 1.
+#include <vector>
+
 #include "model/chunk_context.h"
 
 namespace flashkv {
@@ -15,13 +18,44 @@ void ProjectCompressors(StepContext& s, int l) {
   if (s.cfg.has_indexer(l)) ProjectIndexer(s, l);
 }
 
-void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
-  Backend& be = c.be;
-  const ModelConfig& cfg = c.cfg;
-  const int T = c.n_tokens;
-  const int m = cfg.compress_ratio(l);
+namespace {
 
-  // Feed the frontier in token order; closed windows are pooled into rows[w]
+// Where one session's compressor of a layer reads and keeps its rows.
+struct CompressorSite {
+  DevPtr<const float> kv;     // [T, c·d_c] the chunk's kv projections
+  DevPtr<const float> score;  // [T, c·d_c] the chunk's gate projections
+  const Weight* ape;          // [c·d_c, ratio]
+  const Weight* norm;         // [d_c]
+  int d_c;
+  bool overlap;
+  DevPtr<float> state_kv;
+  DevPtr<float> state_score;
+  DevPtr<float> rows;  // [comp_cap, d_c]
+};
+
+CompressorSite SiteOf(const ChunkContext& c, int l, CompressorKind kind) {
+  const ModelConfig& cfg = c.cfg;
+  const LayerWeights& w = c.weights.layers[l];
+  const KvState::Layer& st = c.kv.layer(l);
+  if (kind == CompressorKind::kIndexer) {  // always overlapping, width indexer_head_dim
+    return {c.act.idx_comp_kv,          c.act.idx_comp_score, &w.indexer_compressor_ape,
+            &w.indexer_compressor_norm, cfg.indexer_head_dim, true,
+            st.index_state_kv,          st.index_state_score, st.index_rows};
+  }
+  const size_t at = size_t(c.row0) * cfg.compress_width(l);  // rows as wide as this layer's
+  return {c.step_act.comp_kv + at,
+          c.step_act.comp_score + at,
+          &w.compressor_ape,
+          &w.compressor_norm,
+          cfg.head_dim,
+          cfg.is_overlapping(l),
+          st.comp_state_kv,
+          st.comp_state_score,
+          st.comp_rows};
+}
+
+// Feed the frontier in token order; closed windows are pooled into rows[w]
+CompressorArgs UpdateOf(const ChunkContext& c, int l, const CompressorSite& s) {
   CompressorArgs args;
   args.kv = s.kv;
   args.score = s.score;
@@ -30,20 +64,24 @@ void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
   args.state_score = s.state_score;
   args.rows = s.rows;
   args.pos0 = c.pos0;
-  args.n_tokens = T;
-  args.ratio = m;
+  args.n_tokens = c.n_tokens;
+  args.ratio = c.cfg.compress_ratio(l);
   args.overlap = s.overlap;
   args.d_c = s.d_c;
-  be.CompressorUpdate(args);
+  return args;
+}
 
+// The rows a session's chunk closed: Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position
+// w·m. Official stored precision: like ds4, the row width picks the simulation — head_dim
+// rows get FP8 on the no-RoPE dims, indexer rows Hadamard + FP4; then F16.
+void FinishRows(const ChunkContext& c, int l, const CompressorSite& s) {
+  Backend& be = c.be;
+  const ModelConfig& cfg = c.cfg;
+  const int m = cfg.compress_ratio(l);
   const int64_t first = c.pos0 / m;
-  const int n_new = int((c.pos0 + T) / m - first);
+  const int n_new = int((c.pos0 + c.n_tokens) / m - first);
   if (n_new == 0) return;
   DevPtr<float> rows = s.rows + size_t(first) * s.d_c;
-
-  // Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position w·m. Official stored precision:
-  // like ds4, the row width picks the simulation — head_dim rows get FP8 on the no-RoPE dims,
-  // indexer rows Hadamard + FP4; then F16.
   const bool fp8_rows = c.official() && s.d_c == cfg.head_dim;
   NormRopeArgs fin;
   fin.x = rows;
@@ -61,6 +99,16 @@ void RunCompressor(ChunkContext& c, int l, const CompressorSite& s) {
     be.HadamardFp4(rows, n_new, s.d_c);
     be.F16Round(rows, size_t(n_new) * s.d_c);
   }
+}
+
+}  // namespace
+
+void RunCompressors(StepContext& s, int l, CompressorKind kind) {
+  std::vector<CompressorArgs>& updates = s.compress;
+  updates.clear();
+  for (const ChunkContext& c : s.chunks) updates.push_back(UpdateOf(c, l, SiteOf(c, l, kind)));
+  s.be.CompressorUpdateBatch(updates.data(), int(updates.size()));
+  for (const ChunkContext& c : s.chunks) FinishRows(c, l, SiteOf(c, l, kind));
 }
 
 }  // namespace flashkv

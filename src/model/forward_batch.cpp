@@ -69,12 +69,19 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   }
   FLASHKV_RETURN_IF_ERROR(EnsureActivations(rows, std::max(logit_rows, 1)));
 
+  // Every row's token and its position in its session: the row-wise RoPE of a layer reads
+  // the positions, so the rows of all sessions rotate in one call.
   k.tokens.clear();
+  k.positions.clear();
   for (const SessionChunk& ch : chunks) {
     k.tokens.insert(k.tokens.end(), ch.tokens.begin(), ch.tokens.end());
+    for (int64_t i = 0; i < int64_t(ch.tokens.size()); ++i) {
+      k.positions.push_back(ch.state->n_tokens() + i);
+    }
   }
-  FLASHKV_RETURN_IF_ERROR(
-      backend_.Write(act_.tokens, k.tokens.data(), sizeof(int32_t) * size_t(rows)));
+  const HostCopy inputs[] = {{act_.tokens, k.tokens.data(), sizeof(int32_t) * size_t(rows)},
+                             {act_.positions, k.positions.data(), sizeof(int64_t) * size_t(rows)}};
+  FLASHKV_RETURN_IF_ERROR(backend_.WriteMany(inputs, 2));
 
   // Each session sees its rows of the activations as a chunk of its own.
   std::vector<Activations>& views = k.views;
@@ -90,8 +97,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
                                     ch.state->n_tokens(), int(ch.tokens.size()), row0});
     row0 += int(ch.tokens.size());
   }
-  StepContext step{backend_, config_,  options_,   weights_, act_, MakeHcParams(config_),
-                   rows,     sessions, k.attention};
+  StepContext step{backend_, config_,  options_,    weights_,   act_,    MakeHcParams(config_),
+                   rows,     sessions, k.attention, k.compress, k.stores};
   step.experts = experts_.get();
 
   // X = embedding broadcast to n_hc streams

@@ -1,7 +1,8 @@
 // The lightning indexer of a CSA layer (docs/DS4_MODEL.md §4.5): its own overlapping compressor
 // over the layer input, then per token the top-k compressed rows by Σ_h ω_h · ReLU(qI_h · K^I_w),
-// written to act.idx_sel for the attention step. Projections run over the step's rows; the
-// compressor, the query's RoPE and the choice per session.
+// written to act.idx_sel for the attention step. Projections run over the step's rows, the
+// compressor over the step's sessions (RunCompressors); the query's RoPE and the choice per
+// session.
 #include <cmath>
 
 #include "model/chunk_context.h"
@@ -36,16 +37,9 @@ void ProjectIndexer(StepContext& s, int l) {
 void IndexerSelect(ChunkContext& c, int l) {
   Backend& be = c.be;
   const ModelConfig& cfg = c.cfg;
-  const LayerWeights& w = c.weights.layers[l];
   const KvState::Layer& st = c.kv.layer(l);
   Activations& a = c.act;
   const int T = c.n_tokens;
-
-  // K^I rows
-  RunCompressor(c, l,
-                CompressorSite{a.idx_comp_kv, a.idx_comp_score, &w.indexer_compressor_ape,
-                               &w.indexer_compressor_norm, cfg.indexer_head_dim, true,
-                               st.index_state_kv, st.index_state_score, st.index_rows});
 
   if (NeedsScores(cfg, l, c.pos0, T)) {
     // qI at pos: compress-RoPE; official: Hadamard + FP4

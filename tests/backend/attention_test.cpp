@@ -113,6 +113,53 @@ TEST(RopeTest, RotatesTrailingPairsAndInverts) {
   EXPECT_NEAR(v[7], 2, 1e-6);
 }
 
+// Rows of several sessions of one step, each at its own position: RopeAt and NormRope with
+// positions give every row the bits of its own call (Model::ForwardBatch rotates all rows at
+// once).
+TEST(RopeTest, RowsAtTheirOwnPositionsMatchEachRowAlone) {
+  CpuBackend be(nullptr);
+  RopeParams rope;
+  rope.n_rot = 4;
+  rope.freq_base = 10000.0f;
+  rope.freq_scale = 0.25f;
+  rope.ext_factor = 1.0f;
+  rope.corr_hi = 2.0f;
+  const std::vector<int64_t> pos = {3, 977, 978, 12, 40000};
+  const int heads = 2, d = 6, rows = int(pos.size());
+  std::vector<float> xs(size_t(rows) * heads * d);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i % 7) - 2.5f + 0.125f * float(i);
+  auto p = Upload<int64_t>(be, pos);
+  for (bool inverse : {false, true}) {
+    auto alone = Upload<float>(be, xs);
+    auto batch = Upload<float>(be, xs);
+    for (int r = 0; r < rows; ++r) {
+      be.Rope(alone.ptr() + size_t(r) * heads * d, 1, heads, d, rope, pos[size_t(r)], 1, inverse);
+    }
+    be.RopeAt(batch.ptr(), rows, heads, d, rope, p.ptr(), inverse);
+    EXPECT_EQ(alone.Get(be), batch.Get(be)) << "inverse " << inverse;
+  }
+  NormRopeArgs a{};
+  a.n_heads = heads;
+  a.head_dim = d;
+  a.eps = 1e-6f;
+  a.rope = rope;
+  a.f16_round = true;
+  auto alone = Upload<float>(be, xs);
+  for (int r = 0; r < rows; ++r) {
+    NormRopeArgs one = a;
+    one.x = alone.ptr() + size_t(r) * heads * d;
+    one.n_rows = 1;
+    one.pos0 = pos[size_t(r)];
+    be.NormRope(one);
+  }
+  auto batch = Upload<float>(be, xs);
+  a.x = batch.ptr();
+  a.n_rows = rows;
+  a.positions = p.ptr();
+  be.NormRope(a);
+  EXPECT_EQ(alone.Get(be), batch.Get(be));
+}
+
 TEST(MatMulGroupedTest, EachGroupUsesItsOwnRowBlock) {
   CpuBackend be(nullptr);
   // Two groups, in_g = 2, r = 1: W rows (1, 2) for group 0 and (3, 4) for group 1.

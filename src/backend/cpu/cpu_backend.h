@@ -58,6 +58,8 @@ class CpuBackend : public Backend {
                DevPtr<float> out) override;
   void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
             int64_t pos0, int64_t pos_step, bool inverse) override;
+  void RopeAt(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+              DevPtr<const int64_t> positions, bool inverse) override;
   void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) override;
   void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) override;
   void F16Round(DevPtr<float> x, size_t n) override;

@@ -180,6 +180,14 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
                            imma);
   }
   s->imma = imma;
+  // The smallest plain batch the tensor cores take (same bits at any size; a speed choice).
+  if (const char* env = std::getenv("FLASHKV_CUDA_IMMA_MIN_TOKENS"); env != nullptr && *env) {
+    const int min_tokens = std::atoi(env);
+    if (min_tokens < 1) {
+      return InvalidArgument("FLASHKV_CUDA_IMMA_MIN_TOKENS must be >= 1, not {}", env);
+    }
+    s->imma_min_tokens = min_tokens;
+  }
   if (options.tiled >= 0) {
     s->tiled_prefill = options.tiled != 0;
   } else if (const char* env = std::getenv("FLASHKV_CUDA_TILED")) {

@@ -54,8 +54,11 @@ struct CudaBackendOptions {
   int pdl = -1;
 };
 
-// Plain MatMul batches of at least this many tokens take the tensor-core kernel.
-inline constexpr int kCudaImmaMinTokens = 32;
+// Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
+// at any size; from 9 rows it beats the 8-token warp kernel, which reads each weight row
+// once per 8 rows: H200, a 16-row Flash decode step's Q8_0 products 31.2 → 20.5 ms, at 8
+// rows 18.5 against 20.9; FLASHKV_CUDA_IMMA_MIN_TOKENS overrides it).
+inline constexpr int kCudaImmaMinTokens = 9;
 
 // One kernel's summed time while profiling (CudaBackend::ProfileTimes).
 struct CudaKernelTime {
@@ -146,6 +149,8 @@ class CudaBackend final : public Backend {
                DevPtr<float> out) override;
   void Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
             int64_t pos0, int64_t pos_step, bool inverse) override;
+  void RopeAt(DevPtr<float> x, int n_rows, int n_heads, int head_dim, const RopeParams& rope,
+              DevPtr<const int64_t> positions, bool inverse) override;
   void Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) override;
   void HadamardFp4(DevPtr<float> x, int n_rows, int row_dim) override;
   void F16Round(DevPtr<float> x, size_t n) override;
@@ -160,6 +165,8 @@ class CudaBackend final : public Backend {
               const Weight& base, const HcParams& p, DevPtr<float> y) override;
 
   void CompressorUpdate(const CompressorArgs& a) override;
+  // One-token updates of several sessions in launches of up to 7 (op_compressor.cu).
+  void CompressorUpdateBatch(const CompressorArgs* args, int n) override;
   void IndexerTopK(const IndexerArgs& a) override;
   // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
   // kernel IndexerTopK would choose; only tokens seeing more than top_k rows, and only their
@@ -170,6 +177,8 @@ class CudaBackend final : public Backend {
   void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
+  // One-row stores of several sessions in launches of up to 23 (op_elementwise.cu).
+  void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) override;
 
   void RouterSelect(const RouterArgs& a) override;
   void MoeExperts(const MoeArgs& a) override;

@@ -3,7 +3,8 @@
 // tree, rotates its tail with RopeKernel's angles, rounds the prefix through FP8 as
 // Fp8Kernel does (the prefix and the rotated tail are disjoint, so the order of the two does
 // not matter), rounds to F16 as F16RoundKernel does, and writes the head back: four kernels'
-// values from one, for any number of rows (each row's arithmetic is its own).
+// values from one, for any number of rows (each row's arithmetic is its own, at its position:
+// pos0 + r·pos_step, or positions[r] for the rows of several sessions of a step).
 #include "backend/cuda/fused_launch.h"
 #include "backend/cuda/norm_rope_dev.cuh"
 
@@ -22,6 +23,7 @@ struct NormRopeKernelArgs {
   int head_dim;
   int64_t pos0;
   int64_t pos_step;
+  const int64_t* positions;  // [n_rows] or null: pos0 + r·pos_step
   int fp8_prefix;
   bool f16_round;
 };
@@ -41,9 +43,10 @@ __global__ void NormRopeKernel(NormRopeKernelArgs a) {
   __syncthreads();
 
   float* tail = head + (n - a.rope.n_rot);
+  const int64_t pos = a.positions != nullptr ? a.positions[r] : a.pos0 + r * a.pos_step;
   for (int pair = threadIdx.x; pair < a.rope.n_rot / 2; pair += blockDim.x) {
     float c, s;
-    RopeCosSin(a.rope, a.theta_scale, a.pos0 + r * a.pos_step, pair, 1.0f, &c, &s);
+    RopeCosSin(a.rope, a.theta_scale, pos, pair, 1.0f, &c, &s);
     RopeRotate(c, s, &tail[2 * pair], &tail[2 * pair + 1]);
   }
   __syncthreads();
@@ -79,6 +82,7 @@ bool LaunchFusedNormRope(CudaBackend::State& s, const NormRopeArgs& a) {
   k.head_dim = n;
   k.pos0 = a.pos0;
   k.pos_step = a.pos_step;
+  k.positions = a.positions.get();
   k.fp8_prefix = a.fp8_prefix;
   k.f16_round = a.f16_round;
   s.Launch(NormRopeKernel, dim3(unsigned(blocks)), dim3(RmsNormThreads(n)),

@@ -32,8 +32,9 @@ __device__ __forceinline__ float Ape(const CompressorKernelArgs& a, int width, i
                    : reinterpret_cast<const float*>(a.ape)[idx];
 }
 
-__global__ void CompressorKernel(CompressorKernelArgs a) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+// Channel j's walk over the chunk's tokens (CompressorKernel; CompressorBatchKernel runs it
+// for each session of a step).
+__device__ __forceinline__ void CompressorWalk(const CompressorKernelArgs& a, int j) {
   if (j >= a.d) return;
   const int m = a.m;
   const int d = a.d;
@@ -102,6 +103,43 @@ __global__ void CompressorKernel(CompressorKernelArgs a) {
       }
     }
   }
+}
+
+__global__ void CompressorKernel(CompressorKernelArgs a) {
+  CompressorWalk(a, blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+// The one-token updates of up to kCompressorSessions sessions of a step in one launch (issue
+// #18: one launch per session and compressor was ~5 µs each, latency-bound), each block
+// rebuilding its session's CompressorKernelArgs: the same walk, so the same bits. What
+// differs per session travels in the kernel arguments (graph-replayable, no table).
+struct CompressorSessionArgs {
+  float* state_kv;
+  float* state_score;
+  float* rows;
+  int64_t pos0;
+  int row;  // the session's token row in the step's projections
+};
+inline constexpr int kCompressorSessions = 7;  // 80 + 8 + 7 · 40 <= 384 bytes
+struct CompressorBatchArgs {
+  CompressorKernelArgs base;  // kv / score of row 0; n_tokens 1
+  int count;
+  CompressorSessionArgs e[kCompressorSessions];
+};
+
+// grid (channel blocks, sessions).
+__global__ void CompressorBatchKernel(CompressorBatchArgs b) {
+  if (int(blockIdx.y) >= b.count) return;
+  const CompressorSessionArgs& e = b.e[blockIdx.y];
+  CompressorKernelArgs a = b.base;
+  const size_t width = size_t(a.overlap ? 2 : 1) * a.d;
+  a.kv += size_t(e.row) * width;
+  a.score += size_t(e.row) * width;
+  a.state_kv = e.state_kv;
+  a.state_score = e.state_score;
+  a.rows = e.rows;
+  a.pos0 = e.pos0;
+  CompressorWalk(a, blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 // Many-token chunks (prefill): the windows a chunk closes are independent given the inputs
@@ -253,6 +291,58 @@ void CudaBackend::CompressorUpdate(const CompressorArgs& a) {
     return;
   }
   s_->Launch(cuda::CompressorKernel, dim3(cuda::CeilDiv(a.d_c, 64)), dim3(64), 0, k);
+}
+
+void CudaBackend::CompressorUpdateBatch(const CompressorArgs* args, int n) {
+  // One-token updates that share the first one's shape and step buffers run together, in
+  // launches of kCompressorSessions; the rest take CompressorUpdate each (sessions' states
+  // are disjoint, so the order between them does not matter).
+  const CompressorArgs* first = nullptr;
+  const CompressorArgs* alone = nullptr;  // the launch's first session
+  cuda::CompressorBatchArgs b{};
+  auto flush = [&] {
+    if (b.count == 1) {
+      CompressorUpdate(*alone);
+    } else if (b.count > 1) {
+      s_->Launch(cuda::CompressorBatchKernel, dim3(cuda::CeilDiv(first->d_c, 64), b.count),
+                 dim3(64), 0, b);
+    }
+    b.count = 0;
+  };
+  for (int i = 0; i < n; ++i) {
+    const CompressorArgs& a = args[i];
+    if (a.n_tokens <= 0) continue;
+    if (first == nullptr && a.n_tokens == 1) {
+      first = &a;
+      b.base = cuda::CompressorKernelArgs{a.kv.get(),
+                                          a.score.get(),
+                                          a.ape->data.get(),
+                                          a.ape->type == DType::kF16,
+                                          nullptr,
+                                          nullptr,
+                                          nullptr,
+                                          0,
+                                          1,
+                                          a.ratio,
+                                          a.d_c,
+                                          a.overlap};
+    }
+    const int64_t width = int64_t(a.overlap ? 2 : 1) * a.d_c;
+    const int64_t dkv = first != nullptr ? a.kv.get() - first->kv.get() : -1;
+    const bool joins = first != nullptr && a.n_tokens == 1 && a.ape == first->ape &&
+                       a.ratio == first->ratio && a.d_c == first->d_c &&
+                       a.overlap == first->overlap && dkv >= 0 && dkv % width == 0 &&
+                       a.score.get() - first->score.get() == dkv;
+    if (!joins) {
+      CompressorUpdate(a);
+      continue;
+    }
+    if (b.count == 0) alone = &a;
+    b.e[b.count++] = {a.state_kv.get(), a.state_score.get(), a.rows.get(), a.pos0,
+                      int(dkv / width)};
+    if (b.count == cuda::kCompressorSessions) flush();
+  }
+  if (first != nullptr) flush();
 }
 
 }  // namespace flashkv

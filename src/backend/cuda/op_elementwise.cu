@@ -106,6 +106,26 @@ __global__ void StoreRowsKernel(StoreRowsArgs a) {
   }
 }
 
+// The one-row window stores of up to kStoreSessions sessions of a step in one launch (issue
+// #18), block i copying session i's row to the slot the host computed: StoreRowsKernel's copy.
+struct StoreSession {
+  float* slot;  // the session's ring row (pos0 % n_swa)
+  int row;      // its token row in the step
+};
+inline constexpr int kStoreSessions = 23;  // 16 + 23 · 16 <= 384 bytes
+struct StoreBatchArgs {
+  const float* kv_new;  // row 0 of the step's raw rows [*, head_dim]
+  int head_dim;
+  int count;
+  StoreSession e[kStoreSessions];
+};
+__global__ void StoreRowsBatchKernel(StoreBatchArgs a) {
+  const StoreSession& e = a.e[blockIdx.x];
+  for (int c = threadIdx.x; c < a.head_dim; c += blockDim.x) {
+    e.slot[c] = a.kv_new[int64_t(e.row) * a.head_dim + c];
+  }
+}
+
 // ---- random weights -------------------------------------------------------------------
 __device__ __forceinline__ uint64_t SplitMix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -273,6 +293,31 @@ void CudaBackend::StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int 
   if (n_tokens <= start) return;
   s_->Launch(cuda::StoreRowsKernel, dim3(n_tokens - start), dim3(128), 0,
              cuda::StoreRowsArgs{kv_new.get(), ring.get(), pos0, start, n_tokens, n_swa, head_dim});
+}
+
+void CudaBackend::StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa,
+                                       int head_dim) {
+  // One-row stores of rows of the first one's step buffer run together; the rest take
+  // StoreWindowRows each (the rings are disjoint).
+  const float* base = nullptr;
+  cuda::StoreBatchArgs b{};
+  b.head_dim = head_dim;
+  auto flush = [&] {
+    if (b.count > 0) s_->Launch(cuda::StoreRowsBatchKernel, dim3(b.count), dim3(128), 0, b);
+    b.count = 0;
+  };
+  for (int i = 0; i < n; ++i) {
+    const WindowStoreArgs& a = args[i];
+    if (base == nullptr && a.n_tokens == 1) base = b.kv_new = a.kv_new.get();
+    const int64_t d = base != nullptr ? a.kv_new.get() - base : -1;
+    if (a.n_tokens != 1 || n_swa <= 0 || d < 0 || d % head_dim != 0) {
+      StoreWindowRows(a.kv_new, a.pos0, a.n_tokens, n_swa, head_dim, a.ring);
+      continue;
+    }
+    b.e[b.count++] = {a.ring.get() + (a.pos0 % n_swa) * head_dim, int(d / head_dim)};
+    if (b.count == cuda::kStoreSessions) flush();
+  }
+  flush();
 }
 
 }  // namespace flashkv

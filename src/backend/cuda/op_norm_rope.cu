@@ -44,6 +44,7 @@ struct RopeArgs {
   int head_dim;
   int64_t pos0;
   int64_t pos_step;
+  const int64_t* positions;  // [n_rows] or null: pos0 + r·pos_step
   float sin_sign;
 };
 // One thread per (row, head, pair): ds4's float angle (repeated multiplication from the
@@ -56,7 +57,8 @@ __global__ void RopeKernel(RopeArgs a) {
   const int h = int((idx / n_pairs) % a.n_heads);
   const int64_t r = idx / (int64_t(n_pairs) * a.n_heads);
   float c, sn;
-  RopeCosSin(a.p, a.theta_scale, a.pos0 + r * a.pos_step, pair, a.sin_sign, &c, &sn);
+  const int64_t pos = a.positions != nullptr ? a.positions[r] : a.pos0 + r * a.pos_step;
+  RopeCosSin(a.p, a.theta_scale, pos, pair, a.sin_sign, &c, &sn);
   const int n_nope = a.head_dim - a.p.n_rot;
   float* tail = a.x + (r * a.n_heads + h) * int64_t(a.head_dim) + n_nope;
   float2 xv = *reinterpret_cast<const float2*>(tail + 2 * pair);
@@ -132,7 +134,17 @@ void CudaBackend::Rope(DevPtr<float> x, int n_rows, int n_heads, int head_dim,
   const float theta_scale = cuda::RopeThetaScale(rope);
   s_->Launch(cuda::RopeKernel, dim3(cuda::CeilDiv(total, 128)), dim3(128), 0,
              cuda::RopeArgs{x.get(), rope, theta_scale, n_rows, n_heads, head_dim, pos0, pos_step,
-                            inverse ? -1.0f : 1.0f});
+                            nullptr, inverse ? -1.0f : 1.0f});
+}
+
+void CudaBackend::RopeAt(DevPtr<float> x, int n_rows, int n_heads, int head_dim,
+                         const RopeParams& rope, DevPtr<const int64_t> positions, bool inverse) {
+  const int64_t total = int64_t(n_rows) * n_heads * (rope.n_rot / 2);
+  if (total <= 0) return;
+  const float theta_scale = cuda::RopeThetaScale(rope);
+  s_->Launch(cuda::RopeKernel, dim3(cuda::CeilDiv(total, 128)), dim3(128), 0,
+             cuda::RopeArgs{x.get(), rope, theta_scale, n_rows, n_heads, head_dim, 0, 1,
+                            positions.get(), inverse ? -1.0f : 1.0f});
 }
 
 void CudaBackend::Fp8RoundTrip(DevPtr<float> x, int n_rows, int row_dim, int n_prefix) {
