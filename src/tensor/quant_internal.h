@@ -61,6 +61,12 @@ void DequantBlockQ6_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockMXFP4(const uint8_t* block, float* out);    // [32]
 void DequantBlockIQ2_XS(const uint8_t* block, float* out);   // [256]
 void DequantBlockIQ1_M(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ3_XXS(const uint8_t* block, float* out);  // [256]
+void DequantBlockIQ3_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ2_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ1_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ4_NL(const uint8_t* block, float* out);   // [32]
+void DequantBlockIQ4_XS(const uint8_t* block, float* out);   // [256]
 
 // The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
 void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);
