@@ -135,14 +135,14 @@ FLASHKV_HD void Iq3sIndices(const uint8_t* blk, int t, int* i1, int* i2) {
 }
 
 // Whether this file splits a type's DotQ8.
-FLASHKV_HD bool HasLanes(DType t) {
+FLASHKV_HD constexpr bool HasLanes(DType t) {
   return t == DType::kQ3_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ2_XS ||
          t == DType::kIQ1_M || t == DType::kIQ3_XXS || t == DType::kIQ3_S || t == DType::kIQ2_S ||
          t == DType::kIQ1_S || t == DType::kIQ4_XS;
 }
 // Whether DequantValues8 takes the type: the split ones and IQ4_NL (eight 32-value blocks per
 // 256 values; its DotQ8 is a per-block fold like MXFP4's, not a lane split).
-FLASHKV_HD bool HasDequantLanes(DType t) {
+FLASHKV_HD constexpr bool HasDequantLanes(DType t) {
   return HasLanes(t) || t == DType::kIQ4_NL;
 }
 // Bytes of 256 values of a type DequantValues8 takes (one block; IQ4_NL: eight).

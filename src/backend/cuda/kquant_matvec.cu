@@ -1,5 +1,6 @@
-// Q3_K / Q5_K / Q6_K / IQ2_XS / IQ1_M × Q8_K products: one warp per weight row (two for
-// gate/up), every activation row of the launch's token block or expert tile in turn. Per
+// Q3_K / Q5_K / Q6_K / IQ2_XS / IQ1_M / IQ3_XXS / IQ3_S / IQ2_S / IQ1_S / IQ4_XS × Q8_K
+// products: one warp per weight row (two for gate/up), every activation row of the launch's
+// token block or expert tile in turn (row_tiles.cuh's body, shared with mxfp4_matvec.cu). Per
 // 256-value block lane t forms the exact integer terms of values 8t .. 8t+7
 // (lanes::BlockTerms), the warp sums them (integers: any order), and every lane runs the
 // block's fp32 fold in the reference's order (lanes::FoldBlock, unfused), so each lane ends
@@ -26,33 +27,42 @@ __device__ const uint64_t kIq2xsGridDev[512] = {
 __device__ const uint64_t kIq1sGridDev[2048] = {
 #include "tensor/iq1s_grid.inc"
 };
+__device__ const uint64_t kIq2sGridDev[1024] = {
+#include "tensor/iq2s_grid.inc"
+};
+__device__ const uint32_t kIq3xxsGridDev[256] = {
+#include "tensor/iq3xxs_grid.inc"
+};
+__device__ const uint32_t kIq3sGridDev[512] = {
+#include "tensor/iq3s_grid.inc"
+};
 
 template <DType T>
-__device__ __forceinline__ const uint64_t* GridFor() {
+__device__ __forceinline__ const void* GridFor() {
   if constexpr (T == DType::kIQ2_XS) return kIq2xsGridDev;
-  if constexpr (T == DType::kIQ1_M) return kIq1sGridDev;
+  if constexpr (T == DType::kIQ2_S) return kIq2sGridDev;
+  if constexpr (T == DType::kIQ1_M || T == DType::kIQ1_S) return kIq1sGridDev;
+  if constexpr (T == DType::kIQ3_XXS) return kIq3xxsGridDev;
+  if constexpr (T == DType::kIQ3_S) return kIq3sGridDev;
   return nullptr;
 }
 
 // Integer terms a block has per worker (the rest are 0).
 template <DType T>
-constexpr int kTermCount = T == DType::kIQ2_XS  ? 1
-                           : T == DType::kIQ1_M ? 2
-                                                : 8;
+constexpr int kTermCount =
+    T == DType::kIQ2_XS || T == DType::kIQ2_S || T == DType::kIQ3_XXS || T == DType::kIQ3_S ? 1
+    : T == DType::kIQ1_M || T == DType::kIQ1_S                                              ? 2
+                                                                                            : 8;
 
 template <DType T>
-constexpr int kBlockBytes = T == DType::kQ3_K     ? int(sizeof(BlockQ3_K))
-                            : T == DType::kQ5_K   ? int(sizeof(BlockQ5_K))
-                            : T == DType::kQ6_K   ? int(sizeof(BlockQ6_K))
-                            : T == DType::kIQ2_XS ? int(sizeof(BlockIQ2_XS))
-                                                  : int(sizeof(BlockIQ1_M));
+constexpr int kBlockBytes = lanes::LanesBlockBytes(T);
 
 // ref::DotQ8 of one weight row against one Q8_K activation row in the GPU's split layout
 // (quant_dev.cuh Q8_KRowOf: qs [n], d [n/256], bsums [n/16]); every lane returns it.
 template <DType T>
 __device__ __forceinline__ float WarpDotLanes(const uint8_t* wrow, const uint8_t* xrow, int n) {
   const int lane = threadIdx.x & 31;
-  const uint64_t* grid = GridFor<T>();
+  const void* grid = GridFor<T>();
   const Q8Row x = Q8_KRowOf(xrow, n);
   lanes::Fold f;
   for (int b = 0; b < n / kQK_K; ++b) {
@@ -68,38 +78,20 @@ __device__ __forceinline__ float WarpDotLanes(const uint8_t* wrow, const uint8_t
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kKqWarps * 32) KQuantMatVecKernel(MatVecArgs a) {
-  const int row = blockIdx.x * kKqWarps + (threadIdx.x >> 5);
-  if (row >= a.rows) return;
-  const RowTile tr = ResolveRowTile<kKqTokens>(a);
-  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
-  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  for (int t = 0; t < tr.nt; ++t) {
-    int xr, yr;
-    TileEntryRows(a, tr, t, &xr, &yr);
-    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
-    const float v = WarpDotLanes<T>(wrow, x, a.n);
-    if ((threadIdx.x & 31) == 0) a.y[uint64_t(yr) * a.y_row_floats + row] = v;
+struct LanesDot {
+  __device__ __forceinline__ float operator()(const uint8_t* w, const uint8_t* x, int n) const {
+    return WarpDotLanes<T>(w, x, n);
   }
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantMatVecKernel(MatVecArgs a) {
+  RowTileMatVec<kKqWarps, kKqTokens>(a, LanesDot<T>{});
 }
 
 template <DType T>
 __global__ void __launch_bounds__(kKqWarps * 32) KQuantGateUpKernel(GateUpArgs g) {
-  const MatVecArgs& a = g.mv;
-  const int row = blockIdx.x * kKqWarps + (threadIdx.x >> 5);
-  if (row >= a.rows) return;
-  const RowTile tr = ResolveRowTile<kKqTokens>(a);
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  for (int t = 0; t < tr.nt; ++t) {
-    int xr, p;
-    TileEntryRows(a, tr, t, &xr, &p);
-    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes;
-    const float gate = WarpDotLanes<T>(a.w + off, x, a.n);
-    const float up = WarpDotLanes<T>(g.w_up + off, x, a.n);
-    if ((threadIdx.x & 31) == 0)
-      a.y[uint64_t(p) * a.y_row_floats + row] =
-          __fmul_rn(ClampedSwiGlu(gate, up, g.clamp), g.route_w[p]);
-  }
+  RowTileGateUp<kKqWarps, kKqTokens>(g, LanesDot<T>{});
 }
 
 // One block per token: thread u dequantizes values 8u .. 8u+7 of the token's row
@@ -149,6 +141,24 @@ bool Dispatch(DType type, Fn&& fn) {
     case DType::kIQ1_M:
       fn(std::integral_constant<DType, DType::kIQ1_M>{});
       return true;
+    case DType::kIQ3_XXS:
+      fn(std::integral_constant<DType, DType::kIQ3_XXS>{});
+      return true;
+    case DType::kIQ3_S:
+      fn(std::integral_constant<DType, DType::kIQ3_S>{});
+      return true;
+    case DType::kIQ2_S:
+      fn(std::integral_constant<DType, DType::kIQ2_S>{});
+      return true;
+    case DType::kIQ1_S:
+      fn(std::integral_constant<DType, DType::kIQ1_S>{});
+      return true;
+    case DType::kIQ4_XS:
+      fn(std::integral_constant<DType, DType::kIQ4_XS>{});
+      return true;
+    case DType::kIQ4_NL:  // embedding rows only (DequantValues8); its products: mxfp4_matvec.cu
+      fn(std::integral_constant<DType, DType::kIQ4_NL>{});
+      return true;
     default:
       return false;
   }
@@ -157,7 +167,7 @@ bool Dispatch(DType type, Fn&& fn) {
 }  // namespace
 
 bool LaunchKQuantEmbed(CudaBackend::State& s, DType type, const KQuantEmbedArgs& a) {
-  if (!HasKQuantKernel(type) || a.n_embd % kQK_K != 0) return false;
+  if (!lanes::HasDequantLanes(type) || a.n_embd % kQK_K != 0) return false;
   return Dispatch(type, [&](auto t) {
     s.Launch(KQuantEmbedKernel<decltype(t)::value>, dim3(a.n_tokens), dim3(128), 0, a);
   });
@@ -169,12 +179,16 @@ bool HasKQuantKernel(DType type) {
 
 bool LaunchKQuant(CudaBackend::State& s, DType type, const MatVecArgs& a) {
   if (!HasKQuantKernel(type) || a.n % kQK_K != 0 || a.rows <= 0) return false;
-  return Dispatch(type, [&](auto t) { LaunchTypedMatVec<decltype(t)::value>(s, a); });
+  return Dispatch(type, [&](auto t) {
+    if constexpr (lanes::HasLanes(decltype(t)::value)) LaunchTypedMatVec<decltype(t)::value>(s, a);
+  });
 }
 
 bool LaunchKQuant(CudaBackend::State& s, DType type, const GateUpArgs& g) {
   if (!HasKQuantKernel(type) || g.mv.n % kQK_K != 0 || g.mv.rows <= 0) return false;
-  return Dispatch(type, [&](auto t) { LaunchTypedGateUp<decltype(t)::value>(s, g); });
+  return Dispatch(type, [&](auto t) {
+    if constexpr (lanes::HasLanes(decltype(t)::value)) LaunchTypedGateUp<decltype(t)::value>(s, g);
+  });
 }
 
 }  // namespace flashkv::cuda

@@ -1,8 +1,9 @@
 // The GGUF types beyond ds4's on the CUDA backend: MXFP4 (the 0731 / MXFP4_MOE experts) and
-// Q3_K, Q5_K, Q6_K, IQ2_XS, IQ1_M (llama.cpp's K-quant and IQ ladders). Products with q8
+// Q3_K, Q5_K, Q6_K, IQ2_XS, IQ1_M, IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ4_XS, IQ4_NL (llama.cpp's
+// K-quant and IQ presets). Products with q8
 // activations are the CPU's DotQ8 bit for bit (plain batches, decode and prefill, grouped
 // projections; expert tiles through MoeExperts), and one token at a time equals a batch.
-// Types without kernels (IQ3_XXS, IQ4_XS, ...) are refused by PlaceWeight before anything
+// Types without kernels (Q4_0, TQ1_0, ...) are refused by PlaceWeight before anything
 // is uploaded, the tensor and type named. Label `gpu`.
 #include <random>
 #include <vector>
@@ -17,7 +18,7 @@ namespace {
 TEST(CudaFormats, TypesWithoutKernelsAreRefusedAtPlacement) {
   FLASHKV_REQUIRE_GPU();
   CudaBackend* gpu = SharedCuda();
-  for (DType t : {DType::kIQ3_XXS, DType::kIQ4_XS, DType::kQ4_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kTQ1_0}) {
     const uint64_t ne0 = 256, rows = 4;
     std::vector<uint8_t> bytes(*RowBytes(t, ne0) * rows, 0);
     WeightSource src{"blk.0.ffn_gate_exps.weight", t, {ne0, rows, 1}, bytes.data(), bytes.size()};
@@ -30,7 +31,8 @@ TEST(CudaFormats, TypesWithoutKernelsAreRefusedAtPlacement) {
         << w.status().message();
   }
   for (DType t : {DType::kQ8_0, DType::kMXFP4, DType::kQ3_K, DType::kQ5_K, DType::kQ6_K,
-                  DType::kIQ2_XS, DType::kIQ1_M}) {
+                  DType::kIQ2_XS, DType::kIQ1_M, DType::kIQ3_XXS, DType::kIQ3_S, DType::kIQ2_S,
+                  DType::kIQ1_S, DType::kIQ4_NL, DType::kIQ4_XS}) {
     std::vector<uint8_t> b(*RowBytes(t, 256) * 4, 0);
     WeightSource ok{"w", t, {256, 4, 1}, b.data(), b.size()};
     EXPECT_TRUE(gpu->PlaceWeight(ok).ok()) << GetDTypeInfo(t).name;
@@ -126,7 +128,7 @@ TEST_F(CudaMxfp4Test, MoeExpertsMatchCpuAndAreBatchInvariant) {
   EXPECT_EQ(Compare(og, Get(*gpu_, single)).mismatches, 0u);
 }
 
-// The K-quant / IQ kernels (kquant_matvec.cu), one instance per type.
+// The K-quant / IQ kernels (kquant_matvec.cu; IQ4_NL: mxfp4_matvec.cu), one instance per type.
 class CudaKQuantTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
@@ -231,7 +233,9 @@ TEST_P(CudaKQuantTest, MoeExpertsMatchCpuAndAreBatchInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaKQuantTest,
                          ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
-                                           DType::kIQ1_M),
+                                           DType::kIQ1_M, DType::kIQ3_XXS, DType::kIQ3_S,
+                                           DType::kIQ2_S, DType::kIQ1_S, DType::kIQ4_XS,
+                                           DType::kIQ4_NL),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(GetDTypeInfo(info.param).name);
                          });
