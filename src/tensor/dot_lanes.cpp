@@ -68,6 +68,7 @@ bool WithLaneType(DType t, Fn&& fn) {
     FLASHKV_LANE_CASE(kIQ1_S)
     FLASHKV_LANE_CASE(kIQ4_XS)
     FLASHKV_LANE_CASE(kIQ4_NL)
+    FLASHKV_LANE_CASE(kMXFP4)
 #undef FLASHKV_LANE_CASE
     default:
       return false;
@@ -87,7 +88,7 @@ float DotQ8ByLanes(DType wtype, const void* wrow, const void* xq, int64_t n) {
   const auto* w = static_cast<const uint8_t*>(wrow);
   const auto* y = static_cast<const BlockQ8_K*>(xq);
   WithLaneType(wtype, [&](auto t) {
-    if constexpr (decltype(t)::value != DType::kIQ4_NL) r = ByLanes<decltype(t)::value>(w, y, n);
+    if constexpr (lanes::HasLanes(decltype(t)::value)) r = ByLanes<decltype(t)::value>(w, y, n);
   });
   return r;
 }

@@ -67,6 +67,18 @@ FLASHKV_HD uint32_t U32(const uint8_t* p) {
 FLASHKV_HD float Half(const uint8_t* p) {
   return HalfToFloat(U16(p));
 }
+// MXFP4's halved block scale 2^(e - 128) from its bits (a subnormal for e < 2), as GGML
+// builds it.
+FLASHKV_HD float Mxfp4HalfScale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof(f));
+  return f;
+#endif
+}
 
 // Q4_K / Q5_K: 6-bit scale and min of group j (0..7) from the packed 12 bytes.
 FLASHKV_HD void Q4KScaleMin(const uint8_t* s, int j, int* sc, int* mn) {
@@ -140,12 +152,12 @@ FLASHKV_HD constexpr bool HasLanes(DType t) {
          t == DType::kIQ1_M || t == DType::kIQ3_XXS || t == DType::kIQ3_S || t == DType::kIQ2_S ||
          t == DType::kIQ1_S || t == DType::kIQ4_XS;
 }
-// Whether DequantValues8 takes the type: the split ones and IQ4_NL (eight 32-value blocks per
-// 256 values; its DotQ8 is a per-block fold like MXFP4's, not a lane split).
+// Whether DequantValues8 takes the type: the split ones, IQ4_NL and MXFP4 (eight 32-value
+// blocks per 256 values; their DotQ8 is a per-block fold, not a lane split).
 FLASHKV_HD constexpr bool HasDequantLanes(DType t) {
-  return HasLanes(t) || t == DType::kIQ4_NL;
+  return HasLanes(t) || t == DType::kIQ4_NL || t == DType::kMXFP4;
 }
-// Bytes of 256 values of a type DequantValues8 takes (one block; IQ4_NL: eight).
+// Bytes of 256 values of a type DequantValues8 takes (one block; IQ4_NL, MXFP4: eight).
 FLASHKV_HD constexpr int LanesBlockBytes(DType t) {
   return t == DType::kQ3_K      ? 110
          : t == DType::kQ5_K    ? 176
@@ -158,6 +170,7 @@ FLASHKV_HD constexpr int LanesBlockBytes(DType t) {
          : t == DType::kIQ1_S   ? 50
          : t == DType::kIQ4_XS  ? 136
          : t == DType::kIQ4_NL  ? 8 * 18
+         : t == DType::kMXFP4   ? 8 * 17
                                 : 0;
 }
 
@@ -380,6 +393,12 @@ FLASHKV_HD void DequantValues8(const uint8_t* blk, int t, const void* gridp, flo
     const uint8_t* qs = blk + 8 + 16 * (t / 4);
     for (int k = 0; k < 8; ++k)
       out[k] = Mul(dl, static_cast<float>(Iq4nlValue(Iq4Nibble(qs, t % 4, k))));
+  } else if constexpr (T == DType::kMXFP4) {
+    constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t* b = blk + 17 * (t / 4);
+    const float d = Mxfp4HalfScale(b[0]);
+    for (int k = 0; k < 8; ++k)
+      out[k] = Mul(static_cast<float>(kDoubled[Iq4Nibble(b + 1, t % 4, k)]), d);
   } else if constexpr (T == DType::kIQ4_NL) {
     const uint8_t* b = blk + 18 * (t / 4);
     const float d = Half(b);

@@ -96,7 +96,7 @@ TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
   EXPECT_LT(std::sqrt(err / norm), 0.15) << mix.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix),
+INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix, kIq34Mix),
                          [](const ::testing::TestParamInfo<TypeMix>& info) {
                            return std::string(info.param.name);
                          });

@@ -193,20 +193,24 @@ TEST_P(LaneSplitTest, DequantMatchesDequantizeRowBitForBit) {
   }
 }
 
-// IQ4_NL is not split for DotQ8 (its per-block fold is MXFP4's), but the GPU's embedding rows
-// read it through DequantValues8 as eight 32-value blocks per 256 values.
-TEST(LaneSplitTest, IQ4_NLDequantMatchesDequantizeRowBitForBit) {
+// IQ4_NL and MXFP4 are not split for DotQ8 (their fold is per 32-value block), but the GPU's
+// embedding rows and fp32-activation products read them through DequantValues8 as eight
+// 32-value blocks per 256 values.
+TEST(LaneSplitTest, Block32DequantMatchesDequantizeRowBitForBit) {
   const int64_t n = 2048;
-  const auto w = RandomRows(DType::kIQ4_NL, 2, n, 93);
-  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-  for (int r = 0; r < 2; ++r) {
-    const uint8_t* row = w.data() + r * RowBytesOf(DType::kIQ4_NL, n);
-    ASSERT_TRUE(internal::DequantizeRowByLanes(DType::kIQ4_NL, row, a.data(), n));
-    ASSERT_TRUE(DequantizeRow(DType::kIQ4_NL, row, b.data(), n).ok());
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(FloatBits(a[static_cast<size_t>(i)]), FloatBits(b[static_cast<size_t>(i)])) << i;
+  for (DType t : {DType::kIQ4_NL, DType::kMXFP4}) {
+    const auto w = RandomRows(t, 2, n, 93);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+      ASSERT_TRUE(internal::DequantizeRowByLanes(t, row, a.data(), n));
+      ASSERT_TRUE(DequantizeRow(t, row, b.data(), n).ok());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(FloatBits(a[static_cast<size_t>(i)]), FloatBits(b[static_cast<size_t>(i)]))
+            << GetDTypeInfo(t).name << " " << i;
+    }
+    EXPECT_FALSE(lanes::HasLanes(t));
   }
-  EXPECT_FALSE(lanes::HasLanes(DType::kIQ4_NL));
 }
 
 INSTANTIATE_TEST_SUITE_P(SplitTypes, LaneSplitTest,

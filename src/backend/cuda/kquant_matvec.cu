@@ -94,6 +94,44 @@ __global__ void __launch_bounds__(kKqWarps * 32) KQuantGateUpKernel(GateUpArgs g
   RowTileGateUp<kKqWarps, kKqTokens>(g, LanesDot<T>{});
 }
 
+// fp32 activations (act-quant off): lane t multiply-adds values 8t .. 8t+7 of every 256-value
+// block (lanes::DequantValues8, DequantizeRow's values) into one fused chain, then the warp's
+// xor-tree sum — the order of every fp32-activation product on the GPU (docs/CUDA.md), so the
+// result agrees with the CPU's DotF32 to rounding, not bit for bit.
+template <DType T>
+struct LanesF32Dot {
+  __device__ __forceinline__ float operator()(const uint8_t* w, const uint8_t* xrow, int n) const {
+    const int lane = threadIdx.x & 31;
+    const float* x = reinterpret_cast<const float*>(xrow);
+    float acc = 0.0f;
+    for (int b = 0; b < n / kQK_K; ++b) {
+      float v[8];
+      lanes::DequantValues8<T>(w + size_t(kBlockBytes<T>) * b, lane, GridFor<T>(), v);
+      const float4* xb = reinterpret_cast<const float4*>(x + size_t(kQK_K) * b + 8 * lane);
+      const float4 x0 = __ldg(xb), x1 = __ldg(xb + 1);
+      acc = __fmaf_rn(v[0], x0.x, acc);
+      acc = __fmaf_rn(v[1], x0.y, acc);
+      acc = __fmaf_rn(v[2], x0.z, acc);
+      acc = __fmaf_rn(v[3], x0.w, acc);
+      acc = __fmaf_rn(v[4], x1.x, acc);
+      acc = __fmaf_rn(v[5], x1.y, acc);
+      acc = __fmaf_rn(v[6], x1.z, acc);
+      acc = __fmaf_rn(v[7], x1.w, acc);
+    }
+    return WarpSum(acc);
+  }
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantF32MatVecKernel(MatVecArgs a) {
+  RowTileMatVec<kKqWarps, kKqTokens>(a, LanesF32Dot<T>{});
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantF32GateUpKernel(GateUpArgs g) {
+  RowTileGateUp<kKqWarps, kKqTokens>(g, LanesF32Dot<T>{});
+}
+
 // One block per token: thread u dequantizes values 8u .. 8u+7 of the token's row
 // (lanes::DequantValues8, DequantizeRow's bits) and writes them to every stream.
 template <DType T>
@@ -156,8 +194,12 @@ bool Dispatch(DType type, Fn&& fn) {
     case DType::kIQ4_XS:
       fn(std::integral_constant<DType, DType::kIQ4_XS>{});
       return true;
-    case DType::kIQ4_NL:  // embedding rows only (DequantValues8); its products: mxfp4_matvec.cu
+    // Embedding rows and fp32-activation products only; their q8 products: mxfp4_matvec.cu.
+    case DType::kIQ4_NL:
       fn(std::integral_constant<DType, DType::kIQ4_NL>{});
+      return true;
+    case DType::kMXFP4:
+      fn(std::integral_constant<DType, DType::kMXFP4>{});
       return true;
     default:
       return false;
@@ -188,6 +230,22 @@ bool LaunchKQuant(CudaBackend::State& s, DType type, const GateUpArgs& g) {
   if (!HasKQuantKernel(type) || g.mv.n % kQK_K != 0 || g.mv.rows <= 0) return false;
   return Dispatch(type, [&](auto t) {
     if constexpr (lanes::HasLanes(decltype(t)::value)) LaunchTypedGateUp<decltype(t)::value>(s, g);
+  });
+}
+
+bool LaunchKQuantF32(CudaBackend::State& s, DType type, const MatVecArgs& a) {
+  if (!lanes::HasDequantLanes(type) || a.n % kQK_K != 0 || a.rows <= 0) return false;
+  return Dispatch(type, [&](auto t) {
+    s.Launch(KQuantF32MatVecKernel<decltype(t)::value>, RowTileGrid<kKqWarps, kKqTokens>(a),
+             dim3(kKqWarps * 32), 0, a, a.weight_bytes);
+  });
+}
+
+bool LaunchKQuantF32(CudaBackend::State& s, DType type, const GateUpArgs& g) {
+  if (!lanes::HasDequantLanes(type) || g.mv.n % kQK_K != 0 || g.mv.rows <= 0) return false;
+  return Dispatch(type, [&](auto t) {
+    s.Launch(KQuantF32GateUpKernel<decltype(t)::value>, RowTileGrid<kKqWarps, kKqTokens>(g.mv),
+             dim3(kKqWarps * 32), 0, g, g.mv.weight_bytes);
   });
 }
 

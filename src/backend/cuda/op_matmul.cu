@@ -385,7 +385,7 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
     case DType::kIQ2_XXS:
       return LaunchTyped<DType::kIQ2_XXS, false>(s, args, a, nt);
     default:
-      return false;
+      return LaunchKQuantF32(s, type, args);  // kquant_launch.h: the other block types
   }
 }
 

@@ -5,11 +5,15 @@
 // projections; expert tiles through MoeExperts), and one token at a time equals a batch.
 // Types without kernels (Q4_0, TQ1_0, ...) are refused by PlaceWeight before anything
 // is uploaded, the tensor and type named. Label `gpu`.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
 #include "../../tensor/test_blocks.h"
 #include "cuda_test_util.h"
+#include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
 
 namespace flashkv::testing {
@@ -53,6 +57,39 @@ std::vector<uint8_t> RandomMxfp4(uint64_t n, uint64_t rows, uint32_t seed) {
   return out;
 }
 
+// fp32 activations (act-quant off): the GPU's fp32 order (per-lane fused chains, an xor tree)
+// against the CPU's DotF32 (double); each output within the fp32 summation bound n · 2^-24 ·
+// Σ |w x| (the terms from DequantizeRow). The worst ratio to that bound is printed.
+void ExpectF32MatMulWithinBound(CpuBackend& cpu, CudaBackend& gpu, DType type,
+                                const std::vector<uint8_t>& bytes, int n, int rows) {
+  auto w = PlaceBoth(cpu, gpu, type, {uint64_t(n), uint64_t(rows), 1}, bytes);
+  const int T = 3;
+  const auto xs = RandomFloats(size_t(T) * n, 5, -3, 3);
+  auto x = PutBoth(cpu, gpu, xs);
+  auto y = PutBoth(cpu, gpu, std::vector<float>(size_t(T) * rows));
+  cpu.MatMul(w->cpu, x.cpu.ptr(), T, y.cpu.ptr(), ActQuantMode::kOff);
+  gpu.MatMul(w->gpu, x.gpu.ptr(), T, y.gpu.ptr(), ActQuantMode::kOff);
+  ASSERT_TRUE(gpu.Synchronize().ok());
+  const auto yc = Get(cpu, y.cpu), yg = Get(gpu, y.gpu);
+  const uint64_t row_bytes = *RowBytes(type, uint64_t(n));
+  std::vector<float> wd(static_cast<size_t>(n));
+  double worst = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    ASSERT_TRUE(DequantizeRow(type, bytes.data() + r * row_bytes, wd.data(), n).ok());
+    for (int t = 0; t < T; ++t) {
+      double mag = 0.0;
+      for (int i = 0; i < n; ++i) mag += std::fabs(double(wd[size_t(i)]) * xs[size_t(t) * n + i]);
+      const double unit = mag * std::ldexp(1.0, -24);
+      const size_t i = size_t(t) * rows + r;
+      const double d = std::fabs(double(yc[i]) - double(yg[i]));
+      ASSERT_LE(d, n * unit + 1e-30) << GetDTypeInfo(type).name << " row " << r << " t " << t;
+      worst = std::max(worst, d / (unit + 1e-30));
+    }
+  }
+  std::printf("%s n %d: act-quant off, max |gpu - cpu| = %.2f x 2^-24 sum|w x| (bound %d)\n",
+              GetDTypeInfo(type).name.data(), n, worst, n);
+}
+
 class CudaMxfp4Test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,6 +116,11 @@ TEST_F(CudaMxfp4Test, MatMulQ8IsBitIdenticalToCpu) {
       EXPECT_EQ(d.mismatches, 0u) << "n " << n << " T " << T << " max|d| " << d.max_abs;
     }
   }
+}
+
+TEST_F(CudaMxfp4Test, MatMulF32IsWithinTheFp32BoundOfCpu) {
+  for (int n : {256, 4096})
+    ExpectF32MatMulWithinBound(cpu_, *gpu_, DType::kMXFP4, RandomMxfp4(n, 19, 9), n, 19);
 }
 
 TEST_F(CudaMxfp4Test, MoeExpertsMatchCpuAndAreBatchInvariant) {
@@ -168,6 +210,12 @@ TEST_P(CudaKQuantTest, MatMulQ8IsBitIdenticalToCpu) {
   ASSERT_TRUE(gpu_->Synchronize().ok());
   EXPECT_EQ(Compare(Get(cpu_, y.cpu), Get(*gpu_, y.gpu)).mismatches, 0u)
       << GetDTypeInfo(type).name << " grouped";
+}
+
+TEST_P(CudaKQuantTest, MatMulF32IsWithinTheFp32BoundOfCpu) {
+  const DType type = GetParam();
+  for (int n : {256, 4096})
+    ExpectF32MatMulWithinBound(cpu_, *gpu_, type, RandomRows(type, 19, n, 3), n, 19);
 }
 
 TEST_P(CudaKQuantTest, EmbedRowsAreTheCpuBits) {
