@@ -124,11 +124,19 @@ FLASHKV_HD int Iq1mRun(const uint8_t* block, int g, int k, bool* neg) {
   return block[4 * g + k] | ((nib & 7) << 8);
 }
 
-// IQ4_NL / IQ4_XS: the non-linear value of a 4-bit index (kIq4nlValues, quant_blocks.h).
+// IQ4_NL / IQ4_XS: the non-linear value of a 4-bit index (kIq4nlValues, quant_blocks.h), from
+// the table packed into four words: selects and a shift, where an indexed local array would
+// live in a GPU thread's local memory.
 FLASHKV_HD int Iq4nlValue(int nib) {
-  constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                  1,    13,   25,  38,  53,  69,  89,  113};
-  return kValues[nib];
+  const uint32_t w = nib < 8 ? (nib < 4 ? 0xBFAD9881u : 0xF6EADDCFu)    // -127 .. -65, -49 .. -10
+                             : (nib < 12 ? 0x26190D01u : 0x71594535u);  // 1 .. 38, 53 .. 113
+  return static_cast<int8_t>(static_cast<uint8_t>(w >> (8 * (nib & 3))));
+}
+// MXFP4: GGML's doubled E2M1 value of a 4-bit code (kMxfp4Doubled), the same way.
+FLASHKV_HD int Mxfp4DoubledValue(int nib) {
+  const uint32_t w = (nib & 7) < 4 ? 0x03020100u : 0x0C080604u;  // 0, 1, 2, 3 | 4, 6, 8, 12
+  const int mag = static_cast<int>((w >> (8 * (nib & 3))) & 0xff);
+  return nib & 8 ? -mag : mag;
 }
 // IQ4_XS / IQ4_NL: index k (0..7) of worker t's values in a 32-value group starting at qs:
 // parts 0, 1 are low nibbles of bytes 8p .., parts 2, 3 the high nibbles of bytes 8(p - 2) ..
@@ -394,11 +402,10 @@ FLASHKV_HD void DequantValues8(const uint8_t* blk, int t, const void* gridp, flo
     for (int k = 0; k < 8; ++k)
       out[k] = Mul(dl, static_cast<float>(Iq4nlValue(Iq4Nibble(qs, t % 4, k))));
   } else if constexpr (T == DType::kMXFP4) {
-    constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t* b = blk + 17 * (t / 4);
     const float d = Mxfp4HalfScale(b[0]);
     for (int k = 0; k < 8; ++k)
-      out[k] = Mul(static_cast<float>(kDoubled[Iq4Nibble(b + 1, t % 4, k)]), d);
+      out[k] = Mul(static_cast<float>(Mxfp4DoubledValue(Iq4Nibble(b + 1, t % 4, k))), d);
   } else if constexpr (T == DType::kIQ4_NL) {
     const uint8_t* b = blk + 18 * (t / 4);
     const float d = Half(b);
