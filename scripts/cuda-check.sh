@@ -544,7 +544,7 @@ PY
     local CS
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     if [[ -n $CS ]]; then
-      timeout 60 "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
+      timeout "${FORMATS_MEMCHECK_S:-60}" "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
         --gtest_filter="${FORMATS_MEMCHECK:-Types/CudaKQuantTest.*}" > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
       tail -3 "$OUT/sanitizer-memcheck.log"
     fi

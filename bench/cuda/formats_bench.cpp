@@ -12,6 +12,9 @@ namespace {
 
 constexpr double kHbmBytesPerSecond = 4.8e12;  // H200 HBM3e
 constexpr int kN = 4096;                       // Flash's model width
+constexpr int kF = 2048;                       // Flash's expert width
+constexpr int kExperts = 16;                   // experts placed (of Flash's 256)
+constexpr int kExpertsUsed = 6;                // Flash's top-k
 
 constexpr DType kTypes[] = {DType::kQ8_0,   DType::kQ6_K,    DType::kQ5_K,   DType::kQ4_K,
                             DType::kMXFP4,  DType::kIQ4_XS,  DType::kIQ4_NL, DType::kQ3_K,
@@ -33,6 +36,32 @@ Expected<double> TimeMatVec(CudaBackend& be, const Weight& w, DevPtr<const float
   FLASHKV_RETURN_IF_ERROR(be.Synchronize());
   be.ProfileTimes(true);
   for (int i = 0; i < reps; ++i) be.MatMul(w, x, 1, y, aq);
+  FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+  return ProductMs(be, reps);
+}
+
+// One decode token's routed experts: top-6 of 16 experts of Flash's width (D 4096, F 2048),
+// gate/up/down all of the type; kernel time per MoeExperts call without the quantizers.
+Expected<double> TimeExperts(CudaBackend& be, const Weight& gate, const Weight& up,
+                             const Weight& down, DevPtr<const float> x, DevPtr<const int32_t> sel,
+                             DevPtr<const float> wts, DevPtr<float> out, ActQuantMode aq,
+                             int reps) {
+  MoeArgs a{};
+  a.x = x;
+  a.selected = sel;
+  a.weights = wts;
+  a.gate = &gate;
+  a.up = &up;
+  a.down = &down;
+  a.out = out;
+  a.n_tokens = 1;
+  a.n_used = kExpertsUsed;
+  a.clamp = 10.0f;
+  a.act_quant = aq;
+  be.MoeExperts(a);
+  FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+  be.ProfileTimes(true);
+  for (int i = 0; i < reps; ++i) be.MoeExperts(a);
   FLASHKV_RETURN_IF_ERROR(be.Synchronize());
   return ProductMs(be, reps);
 }
@@ -59,6 +88,13 @@ Status RunFormatsBench(CudaBackend& be, const FormatsBenchOptions& o, nlohmann::
   FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer xb, be.Alloc(4 * xs.size()));
   FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer yb, be.Alloc(4 * size_t(o.rows)));
   FLASHKV_RETURN_IF_ERROR(be.Write(xb.as<void>(), xs.data(), 4 * xs.size()));
+  const std::vector<int32_t> sel = {1, 3, 6, 9, 12, 15};
+  const std::vector<float> wts = {0.3f, 0.2f, 0.15f, 0.15f, 0.1f, 0.1f};
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer sb, be.Alloc(4 * sel.size()));
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer wb, be.Alloc(4 * wts.size()));
+  FLASHKV_ASSIGN_OR_RETURN(DeviceBuffer ob, be.Alloc(4 * size_t(kN)));
+  FLASHKV_RETURN_IF_ERROR(be.Write(sb.as<void>(), sel.data(), 4 * sel.size()));
+  FLASHKV_RETURN_IF_ERROR(be.Write(wb.as<void>(), wts.data(), 4 * wts.size()));
   be.SetProfiling(true);
   nlohmann::json rows = nlohmann::json::array();
   std::printf(
@@ -89,6 +125,29 @@ Status RunFormatsBench(CudaBackend& be, const FormatsBenchOptions& o, nlohmann::
       r[key] = {
           {"us", ms * 1e3}, {"gb_per_s", gbs}, {"hbm_fraction", gbs * 1e9 / kHbmBytesPerSecond}};
       std::printf(" %10.1f %8.0f %5.1f%% |", ms * 1e3, gbs, 100.0 * gbs * 1e9 / kHbmBytesPerSecond);
+    }
+    FLASHKV_ASSIGN_OR_RETURN(uint64_t rb_f, RowBytes(t, kF));
+    const uint8_t* hp = reinterpret_cast<const uint8_t*>(host.data());
+    const uint64_t gu_bytes = rb * kF * kExperts, dn_bytes = rb_f * kN * kExperts;
+    FLASHKV_ASSIGN_OR_RETURN(
+        Weight gate,
+        be.PlaceWeight({name + ".gate", t, {uint64_t(kN), uint64_t(kF), kExperts}, hp, gu_bytes}));
+    FLASHKV_ASSIGN_OR_RETURN(
+        Weight up,
+        be.PlaceWeight({name + ".up", t, {uint64_t(kN), uint64_t(kF), kExperts}, hp, gu_bytes}));
+    FLASHKV_ASSIGN_OR_RETURN(
+        Weight down,
+        be.PlaceWeight({name + ".down", t, {uint64_t(kF), uint64_t(kN), kExperts}, hp, dn_bytes}));
+    const double touched = double(kExpertsUsed) * double(2 * gu_bytes + dn_bytes) / kExperts;
+    for (ActQuantMode aq : {ActQuantMode::kQ8, ActQuantMode::kOff}) {
+      FLASHKV_ASSIGN_OR_RETURN(
+          double ms, TimeExperts(be, gate, up, down, xb.as<const float>(), sb.as<const int32_t>(),
+                                 wb.as<const float>(), ob.as<float>(), aq, o.reps));
+      const double gbs = touched / (ms * 1e-3) / 1e9;
+      const char* key = aq == ActQuantMode::kQ8 ? "experts_q8" : "experts_f32";
+      r[key] = {
+          {"us", ms * 1e3}, {"gb_per_s", gbs}, {"hbm_fraction", gbs * 1e9 / kHbmBytesPerSecond}};
+      std::printf(" %9.1f %8.0f %5.1f%% |", ms * 1e3, gbs, 100.0 * gbs * 1e9 / kHbmBytesPerSecond);
     }
     std::printf("\n");
     rows.push_back(r);

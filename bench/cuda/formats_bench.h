@@ -1,5 +1,6 @@
 // flashkv_bench_cuda --formats: the one-token (decode) matvec of every GGUF block type the
-// CUDA backend runs, at Flash's width (4096 inputs) over a matrix well past the L2 cache:
+// CUDA backend runs, at Flash's width (4096 inputs) over a matrix well past the L2 cache, and
+// one token's routed experts (MoeExperts, top-6 of 16 experts of Flash's shape):
 // kernel time per call from the launch profile (the activation quantizer excluded), the
 // weight bytes streamed per second and their fraction of the H200's 4.8 TB/s HBM bound, with
 // q8 activations (the default) and fp32 ones (act-quant off). Random block bytes (every byte
