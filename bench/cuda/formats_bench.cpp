@@ -98,10 +98,11 @@ Status RunFormatsBench(CudaBackend& be, const FormatsBenchOptions& o, nlohmann::
   be.SetProfiling(true);
   nlohmann::json rows = nlohmann::json::array();
   std::printf(
-      "one-token matvec, [%d, %d] weights: kernel us per call, GB/s of weight bytes "
-      "(%% of 4.8 TB/s)\n",
-      kN, o.rows);
-  std::printf("%-8s %9s | %10s %8s %6s | %10s %8s %6s\n", "type", "MB", "q8 us", "GB/s", "%HBM",
+      "one token: dense matvec of [%d, %d] weights, and MoeExperts top-%d of %d experts "
+      "(D %d, F %d); kernel us per call, GB/s of weight bytes read (%% of 4.8 TB/s)\n",
+      kN, o.rows, kExpertsUsed, kExperts, kN, kF);
+  std::printf("%-8s %9s | %10s %8s %6s | %10s %8s %6s | %9s %8s %6s | %9s %8s %6s\n", "type", "MB",
+              "q8 us", "GB/s", "%HBM", "f32 us", "GB/s", "%HBM", "exp q8 us", "GB/s", "%HBM",
               "f32 us", "GB/s", "%HBM");
   for (DType t : kTypes) {
     FLASHKV_ASSIGN_OR_RETURN(uint64_t rb, RowBytes(t, kN));

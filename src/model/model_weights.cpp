@@ -102,8 +102,8 @@ class Binder {
     }
     WeightSource src{b.name, t->type, b.ne, t->data, t->nbytes};
     if (b.kind == Kind::kSmall && t->type != DType::kF32 && t->type != DType::kF16) {
-      // The elementwise kernels read F16 / F32; llama.cpp reads these rows through get_rows,
-      // which dequantizes, so the F32 values are exactly the file's.
+      // The elementwise kernels read F16 / F32; a block type (llama.cpp's quantizer does not
+      // exclude the apes) becomes its DequantizeRow values, exact in F32.
       const uint64_t n = b.ne[0] * b.ne[1] * b.ne[2];
       std::vector<float>& f = converted_->emplace_back(n);
       const Status st = DequantizeRow(t->type, t->data, f.data(), static_cast<int64_t>(n));
