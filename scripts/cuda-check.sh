@@ -60,7 +60,9 @@
 #                                  Flash-width GGUF of FINAL_LAYERS layers, this build and the
 #                                  baseline staged in .devcarry/base/; STAGE_FLASHKV=1).
 #                                  formats: every GPU test (the GGUF block-type kernels'
-#                                  CPU twins among them), memcheck on CudaKQuantTest.
+#                                  CPU twins among them), memcheck on CudaKQuantTest (or
+#                                  FORMATS_MEMCHECK, a gtest filter), then the block-type
+#                                  matvec microbenchmark (flashkv_bench_cuda --formats).
 #                                  sanitize: its small-shape test under compute-sanitizer
 #                                  (memcheck, racecheck). flashbench-imma: the flashbench
 #                                  sweep with FLASHKV_CUDA_IMMA=0, then with the default.
@@ -545,15 +547,19 @@ PY
     # rest), then memcheck on the K-quant / IQ kernels' tests.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
-    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |OK \] .*(KQuant|Llama|Formats|Mxfp4)|Failure|Expected|Which is|max\|d\||mix, q8' \
-      "$OUT/gpu-tests.log" | head -120 || true
+    grep -E '^\[ +(FAILED|PASSED|SKIPPED) |OK \] .*(KQuant|Llama|Formats|Mxfp4)|Failure|Expected|Which is|max\|d\||mix, q8|act-quant off' \
+      "$OUT/gpu-tests.log" | head -160 || true
     local CS
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     if [[ -n $CS ]]; then
-      timeout 60 "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
-        --gtest_filter='Types/CudaKQuantTest.*' > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
+      timeout "${FORMATS_MEMCHECK_S:-60}" "$CS" --tool memcheck --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter="${FORMATS_MEMCHECK:-Types/CudaKQuantTest.*}" > "$OUT/sanitizer-memcheck.log" 2>&1 || rc=1
       tail -3 "$OUT/sanitizer-memcheck.log"
     fi
+    # One-token matvec of every block type at Flash's width: GB/s of weights vs 4.8 TB/s.
+    /work/main/build-cuda/bench/flashkv_bench_cuda --formats --skip-model \
+      --json "$OUT/formats-bench.json" > "$OUT/formats-bench.log" 2>&1 || rc=1
+    cat "$OUT/formats-bench.log"
   fi
   if [[ $what == sanitize ]]; then
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test

@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "batch_micro.h"
 #include "decode_micro.h"
+#include "formats_bench.h"
 #include "kv/kv_state.h"
 #include "matmul_bench.h"
 #include "model/model.h"
@@ -103,6 +104,8 @@ struct Options {
   std::string json_out;
   bool matmul = false;  // the Q8_0 kernel microbenchmark (matmul_bench.h)
   MatMulBenchOptions matmul_options;
+  bool formats = false;  // the block-type matvec microbenchmark (formats_bench.h)
+  FormatsBenchOptions formats_options;
   bool skip_model = false;            // only the microbenchmark
   std::vector<int> imma_compare;      // prefill + decode once per tensor-core variant
   std::vector<int> tiled_compare;     // … and per setting of the tiled prefill kernels
@@ -246,6 +249,7 @@ Status Run(const Options& o) {
   out["device"] = be->DeviceDescription();
   std::printf("device: %s\n", be->DeviceDescription().c_str());
   if (o.matmul) FLASHKV_RETURN_IF_ERROR(RunMatMulBench(*be, o.matmul_options, out));
+  if (o.formats) FLASHKV_RETURN_IF_ERROR(RunFormatsBench(*be, o.formats_options, out));
   if (o.skip_model) return WriteJson(o, out);
   const bool compare = !o.imma_compare.empty() || !o.tiled_compare.empty();
   be->SetProfiling(o.profile && !compare);
@@ -490,7 +494,10 @@ int main(int argc, char** argv) {
                "projection shapes");
   app.add_option("--matmul-tokens", o.matmul_options.tokens, "tokens per --matmul call");
   app.add_option("--matmul-reps", o.matmul_options.reps, "timed calls per --matmul kernel");
-  app.add_flag("--skip-model", o.skip_model, "stop after --matmul (no Flash model)");
+  app.add_flag("--formats", o.formats,
+               "first time the one-token matvec of every GGUF block type (GB/s of weights)");
+  app.add_option("--formats-rows", o.formats_options.rows, "output rows of the --formats matrix");
+  app.add_flag("--skip-model", o.skip_model, "stop after --matmul / --formats (no Flash model)");
   app.add_option("--imma-compare", o.imma_compare,
                  "instead of the frontier sweep: prefill to the frontiers and decode at the "
                  "last once per tensor-core variant (0 = dp4a kernels; 4 = 1 with 32-pair "

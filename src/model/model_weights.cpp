@@ -9,15 +9,16 @@
 #include <spdlog/spdlog.h>
 
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 
 namespace flashkv {
 namespace {
 
 // Which element types a slot accepts.
 enum class Kind {
-  kMatrix,  // any type flashkv can dequantize/dot (F32, F16, BF16, Q8_0, K-quants, IQ2, MXFP4)
+  kMatrix,  // any type flashkv can dequantize/dot (F32, F16, BF16, Q8_0, K-quants, IQ, MXFP4)
   kVector,  // F32 only: norms, sinks, HC scale/base, biases
-  kSmall,   // elementwise-read tensors stored as F16 or F32 (compressor ape)
+  kSmall,   // elementwise-read tensors (compressor ape): F16 / F32, other types dequantized to F32
   kIndex,   // I32 (tid2eid)
 };
 
@@ -28,7 +29,7 @@ bool TypeAllowed(Kind kind, DType t) {
     case Kind::kVector:
       return t == DType::kF32;
     case Kind::kSmall:
-      return t == DType::kF32 || t == DType::kF16;
+      return GetDTypeInfo(t).computable && t != DType::kQ8_K;
     case Kind::kIndex:
       return t == DType::kI32;
   }
@@ -38,11 +39,11 @@ bool TypeAllowed(Kind kind, DType t) {
 const char* KindTypes(Kind kind) {
   switch (kind) {
     case Kind::kMatrix:
-      return "f32, f16, bf16, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs or mxfp4";
+      return "f32, f16, bf16, q8_0, a K-quant, an IQ type or mxfp4 (docs/GGUF.md)";
     case Kind::kVector:
       return "f32";
     case Kind::kSmall:
-      return "f32 or f16";
+      return "f32, f16 or a matrix type (dequantized to f32)";
     case Kind::kIndex:
       return "i32";
   }
@@ -74,7 +75,8 @@ std::string ShapeString(const std::vector<uint64_t>& ne) {
 
 class Binder {
  public:
-  Binder(const GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
+  Binder(const GgufFile& file, Backend& backend, std::vector<std::vector<float>>* converted)
+      : file_(file), backend_(backend), converted_(converted) {}
 
   Status Bind(const Binding& b) {
     const GgufTensorInfo* t = file_.FindTensor(b.name);
@@ -106,6 +108,16 @@ class Binder {
       return Status::Ok();
     }
     WeightSource src{b.name, t->type, b.ne, t->data, t->nbytes};
+    if (b.kind == Kind::kSmall && t->type != DType::kF32 && t->type != DType::kF16) {
+      // The elementwise kernels read F16 / F32; a block type (llama.cpp's quantizer does not
+      // exclude the apes) becomes its DequantizeRow values, exact in F32.
+      const uint64_t n = b.ne[0] * b.ne[1] * b.ne[2];
+      std::vector<float>& f = converted_->emplace_back(n);
+      const Status st = DequantizeRow(t->type, t->data, f.data(), static_cast<int64_t>(n));
+      if (!st.ok()) return st.WithContext("tensor " + b.name);
+      src = WeightSource{b.name, DType::kF32, b.ne, reinterpret_cast<const uint8_t*>(f.data()),
+                         n * sizeof(float)};
+    }
     auto placed = backend_.PlaceWeight(src);
     if (!placed.ok()) return placed.status().WithContext("tensor " + b.name);
     *b.slot = std::move(*placed);
@@ -126,6 +138,7 @@ class Binder {
  private:
   const GgufFile& file_;
   Backend& backend_;
+  std::vector<std::vector<float>>* converted_;
   std::set<std::string> used_;
 };
 
@@ -328,7 +341,7 @@ Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig&
                                         Backend& backend, bool place_routed_experts) {
   ModelWeights w;
   w.layers.resize(c.n_layer);
-  Binder binder(file, backend);
+  Binder binder(file, backend, &w.converted);
   FLASHKV_RETURN_IF_ERROR(binder.BindAll(GlobalTable(c, w)));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& lw = w.layers[l];

@@ -71,6 +71,9 @@ struct ModelWeights {
   Weight output_norm;      // [n_embd] F32
   Weight output;           // [n_embd, n_vocab] lm head (untied)
   std::vector<LayerWeights> layers;
+  // F32 copies of elementwise-read tensors the file stores in another type (llama.cpp's
+  // quantizer gives the compressor ape its preset's type), which backends may read in place.
+  std::vector<std::vector<float>> converted;
 };
 
 // Binds every tensor the config requires. The GgufFile must outlive the weights (the

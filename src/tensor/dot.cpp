@@ -22,6 +22,7 @@ ActQuant ActQuantFor(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0:
     case DType::kMXFP4:
+    case DType::kIQ4_NL:
       return ActQuant::kQ8_0;
     case DType::kQ2_K:
     case DType::kQ3_K:
@@ -31,6 +32,11 @@ ActQuant ActQuantFor(DType wtype) {
     case DType::kIQ2_XXS:
     case DType::kIQ2_XS:
     case DType::kIQ1_M:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ2_S:
+    case DType::kIQ1_S:
+    case DType::kIQ4_XS:
     case DType::kQ8_K:
       return ActQuant::kQ8_K;
     default:

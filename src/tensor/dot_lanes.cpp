@@ -2,10 +2,12 @@
 // split is held to ref::DotQ8 where no GPU is (compiled with -ffp-contract=off, like the
 // reference).
 #include <limits>
+#include <type_traits>
 
 #include "tensor/dot_internal.h"
 #include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
+#include "tensor/iq3_tables.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_lanes.h"
 
@@ -13,15 +15,25 @@ namespace flashkv::internal {
 namespace {
 
 template <DType T>
-float ByLanes(const uint8_t* w, const BlockQ8_K* y, int64_t n, const uint64_t* grid) {
-  const int bytes = static_cast<int>(GetDTypeInfo(T).block_bytes);
+const void* HostGrid() {
+  if constexpr (T == DType::kIQ2_XS) return kIq2xsGrid;
+  if constexpr (T == DType::kIQ2_S) return kIq2sGrid;
+  if constexpr (T == DType::kIQ1_M || T == DType::kIQ1_S) return kIq1sGrid;
+  if constexpr (T == DType::kIQ3_XXS) return kIq3xxsGrid;
+  if constexpr (T == DType::kIQ3_S) return kIq3sGrid;
+  return nullptr;
+}
+
+template <DType T>
+float ByLanes(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  constexpr int kBytes = lanes::LanesBlockBytes(T);
   lanes::Fold f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const uint8_t* blk = w + b * bytes;
+    const uint8_t* blk = w + b * kBytes;
     int32_t tot[8] = {};
     for (int t = 0; t < 32; ++t) {
       int32_t c[8];
-      lanes::BlockTerms<T>(blk, y[b].qs, t, grid, c);
+      lanes::BlockTerms<T>(blk, y[b].qs, t, HostGrid<T>(), c);
       for (int k = 0; k < 8; ++k) tot[k] += c[k];
     }
     lanes::FoldBlock<T>(f, blk, y[b].d, y[b].bsums, tot);
@@ -30,55 +42,55 @@ float ByLanes(const uint8_t* w, const BlockQ8_K* y, int64_t n, const uint64_t* g
 }
 
 template <DType T>
-void DequantByLanes(const uint8_t* w, float* out, int64_t n, const uint64_t* grid) {
-  const int bytes = static_cast<int>(GetDTypeInfo(T).block_bytes);
+void DequantByLanes(const uint8_t* w, float* out, int64_t n) {
+  constexpr int kBytes = lanes::LanesBlockBytes(T);
   for (int64_t b = 0; b < n / kQK_K; ++b)
     for (int t = 0; t < 32; ++t)
-      lanes::DequantValues8<T>(w + b * bytes, t, grid, out + 256 * b + 8 * t);
+      lanes::DequantValues8<T>(w + b * kBytes, t, HostGrid<T>(), out + 256 * b + 8 * t);
+}
+
+// Calls fn(integral_constant<DType, T>) for the types DequantValues8 takes; false otherwise.
+template <typename Fn>
+bool WithLaneType(DType t, Fn&& fn) {
+  switch (t) {
+#define FLASHKV_LANE_CASE(T)                       \
+  case DType::T:                                   \
+    fn(std::integral_constant<DType, DType::T>{}); \
+    return true;
+    FLASHKV_LANE_CASE(kQ3_K)
+    FLASHKV_LANE_CASE(kQ5_K)
+    FLASHKV_LANE_CASE(kQ6_K)
+    FLASHKV_LANE_CASE(kIQ2_XS)
+    FLASHKV_LANE_CASE(kIQ1_M)
+    FLASHKV_LANE_CASE(kIQ3_XXS)
+    FLASHKV_LANE_CASE(kIQ3_S)
+    FLASHKV_LANE_CASE(kIQ2_S)
+    FLASHKV_LANE_CASE(kIQ1_S)
+    FLASHKV_LANE_CASE(kIQ4_XS)
+    FLASHKV_LANE_CASE(kIQ4_NL)
+    FLASHKV_LANE_CASE(kMXFP4)
+#undef FLASHKV_LANE_CASE
+    default:
+      return false;
+  }
 }
 
 }  // namespace
 
 bool DequantizeRowByLanes(DType wtype, const void* wrow, float* out, int64_t n) {
   const auto* w = static_cast<const uint8_t*>(wrow);
-  switch (wtype) {
-    case DType::kQ3_K:
-      DequantByLanes<DType::kQ3_K>(w, out, n, nullptr);
-      return true;
-    case DType::kQ5_K:
-      DequantByLanes<DType::kQ5_K>(w, out, n, nullptr);
-      return true;
-    case DType::kQ6_K:
-      DequantByLanes<DType::kQ6_K>(w, out, n, nullptr);
-      return true;
-    case DType::kIQ2_XS:
-      DequantByLanes<DType::kIQ2_XS>(w, out, n, kIq2xsGrid);
-      return true;
-    case DType::kIQ1_M:
-      DequantByLanes<DType::kIQ1_M>(w, out, n, kIq1sGrid);
-      return true;
-    default:
-      return false;
-  }
+  return WithLaneType(wtype, [&](auto t) { DequantByLanes<decltype(t)::value>(w, out, n); });
 }
 
 float DotQ8ByLanes(DType wtype, const void* wrow, const void* xq, int64_t n) {
+  float r = std::numeric_limits<float>::quiet_NaN();
+  if (!lanes::HasLanes(wtype)) return r;
   const auto* w = static_cast<const uint8_t*>(wrow);
   const auto* y = static_cast<const BlockQ8_K*>(xq);
-  switch (wtype) {
-    case DType::kQ3_K:
-      return ByLanes<DType::kQ3_K>(w, y, n, nullptr);
-    case DType::kQ5_K:
-      return ByLanes<DType::kQ5_K>(w, y, n, nullptr);
-    case DType::kQ6_K:
-      return ByLanes<DType::kQ6_K>(w, y, n, nullptr);
-    case DType::kIQ2_XS:
-      return ByLanes<DType::kIQ2_XS>(w, y, n, kIq2xsGrid);
-    case DType::kIQ1_M:
-      return ByLanes<DType::kIQ1_M>(w, y, n, kIq1sGrid);
-    default:
-      return std::numeric_limits<float>::quiet_NaN();
-  }
+  WithLaneType(wtype, [&](auto t) {
+    if constexpr (lanes::HasLanes(decltype(t)::value)) r = ByLanes<decltype(t)::value>(w, y, n);
+  });
+  return r;
 }
 
 }  // namespace flashkv::internal

@@ -10,6 +10,7 @@
 #include "tensor/half.h"
 #include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
+#include "tensor/iq3_tables.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quant_internal.h"
 
@@ -283,6 +284,175 @@ float DotIQ1_M(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   return sumf;
 }
 
+uint32_t U32At(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint16_t U16At(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Signed sum of the magnitudes (bytes of grid, lowest first) times q8, bit j of signs
+// negating byte j; `count` values.
+int32_t SignedGridSum(uint64_t grid, unsigned signs, const int8_t* q8, int count) {
+  int32_t sum = 0;
+  for (int j = 0; j < count; ++j) {
+    const int32_t mag = static_cast<int32_t>((grid >> (8 * j)) & 0xff);
+    sum += ((signs >> j) & 1 ? -mag : mag) * q8[j];
+  }
+  return sum;
+}
+
+// GGML's ggml_vec_dot_iq3_xxs_q8_K_generic: per block bsum = sum over groups of (2 ls + 1) *
+// sum(grid * sign * q8), exact; sumf += (f16(d) * d_x) * bsum; result 0.25 * sumf.
+float DotIQ3_XXS(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ3_XXS);
+    const float d = LoadHalf(blk) * y[b].d;
+    const int8_t* q8 = y[b].qs;
+    int32_t bsum = 0;
+    for (int g = 0; g < 8; ++g) {
+      const uint32_t aux = U32At(blk + 66 + 4 * g);
+      int32_t sumi = 0;
+      for (int l = 0; l < 4; ++l) {
+        const unsigned signs = kIq2Signs[(aux >> (7 * l)) & 127];
+        sumi += SignedGridSum(kIq3xxsGrid[blk[2 + 8 * g + 2 * l]], signs, q8, 4);
+        sumi += SignedGridSum(kIq3xxsGrid[blk[3 + 8 * g + 2 * l]], signs >> 4, q8 + 4, 4);
+        q8 += 8;
+      }
+      bsum += sumi * static_cast<int32_t>(2 * (aux >> 28) + 1);
+    }
+    sumf += d * static_cast<float>(bsum);
+  }
+  return 0.25f * sumf;
+}
+
+// GGML's ggml_vec_dot_iq3_s_q8_K_generic: bsum = sum over groups of (2 s + 1) * sum(grid *
+// sign * q8), exact; sumf += (f16(d) * d_x) * bsum.
+float DotIQ3_S(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ3_S);
+    const float d = LoadHalf(blk) * y[b].d;
+    const uint8_t* qh = blk + 66;
+    const uint8_t* signs = blk + 74;
+    const int8_t* q8 = y[b].qs;
+    int32_t bsum = 0;
+    for (int g = 0; g < 8; ++g) {
+      const int32_t ls = 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 15) + 1;
+      int32_t sumi = 0;
+      for (int l = 0; l < 4; ++l) {
+        const int i1 = blk[2 + 8 * g + 2 * l] | ((qh[g] << (8 - 2 * l)) & 256);
+        const int i2 = blk[3 + 8 * g + 2 * l] | ((qh[g] << (7 - 2 * l)) & 256);
+        sumi += SignedGridSum(kIq3sGrid[i1], signs[4 * g + l], q8, 4);
+        sumi += SignedGridSum(kIq3sGrid[i2], signs[4 * g + l] >> 4, q8 + 4, 4);
+        q8 += 8;
+      }
+      bsum += sumi * ls;
+    }
+    sumf += d * static_cast<float>(bsum);
+  }
+  return sumf;
+}
+
+// GGML's ggml_vec_dot_iq2_s_q8_K_generic: bsum = sum of ls1 * sumi1 + ls2 * sumi2 per group,
+// exact; sumf += (f16(d) * d_x) * bsum; result 0.125 * sumf.
+float DotIQ2_S(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ2_S);
+    const float d = LoadHalf(blk) * y[b].d;
+    const uint8_t* qh = blk + 66;
+    const int8_t* q8 = y[b].qs;
+    int32_t bsum = 0;
+    for (int g = 0; g < 8; ++g) {
+      int32_t sumi[2] = {0, 0};
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t grid = kIq2sGrid[blk[2 + 4 * g + l] | ((qh[g] << (8 - 2 * l)) & 0x300)];
+        sumi[l / 2] += SignedGridSum(grid, blk[34 + 4 * g + l], q8, 8);
+        q8 += 8;
+      }
+      const uint8_t sc = blk[74 + g];
+      bsum += (2 * (sc & 15) + 1) * sumi[0] + (2 * (sc >> 4) + 1) * sumi[1];
+    }
+    sumf += d * static_cast<float>(bsum);
+  }
+  return 0.125f * sumf;
+}
+
+// GGML's ggml_vec_dot_iq1_s_q8_K_generic: the exact integers sumi = sum (2s + 1) * sum(grid *
+// q8) and sumi1 = sum (2s + 1) * (±1) * sum(q8) (through bsums); sumf += (f16(d) * d_x) *
+// ((float)sumi + 0.125 * (float)sumi1).
+float DotIQ1_S(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ1_S);
+    const int8_t* q8 = y[b].qs;
+    int32_t sumi = 0, sumi1 = 0;
+    for (int g = 0; g < 8; ++g) {
+      const uint16_t qh = U16At(blk + 34 + 2 * g);
+      const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
+      const int32_t delta = qh & 0x8000 ? -1 : 1;
+      int32_t lsum = 0;
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t grid = kIq1sGrid[blk[2 + 4 * g + l] | (((qh >> (3 * l)) & 7) << 8)];
+        for (int j = 0; j < 8; ++j) lsum += q8[j] * static_cast<int8_t>((grid >> (8 * j)) & 0xff);
+        q8 += 8;
+      }
+      sumi += ls * lsum;
+      sumi1 += ls * delta * (y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
+    }
+    sumf +=
+        LoadHalf(blk) * y[b].d * (static_cast<float>(sumi) + kIq1Delta * static_cast<float>(sumi1));
+  }
+  return sumf;
+}
+
+// GGML's ggml_vec_dot_iq4_nl_q8_0_generic with ds4's fp32 activation scale (as MXFP4): per
+// block acc += (f16(d) * d_x) * sum(kvalues * q8), blocks in order, fp32.
+float DotIQ4_NL(const uint8_t* w, const BlockQ8_0Act* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQK4_NL; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ4_NL);
+    int32_t isum = 0;
+    for (int j = 0; j < kQK4_NL / 2; ++j) {
+      isum += kIq4nlValues[blk[2 + j] & 15] * x[b].qs[j];
+      isum += kIq4nlValues[blk[2 + j] >> 4] * x[b].qs[j + kQK4_NL / 2];
+    }
+    acc += LoadHalf(blk) * x[b].d * static_cast<float>(isum);
+  }
+  return acc;
+}
+
+// GGML's ggml_vec_dot_iq4_xs_q8_K_generic: per group g sumf += ((f16(d) * d_x) * (ls - 32)) *
+// sum(kvalues * q8), groups and blocks in order, fp32.
+float DotIQ4_XS(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
+  float sumf = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const uint8_t* blk = w + b * sizeof(BlockIQ4_XS);
+    const float d4d8 = LoadHalf(blk) * y[b].d;
+    const uint16_t scales_h = U16At(blk + 2);
+    const int8_t* q8 = y[b].qs;
+    for (int g = 0; g < 8; ++g) {
+      const int ls = ((blk[4 + g / 2] >> (4 * (g % 2))) & 15) | (((scales_h >> (2 * g)) & 3) << 4);
+      const float dg = d4d8 * static_cast<float>(ls - 32);
+      const uint8_t* qs = blk + 8 + 16 * g;
+      int32_t sumi = 0;
+      for (int j = 0; j < 16; ++j) {
+        sumi += q8[j] * kIq4nlValues[qs[j] & 15];
+        sumi += q8[j + 16] * kIq4nlValues[qs[j] >> 4];
+      }
+      sumf += dg * static_cast<float>(sumi);
+      q8 += 32;
+    }
+  }
+  return sumf;
+}
+
 float DotQ8_K(const uint8_t* w, const BlockQ8_K* y, int64_t n) {
   float acc = 0.0f;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -376,6 +546,18 @@ float DotQ8(DType wtype, const void* wrow, const void* xq, int64_t n) {
       return DotIQ2_XS(w, static_cast<const BlockQ8_K*>(xq), n);
     case DType::kIQ1_M:
       return DotIQ1_M(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ3_XXS:
+      return DotIQ3_XXS(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ3_S:
+      return DotIQ3_S(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ2_S:
+      return DotIQ2_S(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ1_S:
+      return DotIQ1_S(w, static_cast<const BlockQ8_K*>(xq), n);
+    case DType::kIQ4_NL:
+      return DotIQ4_NL(w, static_cast<const BlockQ8_0Act*>(xq), n);
+    case DType::kIQ4_XS:
+      return DotIQ4_XS(w, static_cast<const BlockQ8_K*>(xq), n);
     default:
       return kNaN;
   }

@@ -75,4 +75,9 @@ const uint64_t kIq2xsGrid[512] = {
 #include "tensor/iq2xs_grid.inc"
 };
 
+// GGML's iq2s_grid (bytes 8, 25, 43).
+const uint64_t kIq2sGrid[1024] = {
+#include "tensor/iq2s_grid.inc"
+};
+
 }  // namespace flashkv

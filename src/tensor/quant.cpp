@@ -7,6 +7,7 @@
 #include "tensor/half.h"
 #include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
+#include "tensor/iq3_tables.h"
 #include "tensor/quant_internal.h"
 #include "tensor/quant_k.h"
 
@@ -192,6 +193,120 @@ void DequantBlockIQ1_M(const uint8_t* block, float* out) {
   }
 }
 
+namespace {
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+}  // namespace
+
+// GGML's dequantize_row_iq3_xxs: db = (f16(d) * (0.5 + ls)) * 0.5, value = (db * grid) * sign.
+void DequantBlockIQ3_XXS(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* qs = block + 2;
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t w = LoadU32(block + 66 + 4 * g);
+    const float db = d * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t signs = kIq2Signs[(w >> (7 * l)) & 127];
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t grid = kIq3xxsGrid[qs[8 * g + 2 * l + j / 4]];
+        const float mag = static_cast<float>((grid >> (8 * (j % 4))) & 0xff);
+        out[32 * g + 8 * l + j] = db * mag * ((signs >> j) & 1 ? -1.0f : 1.0f);
+      }
+    }
+  }
+}
+
+// GGML's dequantize_row_iq3_s: db = f16(d) * (1 + 2 s), value = (db * grid) * sign.
+void DequantBlockIQ3_S(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* qs = block + 2;
+  const uint8_t* qh = block + 66;
+  const uint8_t* signs = block + 74;
+  const uint8_t* scales = block + 106;
+  for (int g = 0; g < 8; ++g) {
+    const float db = d * static_cast<float>(1 + 2 * ((scales[g / 2] >> (4 * (g % 2))) & 15));
+    for (int l = 0; l < 4; ++l) {
+      const int i1 = qs[8 * g + 2 * l] | ((qh[g] << (8 - 2 * l)) & 256);
+      const int i2 = qs[8 * g + 2 * l + 1] | ((qh[g] << (7 - 2 * l)) & 256);
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t grid = kIq3sGrid[j < 4 ? i1 : i2];
+        const float mag = static_cast<float>((grid >> (8 * (j % 4))) & 0xff);
+        out[32 * g + 8 * l + j] = db * mag * ((signs[4 * g + l] >> j) & 1 ? -1.0f : 1.0f);
+      }
+    }
+  }
+}
+
+// GGML's dequantize_row_iq2_s: db = (f16(d) * (0.5 + ls)) * 0.25, value = (db * grid) * sign.
+void DequantBlockIQ2_S(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* qs = block + 2;
+  const uint8_t* signs = block + 34;
+  const uint8_t* qh = block + 66;
+  const uint8_t* scales = block + 74;
+  for (int g = 0; g < 8; ++g) {
+    const float db[2] = {d * (0.5f + static_cast<float>(scales[g] & 15)) * 0.25f,
+                         d * (0.5f + static_cast<float>(scales[g] >> 4)) * 0.25f};
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t grid = kIq2sGrid[qs[4 * g + l] | ((qh[g] << (8 - 2 * l)) & 0x300)];
+      for (int j = 0; j < 8; ++j) {
+        const float mag = static_cast<float>((grid >> (8 * j)) & 0xff);
+        out[32 * g + 8 * l + j] = db[l / 2] * mag * ((signs[4 * g + l] >> j) & 1 ? -1.0f : 1.0f);
+      }
+    }
+  }
+}
+
+// GGML's dequantize_row_iq1_s: dl = f16(d) * (2s + 1), value = dl * (grid + delta).
+void DequantBlockIQ1_S(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint8_t* qs = block + 2;
+  for (int g = 0; g < 8; ++g) {
+    const uint16_t qh = LoadU16(block + 34 + 2 * g);
+    const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+    const float delta = qh & 0x8000 ? -kIq1Delta : kIq1Delta;
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t grid = kIq1sGrid[qs[4 * g + l] | (((qh >> (3 * l)) & 7) << 8)];
+      for (int j = 0; j < 8; ++j) {
+        const auto v = static_cast<int8_t>((grid >> (8 * j)) & 0xff);
+        out[32 * g + 8 * l + j] = dl * (static_cast<float>(v) + delta);
+      }
+    }
+  }
+}
+
+// GGML's dequantize_row_iq4_nl: value = f16(d) * kvalues_iq4nl[nibble].
+void DequantBlockIQ4_NL(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  for (int j = 0; j < kQK4_NL / 2; ++j) {
+    out[j] = d * static_cast<float>(kIq4nlValues[block[2 + j] & 15]);
+    out[j + kQK4_NL / 2] = d * static_cast<float>(kIq4nlValues[block[2 + j] >> 4]);
+  }
+}
+
+// GGML's dequantize_row_iq4_xs: dl = f16(d) * (ls - 32), value = dl * kvalues_iq4nl[nibble].
+void DequantBlockIQ4_XS(const uint8_t* block, float* out) {
+  const float d = LoadHalf(block);
+  const uint16_t scales_h = LoadU16(block + 2);
+  for (int g = 0; g < 8; ++g) {
+    const int ls = ((block[4 + g / 2] >> (4 * (g % 2))) & 15) | (((scales_h >> (2 * g)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    const uint8_t* qs = block + 8 + 16 * g;
+    for (int j = 0; j < 16; ++j) {
+      out[32 * g + j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 15]);
+      out[32 * g + 16 + j] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+    }
+  }
+}
+
 BlockDequantFn ScalarBlockDequant(DType type) {
   switch (type) {
     case DType::kQ8_0:
@@ -216,6 +331,18 @@ BlockDequantFn ScalarBlockDequant(DType type) {
       return DequantBlockIQ2_XS;
     case DType::kIQ1_M:
       return DequantBlockIQ1_M;
+    case DType::kIQ3_XXS:
+      return DequantBlockIQ3_XXS;
+    case DType::kIQ3_S:
+      return DequantBlockIQ3_S;
+    case DType::kIQ2_S:
+      return DequantBlockIQ2_S;
+    case DType::kIQ1_S:
+      return DequantBlockIQ1_S;
+    case DType::kIQ4_NL:
+      return DequantBlockIQ4_NL;
+    case DType::kIQ4_XS:
+      return DequantBlockIQ4_XS;
     default:
       return nullptr;
   }

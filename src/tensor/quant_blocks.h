@@ -152,6 +152,81 @@ static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block is 17 bytes in GGUF");
 inline constexpr int8_t kMxfp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                              0, -1, -2, -3, -4, -6, -8, -12};
 
+// IQ3_XXS, 256 values in 8 groups of 32: f16 d, 64 grid bytes, 8 little-endian u32 words w[g].
+// Byte qs[2t] / qs[2t + 1] (t = 0..31) index kIq3xxsGrid (4 magnitudes from {4, 12, .., 52, 62})
+// for values 8t .. 8t+3 / 8t+4 .. 8t+7; bits 7k .. 7k+6 of w[t / 4] (k = t % 4) index
+// kIq2Signs for those 8, the top 4 bits of w[g] are the group scale ls:
+//   value = (f16(d) * (0.5 + ls) * 0.5) * grid * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[3 * kQK_K / 8];
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98, "IQ3_XXS block is 98 bytes in GGUF");
+
+// IQ3_S, 256 values in 8 groups of 32: f16 d, qs[64], qh[8], signs[32], scales[4]. Values
+// 8t .. 8t+3 / 8t+4 .. 8t+7 (t = 0..31, g = t / 4, l = t % 4) read the 9-bit kIq3sGrid indices
+// qs[2t] | bit 2l of qh[g] << 8 and qs[2t + 1] | bit 2l + 1 of qh[g] << 8 (4 magnitudes from
+// {1, 3, .., 15} each); signs[t] bit j negates value 8t + j; the group's 4-bit scale s is the
+// low (even g) or high (odd g) nibble of scales[g / 2]:
+//   value = (f16(d) * (1 + 2 s)) * grid * sign.
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
+};
+static_assert(sizeof(BlockIQ3_S) == 110, "IQ3_S block is 110 bytes in GGUF");
+
+// IQ2_S, 256 values in 8 groups of 32: f16 d, qs[64] (32 grid bytes, then 32 sign bytes),
+// qh[8], scales[8]. Values 8t .. 8t+7 (g = t / 4, l = t % 4) read the 10-bit kIq2sGrid index
+// qs[t] | ((qh[g] >> 2l) & 3) << 8 (8 magnitudes from {8, 25, 43}); byte qs[32 + t] bit j
+// negates value 8t + j; the scale of half l / 2 is ls = (scales[g] >> 4(l / 2)) & 15:
+//   value = (f16(d) * (0.5 + ls) * 0.25) * grid * sign.
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_S) == 82, "IQ2_S block is 82 bytes in GGUF");
+
+// IQ1_S, 256 values in 8 groups of 32: f16 d, qs[32], 8 little-endian u16 words qh[g]. Values
+// 8t .. 8t+7 (g = t / 4, l = t % 4) read the 11-bit kIq1sGrid index qs[t] | ((qh[g] >> 3l) & 7)
+// << 8; bits 12..14 of qh[g] are the group scale s, bit 15 the sign of the shift:
+//   value = (f16(d) * (2 s + 1)) * (grid + (±kIq1Delta)).
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_S) == 50, "IQ1_S block is 50 bytes in GGUF");
+
+// IQ4_NL, 32 values: f16 d and 16 bytes of 4-bit indices into the non-linear kIq4nlValues;
+// byte j holds value j in its low nibble and value j + 16 in its high nibble:
+//   value = f16(d) * kIq4nlValues[nibble].
+inline constexpr int kQK4_NL = 32;
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18, "IQ4_NL block is 18 bytes in GGUF");
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// IQ4_XS, 256 values in 8 groups of 32, IQ4_NL's values with a 6-bit scale per group: f16 d,
+// u16 scales_h, scales_l[4], qs[128]. Group g's scale is ls = ((scales_l[g / 2] >> 4(g % 2)) &
+// 15) | ((scales_h >> 2g) & 3) << 4; its 16 bytes qs[16g ..] hold value 32g + j in the low
+// nibble of byte j and 32g + 16 + j in the high one:
+//   value = (f16(d) * (ls - 32)) * kIq4nlValues[nibble].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block is 136 bytes in GGUF");
+
 // Q8_K activations, 256 values: value[i] = d * qs[i], d fp32; bsums[k] = sum of qs[16k .. 16k+15]
 // so k-quant mins can be applied without touching qs.
 struct BlockQ8_K {

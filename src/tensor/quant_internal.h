@@ -30,14 +30,8 @@ using lanes::Iq1mGroupScales;
 using lanes::Iq1mRun;
 using lanes::Q4KScaleMin;
 
-// MXFP4's block scale halved, 2^(e - 128) exactly (kMxfp4Doubled holds twice the E2M1 values):
-// built from its bits, a subnormal for e < 2, as GGML does.
-inline float Mxfp4HalfScale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+// MXFP4's block scale halved, 2^(e - 128) exactly (kMxfp4Doubled holds twice the E2M1 values).
+using lanes::Mxfp4HalfScale;
 
 // Q3_K's 16 signed 6-bit group scales (already minus 32) from the packed 12 bytes.
 inline void Q3KScales(const uint8_t* s, int* out) {
@@ -61,6 +55,12 @@ void DequantBlockQ6_K(const uint8_t* block, float* out);     // [256]
 void DequantBlockMXFP4(const uint8_t* block, float* out);    // [32]
 void DequantBlockIQ2_XS(const uint8_t* block, float* out);   // [256]
 void DequantBlockIQ1_M(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ3_XXS(const uint8_t* block, float* out);  // [256]
+void DequantBlockIQ3_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ2_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ1_S(const uint8_t* block, float* out);    // [256]
+void DequantBlockIQ4_NL(const uint8_t* block, float* out);   // [32]
+void DequantBlockIQ4_XS(const uint8_t* block, float* out);   // [256]
 
 // The scalar activation quantizers (quant.h's contracts); the public ones may be vectorized.
 void QuantizeActQ8_0Scalar(const float* x, BlockQ8_0Act* out, int64_t n);

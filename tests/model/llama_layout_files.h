@@ -56,8 +56,15 @@ inline std::vector<uint8_t> RandomBlocks(DType t, uint64_t values, uint32_t seed
         PutHalfAt(p + 80, scale(rng));
         PutHalfAt(p + 82, scale(rng));
         break;
+      case DType::kQ8_0:
       case DType::kIQ2_XXS:
       case DType::kIQ2_XS:
+      case DType::kIQ3_XXS:
+      case DType::kIQ3_S:
+      case DType::kIQ2_S:
+      case DType::kIQ1_S:
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS:
         PutHalfAt(p, scale(rng));
         break;
       case DType::kIQ1_M: {  // the f16 scale in the top nibbles of the 4 scale words
@@ -102,6 +109,9 @@ struct TypeMix {
   DType shexp_down;
   DType output;
   DType embd;
+  // The compressor apes (attn_ and indexer_): F16 keeps ds4-tiny's; llama.cpp's quantizer gives
+  // them the preset's type (a 2-D `.weight`), flashkv dequantizes them to F32 at load.
+  DType ape = DType::kF16;
 };
 
 // The expert types of real files: ggml-org MXFP4_MOE, Q4_K_M's Q5_K/Q6_K, Q3_K_M's Q3_K;
@@ -112,7 +122,8 @@ inline constexpr TypeMix kKQuantMix = {
     {DType::kMXFP4, DType::kQ6_K, DType::kQ4_K, DType::kMXFP4, DType::kQ6_K},
     DType::kQ6_K,
     DType::kQ6_K,
-    DType::kBF16};  // llama.cpp keeps the checkpoint's BF16 tensors BF16
+    DType::kBF16,   // llama.cpp keeps the checkpoint's BF16 tensors BF16
+    DType::kQ8_0};  // MXFP4_MOE: every other quantizable tensor Q8_0
 // The community IQ ladders (IQ2_XS / IQ2_XXS / IQ1_M routed experts over Q2_K / Q3_K / IQ2_XS
 // down projections), Q5_K shared experts, Q6_K head, and a Q5_K embedding (a K-quant table
 // for the embedding path).
@@ -123,6 +134,25 @@ inline constexpr TypeMix kIqMix = {
     DType::kQ5_K,
     DType::kQ6_K,
     DType::kQ5_K};
+
+// The types llama.cpp's other IQ presets put into a DS4 file (docs/GGUF.md, "What the presets
+// put where"): IQ3_XXS / IQ3_S (IQ3_*), IQ4_XS / IQ4_NL (IQ4_*), IQ2_S (IQ2_M), IQ1_S (IQ1_S)
+// experts, an IQ3_S embedding (IQ2_S / IQ2_M / IQ3_XXS presets) and an IQ4_NL head (the
+// 32-value IQ type on a dense projection).
+inline constexpr TypeMix kIq34Mix = {
+    "iq34",
+    {DType::kIQ3_XXS, DType::kIQ3_S, DType::kIQ4_XS, DType::kIQ2_S, DType::kIQ1_S},
+    {DType::kIQ4_NL, DType::kIQ3_XXS, DType::kIQ4_XS, DType::kIQ3_S, DType::kIQ2_S},
+    DType::kIQ4_XS,
+    DType::kIQ4_NL,
+    DType::kIQ3_S,
+    DType::kIQ4_NL};  // the IQ presets' fallback for rows that are not 256-value blocks
+
+inline uint64_t Values(const std::vector<uint64_t>& ne) {
+  uint64_t n = 1;
+  for (uint64_t v : ne) n *= v;
+  return n;
+}
 
 // The quantized tensors of a test file.
 inline std::vector<NewTensor> QuantizedTensors(const TypeMix& mix) {
@@ -148,6 +178,16 @@ inline std::vector<NewTensor> QuantizedTensors(const TypeMix& mix) {
   }
   out.push_back({"output.weight", {kD, kV}, mix.output, RandomBlocks(mix.output, kD * kV, seed++)});
   out.push_back({"token_embd.weight", {kD, kV}, mix.embd, RandomBlocks(mix.embd, kD * kV, seed++)});
+  if (mix.ape != DType::kF16) {
+    auto tiny = GgufFile::Open(Ds4TinyPath());
+    EXPECT_TRUE(tiny.ok()) << tiny.status().ToString();
+    if (!tiny.ok()) return out;
+    for (const auto& t : tiny->tensors()) {
+      const std::string& n = t.name;
+      if (n.size() < 21 || n.compare(n.size() - 21, 21, "compressor_ape.weight") != 0) continue;
+      out.push_back({n, t.ne, mix.ape, RandomBlocks(mix.ape, Values(t.ne), seed++)});
+    }
+  }
   return out;
 }
 
@@ -155,12 +195,6 @@ inline std::vector<TensorEdit> Drops(const std::vector<NewTensor>& ts) {
   std::vector<TensorEdit> e;
   for (const auto& t : ts) e.push_back(DropTensor(t.name));
   return e;
-}
-
-inline uint64_t Values(const std::vector<uint64_t>& ne) {
-  uint64_t n = 1;
-  for (uint64_t v : ne) n *= v;
-  return n;
 }
 
 inline std::vector<std::string> TokenList(uint64_t n) {

@@ -96,7 +96,7 @@ TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
   EXPECT_LT(std::sqrt(err / norm), 0.15) << mix.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix),
+INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix, kIq34Mix),
                          [](const ::testing::TestParamInfo<TypeMix>& info) {
                            return std::string(info.param.name);
                          });
@@ -214,10 +214,10 @@ TEST(LlamaLayoutTest, DamagedTensorsAreRefusedWithTheTensorNamed) {
                   [](GgufWriter& m) { m.SetStringArray("tokenizer.ggml.tokens", TokenList(1000)); },
                   kNoVocabSize),
               StatusCode::kInvalidArgument, "token_embd.weight has shape [256, 1024]");
-  // A type flashkv has no kernels for (IQ3_XXS).
+  // A type flashkv has no kernels for (TQ1_0).
   ExpectNamed(LoadEdited("bad-type.gguf", {testing::ReplaceTensor("blk.2.ffn_up_exps.weight",
-                                                                  {kD, kF, kE}, DType::kIQ3_XXS)}),
-              StatusCode::kUnsupported, "blk.2.ffn_up_exps.weight has type iq3_xxs");
+                                                                  {kD, kF, kE}, DType::kTQ1_0)}),
+              StatusCode::kUnsupported, "blk.2.ffn_up_exps.weight has type tq1_0");
   // MXFP4 where a norm (F32 only) belongs.
   ExpectNamed(LoadEdited("bad-norm.gguf",
                          {testing::ReplaceTensor("blk.1.ffn_norm.weight", {kD}, DType::kMXFP4)}),

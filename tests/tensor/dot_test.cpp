@@ -19,10 +19,11 @@ namespace {
 using testing::RandomActivations;
 using testing::RandomRows;
 
-constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,     DType::kBF16, DType::kQ8_0,
-                               DType::kQ2_K,   DType::kQ3_K,    DType::kQ4_K, DType::kQ5_K,
-                               DType::kQ6_K,   DType::kIQ2_XXS, DType::kQ8_K, DType::kMXFP4,
-                               DType::kIQ2_XS, DType::kIQ1_M};
+constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,     DType::kBF16,    DType::kQ8_0,
+                               DType::kQ2_K,   DType::kQ3_K,    DType::kQ4_K,    DType::kQ5_K,
+                               DType::kQ6_K,   DType::kIQ2_XXS, DType::kQ8_K,    DType::kMXFP4,
+                               DType::kIQ2_XS, DType::kIQ1_M,   DType::kIQ3_XXS, DType::kIQ3_S,
+                               DType::kIQ2_S,  DType::kIQ1_S,   DType::kIQ4_NL,  DType::kIQ4_XS};
 
 std::vector<uint8_t> Quantized(DType wtype, const std::vector<float>& x) {
   const int64_t n = static_cast<int64_t>(x.size());
@@ -192,9 +193,30 @@ TEST_P(LaneSplitTest, DequantMatchesDequantizeRowBitForBit) {
   }
 }
 
+// IQ4_NL and MXFP4 are not split for DotQ8 (their fold is per 32-value block), but the GPU's
+// embedding rows and fp32-activation products read them through DequantValues8 as eight
+// 32-value blocks per 256 values.
+TEST(LaneSplitTest, Block32DequantMatchesDequantizeRowBitForBit) {
+  const int64_t n = 2048;
+  for (DType t : {DType::kIQ4_NL, DType::kMXFP4}) {
+    const auto w = RandomRows(t, 2, n, 93);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* row = w.data() + r * RowBytesOf(t, n);
+      ASSERT_TRUE(internal::DequantizeRowByLanes(t, row, a.data(), n));
+      ASSERT_TRUE(DequantizeRow(t, row, b.data(), n).ok());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(FloatBits(a[static_cast<size_t>(i)]), FloatBits(b[static_cast<size_t>(i)]))
+            << GetDTypeInfo(t).name << " " << i;
+    }
+    EXPECT_FALSE(lanes::HasLanes(t));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SplitTypes, LaneSplitTest,
                          ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
-                                           DType::kIQ1_M),
+                                           DType::kIQ1_M, DType::kIQ3_XXS, DType::kIQ3_S,
+                                           DType::kIQ2_S, DType::kIQ1_S, DType::kIQ4_XS),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(GetDTypeInfo(info.param).name);
                          });

@@ -37,12 +37,13 @@ TEST(DTypeTest, RowBytesRejectsUnknownTypesAndOverflow) {
 }
 
 TEST(DTypeTest, ComputableTypes) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XXS, DType::kQ8_K,
-                  DType::kMXFP4, DType::kIQ2_XS, DType::kIQ1_M})
+  for (DType t : {DType::kF32,   DType::kF16,   DType::kBF16,   DType::kQ8_0,   DType::kQ2_K,
+                  DType::kQ3_K,  DType::kQ4_K,  DType::kQ5_K,   DType::kQ6_K,   DType::kIQ2_XXS,
+                  DType::kQ8_K,  DType::kMXFP4, DType::kIQ2_XS, DType::kIQ1_M,  DType::kIQ3_XXS,
+                  DType::kIQ3_S, DType::kIQ2_S, DType::kIQ1_S,  DType::kIQ4_NL, DType::kIQ4_XS})
     EXPECT_TRUE(GetDTypeInfo(t).computable) << GetDTypeInfo(t).name;
-  EXPECT_FALSE(GetDTypeInfo(DType::kIQ3_XXS).computable);
-  EXPECT_FALSE(GetDTypeInfo(DType::kIQ1_S).computable);
+  EXPECT_FALSE(GetDTypeInfo(DType::kQ4_0).computable);
+  EXPECT_FALSE(GetDTypeInfo(DType::kTQ1_0).computable);
 }
 
 }  // namespace

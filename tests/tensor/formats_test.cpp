@@ -1,4 +1,5 @@
-// The block types of llama.cpp's and ds4's 0731 files (Q3_K, Q5_K, Q6_K, MXFP4, IQ2_XS, IQ1_M):
+// The block types of llama.cpp's and ds4's 0731 files (Q3_K, Q5_K, Q6_K, MXFP4, IQ2_XS, IQ1_M,
+// IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ4_NL, IQ4_XS):
 // DequantizeRow against references written here from the public format definitions (ggml-common.h's
 // block layouts, the OCP MX spec's E2M1/E8M0), one value at a time by its index, so a misread of
 // the packing in the kernels cannot hide behind the same misread in a shared helper.
@@ -13,6 +14,7 @@
 #include "tensor/half.h"
 #include "tensor/iq1_tables.h"
 #include "tensor/iq2_tables.h"
+#include "tensor/iq3_tables.h"
 #include "tensor/quant.h"
 #include "test_blocks.h"
 
@@ -120,6 +122,80 @@ float SpecIQ1_M(const uint8_t* blk, int i) {
   return dl * (static_cast<float>(v) + (nib & 8 ? -0.125f : 0.125f));
 }
 
+uint32_t U32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0] | (p[1] << 8) | (p[2] << 16)) | (uint32_t{p[3]} << 24);
+}
+// ksigns_iq2xs: 7 stored sign bits, the 8th makes the count even.
+unsigned Signs8(unsigned s7) {
+  return s7 | ((__builtin_popcount(s7) & 1) << 7);
+}
+float Signed(float v, unsigned signs, int j) {
+  return (signs >> j) & 1 ? -v : v;
+}
+// GGML's kvalues_iq4nl.
+constexpr int kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// ggml-common.h block_iq3_xxs: d, qs[64] (one grid byte per 4 values), 8 u32 words (4 x 7 sign
+// bits, 4-bit scale on top).
+float SpecIQ3_XXS(const uint8_t* blk, int i) {
+  const int run = i / 8, g = i / 32;
+  const uint32_t w = U32(blk + 66 + 4 * g);
+  const uint32_t grid = kIq3xxsGrid[blk[2 + 2 * run + (i % 8) / 4]];
+  const auto mag = static_cast<float>((grid >> (8 * (i % 4))) & 0xff);
+  const float db = Half(blk) * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
+  return Signed(db * mag, Signs8((w >> (7 * (run % 4))) & 127), i % 8);
+}
+
+// block_iq3_s: d, qs[64], qh[8] (the 9th index bit of each 4 values), signs[32], scales[4].
+float SpecIQ3_S(const uint8_t* blk, int i) {
+  const int run = i / 8, g = i / 32, half = (i % 8) / 4;
+  const int hi = (blk[66 + g] >> (2 * (run % 4) + half)) & 1;
+  const uint32_t grid = kIq3sGrid[blk[2 + 2 * run + half] | (hi << 8)];
+  const auto mag = static_cast<float>((grid >> (8 * (i % 4))) & 0xff);
+  const int s = (blk[106 + g / 2] >> (g % 2 ? 4 : 0)) & 15;
+  const float db = Half(blk) * static_cast<float>(1 + 2 * s);
+  return Signed(db * mag, blk[74 + run], i % 8);
+}
+
+// block_iq2_s: d, qs[64] (32 grid bytes, 32 sign bytes), qh[8] (2 index bits per 8 values),
+// scales[8] (two 4-bit scales per 32).
+float SpecIQ2_S(const uint8_t* blk, int i) {
+  const int run = i / 8, g = i / 32;
+  const int idx = blk[2 + run] | (((blk[66 + g] >> (2 * (run % 4))) & 3) << 8);
+  const auto mag = static_cast<float>((kIq2sGrid[idx] >> (8 * (i % 8))) & 0xff);
+  const int ls = (blk[74 + g] >> (i % 32 < 16 ? 0 : 4)) & 15;
+  const float db = Half(blk) * (0.5f + static_cast<float>(ls)) * 0.25f;
+  return Signed(db * mag, blk[34 + run], i % 8);
+}
+
+// block_iq1_s: d, qs[32], qh[8] u16 (3 index bits per 8 values, 3-bit scale, shift sign).
+float SpecIQ1_S(const uint8_t* blk, int i) {
+  const int run = i / 8, g = i / 32;
+  const uint16_t qh = U16(blk + 34 + 2 * g);
+  const int idx = blk[2 + run] | (((qh >> (3 * (run % 4))) & 7) << 8);
+  const auto v = static_cast<int8_t>(kIq1sGrid[idx] >> (8 * (i % 8)));
+  const float dl = Half(blk) * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+  return dl * (static_cast<float>(v) + (qh & 0x8000 ? -0.125f : 0.125f));
+}
+
+// block_iq4_nl: d, qs[16] (value j low nibble of byte j, value j + 16 high nibble).
+float SpecIQ4_NL(const uint8_t* blk, int i) {
+  const int nib = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
+  return Half(blk) * static_cast<float>(kIq4nl[nib]);
+}
+
+// block_iq4_xs: d, scales_h (2 high scale bits per 32), scales_l[4] (4 low bits), qs[128].
+float SpecIQ4_XS(const uint8_t* blk, int i) {
+  const int g = i / 32, j = i % 32;
+  const int lo = (blk[4 + g / 2] >> (g % 2 ? 4 : 0)) & 15;
+  const int hi = (U16(blk + 2) >> (2 * g)) & 3;
+  const uint8_t q = blk[8 + 16 * g + j % 16];
+  const int nib = j < 16 ? q & 15 : q >> 4;
+  const float dl = Half(blk) * static_cast<float>((lo | (hi << 4)) - 32);
+  return dl * static_cast<float>(kIq4nl[nib]);
+}
+
 using SpecFn = float (*)(const uint8_t*, int);
 
 struct SpecCase {
@@ -152,7 +228,10 @@ INSTANTIATE_TEST_SUITE_P(
     Types, FormatSpecTest,
     ::testing::Values(SpecCase{DType::kMXFP4, SpecMXFP4}, SpecCase{DType::kQ3_K, SpecQ3_K},
                       SpecCase{DType::kQ5_K, SpecQ5_K}, SpecCase{DType::kQ6_K, SpecQ6_K},
-                      SpecCase{DType::kIQ2_XS, SpecIQ2_XS}, SpecCase{DType::kIQ1_M, SpecIQ1_M}),
+                      SpecCase{DType::kIQ2_XS, SpecIQ2_XS}, SpecCase{DType::kIQ1_M, SpecIQ1_M},
+                      SpecCase{DType::kIQ3_XXS, SpecIQ3_XXS}, SpecCase{DType::kIQ3_S, SpecIQ3_S},
+                      SpecCase{DType::kIQ2_S, SpecIQ2_S}, SpecCase{DType::kIQ1_S, SpecIQ1_S},
+                      SpecCase{DType::kIQ4_NL, SpecIQ4_NL}, SpecCase{DType::kIQ4_XS, SpecIQ4_XS}),
     [](const ::testing::TestParamInfo<SpecCase>& info) {
       return std::string(GetDTypeInfo(info.param.type).name);
     });
@@ -284,12 +363,39 @@ TEST(FormatsTest, IQ1_MKnownValue) {
   EXPECT_EQ(out[16], 2.0f * 11.0f * (static_cast<float>(v) + 0.125f));
 }
 
+TEST(FormatsTest, IQ4_XSKnownValue) {
+  uint8_t blk[136] = {};
+  PutHalf(blk, 0.5f);
+  blk[2] = 0x02;  // scales_h: group 0 high bits 2 -> ls = 0x20 | low
+  blk[4] = 0x05;  // group 0 low bits 5: ls = 37, ls - 32 = 5
+  blk[8] = 0xf0;  // value 0: index 0 (-127), value 16: index 15 (113)
+  float out[256];
+  ASSERT_TRUE(DequantizeRow(DType::kIQ4_XS, blk, out, 256).ok());
+  EXPECT_EQ(out[0], 0.5f * 5.0f * -127.0f);
+  EXPECT_EQ(out[16], 0.5f * 5.0f * 113.0f);
+  EXPECT_EQ(out[32], 0.5f * -32.0f * -127.0f);  // group 1: ls = 0
+}
+
+TEST(FormatsTest, IQ3_XXSKnownValue) {
+  uint8_t blk[98] = {};
+  PutHalf(blk, 2.0f);
+  blk[2] = 1;      // values 0..3: kIq3xxsGrid[1]
+  blk[66] = 0x01;  // signs of run 0: index 1 -> mask 0x81 (values 0 and 7 negated)
+  blk[69] = 0x30;  // group 0 scale ls = 3
+  float out[256];
+  ASSERT_TRUE(DequantizeRow(DType::kIQ3_XXS, blk, out, 256).ok());
+  const float db = 2.0f * 3.5f * 0.5f;
+  EXPECT_EQ(out[0], -db * static_cast<float>(kIq3xxsGrid[1] & 0xff));
+  EXPECT_EQ(out[1], db * static_cast<float>((kIq3xxsGrid[1] >> 8) & 0xff));
+  EXPECT_EQ(out[7], -db * static_cast<float>(kIq3xxsGrid[0] >> 24));
+}
+
 TEST(FormatsTest, TypesWithoutKernelsAreRefusedByName) {
   uint8_t blk[98] = {};
   float out[256];
-  const Status s = DequantizeRow(DType::kIQ3_XXS, blk, out, 256);
+  const Status s = DequantizeRow(DType::kTQ1_0, blk, out, 256);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("iq3_xxs"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("tq1_0"), std::string::npos) << s.message();
 }
 
 }  // namespace

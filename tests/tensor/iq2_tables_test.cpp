@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tensor/iq1_tables.h"
+#include "tensor/iq3_tables.h"
 
 namespace flashkv {
 namespace {
@@ -48,6 +49,34 @@ TEST(Iq2TablesTest, GridsMatchGgmlChecksums) {
   EXPECT_EQ(Fnv1a64(kIq2xxsGrid, 256), 0xbb4ee025b5ac6e8eull);
   EXPECT_EQ(Fnv1a64(kIq2xsGrid, 512), 0xc9b1ee61e79909bdull);
   EXPECT_EQ(Fnv1a64(kIq1sGrid, 2048), 0x6703ed863501ae2eull);
+  EXPECT_EQ(Fnv1a64(kIq2sGrid, 1024), 0x123edd38a3b62b90ull);
+}
+
+uint64_t Fnv1a64U32(const uint32_t* t, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; ++i)
+    for (int b = 0; b < 4; ++b) h = (h ^ ((t[i] >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+TEST(Iq2TablesTest, Iq3GridsMatchGgmlChecksumsAndValueSets) {
+  EXPECT_EQ(Fnv1a64U32(kIq3xxsGrid, 256), 0xdfa5dc83d6a155d5ull);
+  EXPECT_EQ(Fnv1a64U32(kIq3sGrid, 512), 0xfa37020c25b44829ull);
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const unsigned b = (kIq3xxsGrid[i] >> (8 * j)) & 0xff;
+      EXPECT_TRUE(b == 62 || (b % 8 == 4 && b <= 52)) << i << " byte " << j;
+    }
+  for (int i = 0; i < 512; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const unsigned b = (kIq3sGrid[i] >> (8 * j)) & 0xff;
+      EXPECT_TRUE(b % 2 == 1 && b <= 15) << i << " byte " << j;
+    }
+  for (int i = 0; i < 1024; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const unsigned b = (kIq2sGrid[i] >> (8 * j)) & 0xff;
+      EXPECT_TRUE(b == 8 || b == 25 || b == 43) << i << " byte " << j;
+    }
 }
 
 TEST(Iq2TablesTest, Iq2xsAndIq1sGridsHaveTheirValueSets) {

@@ -47,6 +47,12 @@ inline std::vector<uint8_t> RandomRows(DType t, int64_t rows, int64_t n, uint32_
       case DType::kQ8_0:
       case DType::kIQ2_XXS:
       case DType::kIQ2_XS:
+      case DType::kIQ3_XXS:
+      case DType::kIQ3_S:
+      case DType::kIQ2_S:
+      case DType::kIQ1_S:
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS:
         PutHalf(p, scale(rng));
         break;
       case DType::kQ2_K:

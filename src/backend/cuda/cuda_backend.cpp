@@ -576,7 +576,7 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
   // Refused before anything is uploaded: a type without kernels here. MXFP4, the K-quants
-  // beyond ds4's and the IQ2_XS / IQ1_M experts run with q8 activations only
+  // beyond ds4's and the IQ types beyond IQ2_XXS run with q8 activations only
   // (mxfp4_launch.h, kquant_launch.h).
   switch (src.type) {
     case DType::kF32:
@@ -592,6 +592,12 @@ Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
     case DType::kQ6_K:
     case DType::kIQ2_XS:
     case DType::kIQ1_M:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ2_S:
+    case DType::kIQ1_S:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
     case DType::kI32:
       break;
     default:

@@ -1,5 +1,6 @@
-// Q3_K / Q5_K / Q6_K / IQ2_XS / IQ1_M × Q8_K products: one warp per weight row (two for
-// gate/up), every activation row of the launch's token block or expert tile in turn. Per
+// Q3_K / Q5_K / Q6_K / IQ2_XS / IQ1_M / IQ3_XXS / IQ3_S / IQ2_S / IQ1_S / IQ4_XS × Q8_K
+// products: one warp per weight row (two for gate/up), every activation row of the launch's
+// token block or expert tile in turn (row_tiles.cuh's body, shared with mxfp4_matvec.cu). Per
 // 256-value block lane t forms the exact integer terms of values 8t .. 8t+7
 // (lanes::BlockTerms), the warp sums them (integers: any order), and every lane runs the
 // block's fp32 fold in the reference's order (lanes::FoldBlock, unfused), so each lane ends
@@ -26,33 +27,42 @@ __device__ const uint64_t kIq2xsGridDev[512] = {
 __device__ const uint64_t kIq1sGridDev[2048] = {
 #include "tensor/iq1s_grid.inc"
 };
+__device__ const uint64_t kIq2sGridDev[1024] = {
+#include "tensor/iq2s_grid.inc"
+};
+__device__ const uint32_t kIq3xxsGridDev[256] = {
+#include "tensor/iq3xxs_grid.inc"
+};
+__device__ const uint32_t kIq3sGridDev[512] = {
+#include "tensor/iq3s_grid.inc"
+};
 
 template <DType T>
-__device__ __forceinline__ const uint64_t* GridFor() {
+__device__ __forceinline__ const void* GridFor() {
   if constexpr (T == DType::kIQ2_XS) return kIq2xsGridDev;
-  if constexpr (T == DType::kIQ1_M) return kIq1sGridDev;
+  if constexpr (T == DType::kIQ2_S) return kIq2sGridDev;
+  if constexpr (T == DType::kIQ1_M || T == DType::kIQ1_S) return kIq1sGridDev;
+  if constexpr (T == DType::kIQ3_XXS) return kIq3xxsGridDev;
+  if constexpr (T == DType::kIQ3_S) return kIq3sGridDev;
   return nullptr;
 }
 
 // Integer terms a block has per worker (the rest are 0).
 template <DType T>
-constexpr int kTermCount = T == DType::kIQ2_XS  ? 1
-                           : T == DType::kIQ1_M ? 2
-                                                : 8;
+constexpr int kTermCount =
+    T == DType::kIQ2_XS || T == DType::kIQ2_S || T == DType::kIQ3_XXS || T == DType::kIQ3_S ? 1
+    : T == DType::kIQ1_M || T == DType::kIQ1_S                                              ? 2
+                                                                                            : 8;
 
 template <DType T>
-constexpr int kBlockBytes = T == DType::kQ3_K     ? int(sizeof(BlockQ3_K))
-                            : T == DType::kQ5_K   ? int(sizeof(BlockQ5_K))
-                            : T == DType::kQ6_K   ? int(sizeof(BlockQ6_K))
-                            : T == DType::kIQ2_XS ? int(sizeof(BlockIQ2_XS))
-                                                  : int(sizeof(BlockIQ1_M));
+constexpr int kBlockBytes = lanes::LanesBlockBytes(T);
 
 // ref::DotQ8 of one weight row against one Q8_K activation row in the GPU's split layout
 // (quant_dev.cuh Q8_KRowOf: qs [n], d [n/256], bsums [n/16]); every lane returns it.
 template <DType T>
 __device__ __forceinline__ float WarpDotLanes(const uint8_t* wrow, const uint8_t* xrow, int n) {
   const int lane = threadIdx.x & 31;
-  const uint64_t* grid = GridFor<T>();
+  const void* grid = GridFor<T>();
   const Q8Row x = Q8_KRowOf(xrow, n);
   lanes::Fold f;
   for (int b = 0; b < n / kQK_K; ++b) {
@@ -68,38 +78,58 @@ __device__ __forceinline__ float WarpDotLanes(const uint8_t* wrow, const uint8_t
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kKqWarps * 32) KQuantMatVecKernel(MatVecArgs a) {
-  const int row = blockIdx.x * kKqWarps + (threadIdx.x >> 5);
-  if (row >= a.rows) return;
-  const RowTile tr = ResolveRowTile<kKqTokens>(a);
-  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
-  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  for (int t = 0; t < tr.nt; ++t) {
-    int xr, yr;
-    TileEntryRows(a, tr, t, &xr, &yr);
-    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
-    const float v = WarpDotLanes<T>(wrow, x, a.n);
-    if ((threadIdx.x & 31) == 0) a.y[uint64_t(yr) * a.y_row_floats + row] = v;
+struct LanesDot {
+  __device__ __forceinline__ float operator()(const uint8_t* w, const uint8_t* x, int n) const {
+    return WarpDotLanes<T>(w, x, n);
   }
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantMatVecKernel(MatVecArgs a) {
+  RowTileMatVec<kKqWarps, kKqTokens>(a, LanesDot<T>{});
 }
 
 template <DType T>
 __global__ void __launch_bounds__(kKqWarps * 32) KQuantGateUpKernel(GateUpArgs g) {
-  const MatVecArgs& a = g.mv;
-  const int row = blockIdx.x * kKqWarps + (threadIdx.x >> 5);
-  if (row >= a.rows) return;
-  const RowTile tr = ResolveRowTile<kKqTokens>(a);
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  for (int t = 0; t < tr.nt; ++t) {
-    int xr, p;
-    TileEntryRows(a, tr, t, &xr, &p);
-    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes;
-    const float gate = WarpDotLanes<T>(a.w + off, x, a.n);
-    const float up = WarpDotLanes<T>(g.w_up + off, x, a.n);
-    if ((threadIdx.x & 31) == 0)
-      a.y[uint64_t(p) * a.y_row_floats + row] =
-          __fmul_rn(ClampedSwiGlu(gate, up, g.clamp), g.route_w[p]);
+  RowTileGateUp<kKqWarps, kKqTokens>(g, LanesDot<T>{});
+}
+
+// fp32 activations (act-quant off): lane t multiply-adds values 8t .. 8t+7 of every 256-value
+// block (lanes::DequantValues8, DequantizeRow's values) into one fused chain, then the warp's
+// xor-tree sum — the order of every fp32-activation product on the GPU (docs/CUDA.md), so the
+// result agrees with the CPU's DotF32 to rounding, not bit for bit.
+template <DType T>
+struct LanesF32Dot {
+  __device__ __forceinline__ float operator()(const uint8_t* w, const uint8_t* xrow, int n) const {
+    const int lane = threadIdx.x & 31;
+    const float* x = reinterpret_cast<const float*>(xrow);
+    float acc = 0.0f;
+    for (int b = 0; b < n / kQK_K; ++b) {
+      float v[8];
+      lanes::DequantValues8<T>(w + size_t(kBlockBytes<T>) * b, lane, GridFor<T>(), v);
+      const float4* xb = reinterpret_cast<const float4*>(x + size_t(kQK_K) * b + 8 * lane);
+      const float4 x0 = __ldg(xb), x1 = __ldg(xb + 1);
+      acc = __fmaf_rn(v[0], x0.x, acc);
+      acc = __fmaf_rn(v[1], x0.y, acc);
+      acc = __fmaf_rn(v[2], x0.z, acc);
+      acc = __fmaf_rn(v[3], x0.w, acc);
+      acc = __fmaf_rn(v[4], x1.x, acc);
+      acc = __fmaf_rn(v[5], x1.y, acc);
+      acc = __fmaf_rn(v[6], x1.z, acc);
+      acc = __fmaf_rn(v[7], x1.w, acc);
+    }
+    return WarpSum(acc);
   }
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantF32MatVecKernel(MatVecArgs a) {
+  RowTileMatVec<kKqWarps, kKqTokens>(a, LanesF32Dot<T>{});
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kKqWarps * 32) KQuantF32GateUpKernel(GateUpArgs g) {
+  RowTileGateUp<kKqWarps, kKqTokens>(g, LanesF32Dot<T>{});
 }
 
 // One block per token: thread u dequantizes values 8u .. 8u+7 of the token's row
@@ -149,6 +179,28 @@ bool Dispatch(DType type, Fn&& fn) {
     case DType::kIQ1_M:
       fn(std::integral_constant<DType, DType::kIQ1_M>{});
       return true;
+    case DType::kIQ3_XXS:
+      fn(std::integral_constant<DType, DType::kIQ3_XXS>{});
+      return true;
+    case DType::kIQ3_S:
+      fn(std::integral_constant<DType, DType::kIQ3_S>{});
+      return true;
+    case DType::kIQ2_S:
+      fn(std::integral_constant<DType, DType::kIQ2_S>{});
+      return true;
+    case DType::kIQ1_S:
+      fn(std::integral_constant<DType, DType::kIQ1_S>{});
+      return true;
+    case DType::kIQ4_XS:
+      fn(std::integral_constant<DType, DType::kIQ4_XS>{});
+      return true;
+    // Embedding rows and fp32-activation products only; their q8 products: mxfp4_matvec.cu.
+    case DType::kIQ4_NL:
+      fn(std::integral_constant<DType, DType::kIQ4_NL>{});
+      return true;
+    case DType::kMXFP4:
+      fn(std::integral_constant<DType, DType::kMXFP4>{});
+      return true;
     default:
       return false;
   }
@@ -157,7 +209,7 @@ bool Dispatch(DType type, Fn&& fn) {
 }  // namespace
 
 bool LaunchKQuantEmbed(CudaBackend::State& s, DType type, const KQuantEmbedArgs& a) {
-  if (!HasKQuantKernel(type) || a.n_embd % kQK_K != 0) return false;
+  if (!lanes::HasDequantLanes(type) || a.n_embd % kQK_K != 0) return false;
   return Dispatch(type, [&](auto t) {
     s.Launch(KQuantEmbedKernel<decltype(t)::value>, dim3(a.n_tokens), dim3(128), 0, a);
   });
@@ -169,12 +221,32 @@ bool HasKQuantKernel(DType type) {
 
 bool LaunchKQuant(CudaBackend::State& s, DType type, const MatVecArgs& a) {
   if (!HasKQuantKernel(type) || a.n % kQK_K != 0 || a.rows <= 0) return false;
-  return Dispatch(type, [&](auto t) { LaunchTypedMatVec<decltype(t)::value>(s, a); });
+  return Dispatch(type, [&](auto t) {
+    if constexpr (lanes::HasLanes(decltype(t)::value)) LaunchTypedMatVec<decltype(t)::value>(s, a);
+  });
 }
 
 bool LaunchKQuant(CudaBackend::State& s, DType type, const GateUpArgs& g) {
   if (!HasKQuantKernel(type) || g.mv.n % kQK_K != 0 || g.mv.rows <= 0) return false;
-  return Dispatch(type, [&](auto t) { LaunchTypedGateUp<decltype(t)::value>(s, g); });
+  return Dispatch(type, [&](auto t) {
+    if constexpr (lanes::HasLanes(decltype(t)::value)) LaunchTypedGateUp<decltype(t)::value>(s, g);
+  });
+}
+
+bool LaunchKQuantF32(CudaBackend::State& s, DType type, const MatVecArgs& a) {
+  if (!lanes::HasDequantLanes(type) || a.n % kQK_K != 0 || a.rows <= 0) return false;
+  return Dispatch(type, [&](auto t) {
+    s.Launch(KQuantF32MatVecKernel<decltype(t)::value>, RowTileGrid<kKqWarps, kKqTokens>(a),
+             dim3(kKqWarps * 32), 0, a, a.weight_bytes);
+  });
+}
+
+bool LaunchKQuantF32(CudaBackend::State& s, DType type, const GateUpArgs& g) {
+  if (!lanes::HasDequantLanes(type) || g.mv.n % kQK_K != 0 || g.mv.rows <= 0) return false;
+  return Dispatch(type, [&](auto t) {
+    s.Launch(KQuantF32GateUpKernel<decltype(t)::value>, RowTileGrid<kKqWarps, kKqTokens>(g.mv),
+             dim3(kKqWarps * 32), 0, g, g.mv.weight_bytes);
+  });
 }
 
 }  // namespace flashkv::cuda

@@ -15,4 +15,9 @@ bool LaunchMxfp4(CudaBackend::State& s, const MatVecArgs& a);
 // Expert gate/up with GateUpKernel's epilogue.
 bool LaunchMxfp4(CudaBackend::State& s, const GateUpArgs& g);
 
+// The same for IQ4_NL rows (llama.cpp's IQ4_NL preset; the fallback of the IQ types for rows
+// that are not whole 256-value blocks), each output ref::DotIQ4_NL's bits.
+bool LaunchIq4nl(CudaBackend::State& s, const MatVecArgs& a);
+bool LaunchIq4nl(CudaBackend::State& s, const GateUpArgs& g);
+
 }  // namespace flashkv::cuda

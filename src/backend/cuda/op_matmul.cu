@@ -362,6 +362,8 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
         return LaunchTyped<DType::kIQ2_XXS, true>(s, args, a, nt);
       case DType::kMXFP4:
         return LaunchMxfp4(s, args);
+      case DType::kIQ4_NL:
+        return LaunchIq4nl(s, args);  // mxfp4_launch.h
       default:
         if (HasKQuantKernel(type)) return LaunchKQuant(s, type, args);  // kquant_launch.h
         break;  // F32/F16/BF16 take fp32 activations in q8 mode too
@@ -383,7 +385,7 @@ bool LaunchAny(CudaBackend::State& s, DType type, bool q8, const A& args, const 
     case DType::kIQ2_XXS:
       return LaunchTyped<DType::kIQ2_XXS, false>(s, args, a, nt);
     default:
-      return false;
+      return LaunchKQuantF32(s, type, args);  // kquant_launch.h: the other block types
   }
 }
 
@@ -399,6 +401,7 @@ ActQuant Q8ActFor(DType wtype) {
   switch (wtype) {
     case DType::kQ8_0:
     case DType::kMXFP4:
+    case DType::kIQ4_NL:
       return ActQuant::kQ8_0;
     case DType::kQ2_K:
     case DType::kQ4_K:

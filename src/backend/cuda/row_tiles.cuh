@@ -1,10 +1,13 @@
-// Which activation and output rows a warp-per-row product kernel visits (mxfp4_matvec.cu,
-// kquant_matvec.cu): plain mode, a block of `kTokens` consecutive tokens (blockIdx.y); tile
-// mode (expert products), the entries of tile blockIdx.y (MatVecArgs). Must not: compute.
+// The warp-per-row product kernels' one body (mxfp4_matvec.cu, kquant_matvec.cu): which
+// activation and output rows a warp visits — plain mode, a block of `kTokens` consecutive
+// tokens (blockIdx.y); tile mode (expert products), the entries of tile blockIdx.y
+// (MatVecArgs) — and the plain / gate-up epilogues around a per-type row dot. Must not: know a
+// block format (the dot functor does).
 #pragma once
 
 #include <cstdint>
 
+#include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matvec_launch.h"
 
 namespace flashkv::cuda {
@@ -40,6 +43,44 @@ __device__ __forceinline__ void TileEntryRows(const MatVecArgs& a, const RowTile
     const int p = tr.pairs[t];
     *xrow = p / a.pair_div;
     *yrow = p;
+  }
+}
+
+// y = W x over the launch's token block or tile: warp w of the block owns weight row
+// blockIdx.x * kWarps + w; dot(wrow, xrow, n) must return the row product on every lane.
+template <int kWarps, int kTokens, typename Dot>
+__device__ __forceinline__ void RowTileMatVec(const MatVecArgs& a, Dot dot) {
+  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= a.rows) return;
+  const RowTile tr = ResolveRowTile<kTokens>(a);
+  const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
+  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  for (int t = 0; t < tr.nt; ++t) {
+    int xr, yr;
+    TileEntryRows(a, tr, t, &xr, &yr);
+    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
+    const float v = dot(wrow, x, a.n);
+    if ((threadIdx.x & 31) == 0) a.y[uint64_t(yr) * a.y_row_floats + row] = v;
+  }
+}
+
+// Expert gate/up with GateUpKernel's epilogue: clamped SwiGLU times the route weight.
+template <int kWarps, int kTokens, typename Dot>
+__device__ __forceinline__ void RowTileGateUp(const GateUpArgs& g, Dot dot) {
+  const MatVecArgs& a = g.mv;
+  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (row >= a.rows) return;
+  const RowTile tr = ResolveRowTile<kTokens>(a);
+  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  for (int t = 0; t < tr.nt; ++t) {
+    int xr, p;
+    TileEntryRows(a, tr, t, &xr, &p);
+    const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes;
+    const float gate = dot(a.w + off, x, a.n);
+    const float up = dot(g.w_up + off, x, a.n);
+    if ((threadIdx.x & 31) == 0)
+      a.y[uint64_t(p) * a.y_row_floats + row] =
+          __fmul_rn(ClampedSwiGlu(gate, up, g.clamp), g.route_w[p]);
   }
 }
 

@@ -1,14 +1,19 @@
 // The GGUF types beyond ds4's on the CUDA backend: MXFP4 (the 0731 / MXFP4_MOE experts) and
-// Q3_K, Q5_K, Q6_K, IQ2_XS, IQ1_M (llama.cpp's K-quant and IQ ladders). Products with q8
+// Q3_K, Q5_K, Q6_K, IQ2_XS, IQ1_M, IQ3_XXS, IQ3_S, IQ2_S, IQ1_S, IQ4_XS, IQ4_NL (llama.cpp's
+// K-quant and IQ presets). Products with q8
 // activations are the CPU's DotQ8 bit for bit (plain batches, decode and prefill, grouped
 // projections; expert tiles through MoeExperts), and one token at a time equals a batch.
-// Types without kernels (IQ3_XXS, IQ4_XS, ...) are refused by PlaceWeight before anything
+// Types without kernels (Q4_0, TQ1_0, ...) are refused by PlaceWeight before anything
 // is uploaded, the tensor and type named. Label `gpu`.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
 #include "../../tensor/test_blocks.h"
 #include "cuda_test_util.h"
+#include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
 
 namespace flashkv::testing {
@@ -17,7 +22,7 @@ namespace {
 TEST(CudaFormats, TypesWithoutKernelsAreRefusedAtPlacement) {
   FLASHKV_REQUIRE_GPU();
   CudaBackend* gpu = SharedCuda();
-  for (DType t : {DType::kIQ3_XXS, DType::kIQ4_XS, DType::kQ4_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kTQ1_0}) {
     const uint64_t ne0 = 256, rows = 4;
     std::vector<uint8_t> bytes(*RowBytes(t, ne0) * rows, 0);
     WeightSource src{"blk.0.ffn_gate_exps.weight", t, {ne0, rows, 1}, bytes.data(), bytes.size()};
@@ -30,7 +35,8 @@ TEST(CudaFormats, TypesWithoutKernelsAreRefusedAtPlacement) {
         << w.status().message();
   }
   for (DType t : {DType::kQ8_0, DType::kMXFP4, DType::kQ3_K, DType::kQ5_K, DType::kQ6_K,
-                  DType::kIQ2_XS, DType::kIQ1_M}) {
+                  DType::kIQ2_XS, DType::kIQ1_M, DType::kIQ3_XXS, DType::kIQ3_S, DType::kIQ2_S,
+                  DType::kIQ1_S, DType::kIQ4_NL, DType::kIQ4_XS}) {
     std::vector<uint8_t> b(*RowBytes(t, 256) * 4, 0);
     WeightSource ok{"w", t, {256, 4, 1}, b.data(), b.size()};
     EXPECT_TRUE(gpu->PlaceWeight(ok).ok()) << GetDTypeInfo(t).name;
@@ -49,6 +55,39 @@ std::vector<uint8_t> RandomMxfp4(uint64_t n, uint64_t rows, uint32_t seed) {
   out[sizeof(BlockMXFP4)] = 1;
   out[2 * sizeof(BlockMXFP4)] = 254;
   return out;
+}
+
+// fp32 activations (act-quant off): the GPU's fp32 order (per-lane fused chains, an xor tree)
+// against the CPU's DotF32 (double); each output within the fp32 summation bound n · 2^-24 ·
+// Σ |w x| (the terms from DequantizeRow). The worst ratio to that bound is printed.
+void ExpectF32MatMulWithinBound(CpuBackend& cpu, CudaBackend& gpu, DType type,
+                                const std::vector<uint8_t>& bytes, int n, int rows) {
+  auto w = PlaceBoth(cpu, gpu, type, {uint64_t(n), uint64_t(rows), 1}, bytes);
+  const int T = 3;
+  const auto xs = RandomFloats(size_t(T) * n, 5, -3, 3);
+  auto x = PutBoth(cpu, gpu, xs);
+  auto y = PutBoth(cpu, gpu, std::vector<float>(size_t(T) * rows));
+  cpu.MatMul(w->cpu, x.cpu.ptr(), T, y.cpu.ptr(), ActQuantMode::kOff);
+  gpu.MatMul(w->gpu, x.gpu.ptr(), T, y.gpu.ptr(), ActQuantMode::kOff);
+  ASSERT_TRUE(gpu.Synchronize().ok());
+  const auto yc = Get(cpu, y.cpu), yg = Get(gpu, y.gpu);
+  const uint64_t row_bytes = *RowBytes(type, uint64_t(n));
+  std::vector<float> wd(static_cast<size_t>(n));
+  double worst = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    ASSERT_TRUE(DequantizeRow(type, bytes.data() + r * row_bytes, wd.data(), n).ok());
+    for (int t = 0; t < T; ++t) {
+      double mag = 0.0;
+      for (int i = 0; i < n; ++i) mag += std::fabs(double(wd[size_t(i)]) * xs[size_t(t) * n + i]);
+      const double unit = mag * std::ldexp(1.0, -24);
+      const size_t i = size_t(t) * rows + r;
+      const double d = std::fabs(double(yc[i]) - double(yg[i]));
+      ASSERT_LE(d, n * unit + 1e-30) << GetDTypeInfo(type).name << " row " << r << " t " << t;
+      worst = std::max(worst, d / (unit + 1e-30));
+    }
+  }
+  std::printf("%s n %d: act-quant off, max |gpu - cpu| = %.2f x 2^-24 sum|w x| (bound %d)\n",
+              GetDTypeInfo(type).name.data(), n, worst, n);
 }
 
 class CudaMxfp4Test : public ::testing::Test {
@@ -76,6 +115,16 @@ TEST_F(CudaMxfp4Test, MatMulQ8IsBitIdenticalToCpu) {
       const Diff d = Compare(Get(cpu_, y.cpu), Get(*gpu_, y.gpu));
       EXPECT_EQ(d.mismatches, 0u) << "n " << n << " T " << T << " max|d| " << d.max_abs;
     }
+  }
+}
+
+TEST_F(CudaMxfp4Test, MatMulF32IsWithinTheFp32BoundOfCpu) {
+  for (int n : {256, 4096}) {
+    auto bytes = RandomMxfp4(n, 19, 9);
+    // Scale byte 254 (2^127) overflows an fp32 sum to inf in both backends (the CPU's double
+    // sum rounds to inf too), which says nothing about the order; 0 and 1 stay.
+    bytes[2 * sizeof(BlockMXFP4)] = 127;
+    ExpectF32MatMulWithinBound(cpu_, *gpu_, DType::kMXFP4, bytes, n, 19);
   }
 }
 
@@ -126,7 +175,7 @@ TEST_F(CudaMxfp4Test, MoeExpertsMatchCpuAndAreBatchInvariant) {
   EXPECT_EQ(Compare(og, Get(*gpu_, single)).mismatches, 0u);
 }
 
-// The K-quant / IQ kernels (kquant_matvec.cu), one instance per type.
+// The K-quant / IQ kernels (kquant_matvec.cu; IQ4_NL: mxfp4_matvec.cu), one instance per type.
 class CudaKQuantTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
@@ -166,6 +215,12 @@ TEST_P(CudaKQuantTest, MatMulQ8IsBitIdenticalToCpu) {
   ASSERT_TRUE(gpu_->Synchronize().ok());
   EXPECT_EQ(Compare(Get(cpu_, y.cpu), Get(*gpu_, y.gpu)).mismatches, 0u)
       << GetDTypeInfo(type).name << " grouped";
+}
+
+TEST_P(CudaKQuantTest, MatMulF32IsWithinTheFp32BoundOfCpu) {
+  const DType type = GetParam();
+  for (int n : {256, 4096})
+    ExpectF32MatMulWithinBound(cpu_, *gpu_, type, RandomRows(type, 19, n, 3), n, 19);
 }
 
 TEST_P(CudaKQuantTest, EmbedRowsAreTheCpuBits) {
@@ -231,7 +286,9 @@ TEST_P(CudaKQuantTest, MoeExpertsMatchCpuAndAreBatchInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaKQuantTest,
                          ::testing::Values(DType::kQ3_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ2_XS,
-                                           DType::kIQ1_M),
+                                           DType::kIQ1_M, DType::kIQ3_XXS, DType::kIQ3_S,
+                                           DType::kIQ2_S, DType::kIQ1_S, DType::kIQ4_XS,
+                                           DType::kIQ4_NL),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(GetDTypeInfo(info.param).name);
                          });

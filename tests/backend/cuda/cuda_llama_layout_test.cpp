@@ -6,6 +6,7 @@
 // (silu / exp ulps can flip a requantized int8), so the logits are held to each other by a
 // relative L2 far below what one misread block gives, and to the dequantize-then-fp32
 // reference by the CPU test's bound. Label `gpu`.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -94,9 +95,23 @@ TEST_P(CudaLlamaLayoutTest, QuantizedModelMatchesCpuAndTheF32Reference) {
   EXPECT_LT(d_cpu, 0.1) << mix.name;
   EXPECT_GE(4 * agree, 3 * rows) << mix.name;
   EXPECT_LT(d_ref, 0.15) << mix.name;
+  // fp32 activations (act-quant off): every product in the GPU's fp32 order, the CPU's DotF32
+  // in double, so the logits agree to rounding.
+  const auto g_off = RunLogits(*SharedCuda(), quant, ActQuantMode::kOff);
+  const auto c_off = RunLogits(cpu_, quant, ActQuantMode::kOff);
+  ASSERT_EQ(g_off.size(), c_off.size());
+  double max_d = 0.0, max_v = 0.0;
+  for (size_t i = 0; i < g_off.size(); ++i) {
+    max_d = std::max(max_d, double(std::fabs(g_off[i] - c_off[i])));
+    max_v = std::max(max_v, double(std::fabs(c_off[i])));
+  }
+  std::printf("%s mix, act-quant off: CUDA vs CPU max |d| %.3g of max |logit| %.3g (%.3g)\n",
+              mix.name, max_d, max_v, max_d / max_v);
+  EXPECT_LT(max_d, 1e-4 * max_v) << mix.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Mixes, CudaLlamaLayoutTest, ::testing::Values(kKQuantMix, kIqMix),
+INSTANTIATE_TEST_SUITE_P(Mixes, CudaLlamaLayoutTest,
+                         ::testing::Values(kKQuantMix, kIqMix, kIq34Mix),
                          [](const ::testing::TestParamInfo<TypeMix>& info) {
                            return std::string(info.param.name);
                          });
