@@ -101,6 +101,7 @@ RemoteTierStats RemoteTier::stats() const {
   s.queued = queue_.size();
   s.backoff = link_->active();
   s.writes_backoff = writes_->active();
+  s.redirects = fetch_store_.redirects() + upload_store_.redirects();
   return s;
 }
 

@@ -52,6 +52,7 @@ struct RemoteTierStats {
   uint64_t errors = 0;           // connection errors and timeouts
   uint64_t damaged = 0;          // values that failed their checks (never loaded)
   uint64_t foreign = 0;          // values of another model (never loaded)
+  uint64_t redirects = 0;        // Redis Cluster MOVED / ASK replies followed
   uint64_t queued = 0;           // gauge
   bool backoff = false;          // gauge: the store is unreachable, being retried
   bool writes_backoff = false;   // gauge: the store refuses writes, being retried
