@@ -171,8 +171,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
     Expected<DiskHit> d = NotFound("");
     if (tier == CacheSource::kRemote) {
       r->remote_looked_up = true;
-      d = kept != nullptr ? LoadKept(*disk_, lookup, *kept, s.state())
-                          : LoadFromRemote(*remote_, *disk_, lookup, s.state());
+      if (kept != nullptr) d = LoadKept(*disk_, lookup, *kept, s.state());
     } else {
       r->disk_looked_up = true;
       d = disk_->Load(lookup, s.state());
@@ -294,7 +293,7 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
                         : tier == CacheSource::kDisk ? static_cast<const void*>(disk_)
                                                      : static_cast<const void*>(remote_);
     if (there == nullptr) continue;
-    if (tier == CacheSource::kRemote && fetcher_ != nullptr) {
+    if (tier == CacheSource::kRemote) {
       // Asked on the lookup thread; the request waits for it (Admit parks it).
       r.remote_looked_up = true;
       r.remote_pending = true;

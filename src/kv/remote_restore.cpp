@@ -1,6 +1,5 @@
 #include "kv/remote_restore.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -47,14 +46,6 @@ Expected<DiskHit> LoadKept(DiskCache& disk, const DiskLookup& lookup, const Remo
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   return hit;
-}
-
-Expected<DiskHit> LoadFromRemote(RemoteTier& remote, DiskCache& disk, const DiskLookup& lookup,
-                                 KvState& state) {
-  Expected<RemoteKept> kept = FetchIntoDisk(remote, disk, lookup.tokens, lookup.min_tokens,
-                                            std::min<int64_t>(lookup.max_tokens, state.ctx_size()));
-  if (!kept.ok()) return kept.status();
-  return LoadKept(disk, lookup, *kept, state);
 }
 
 }  // namespace flashkv

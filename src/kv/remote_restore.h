@@ -2,7 +2,7 @@
 // engine's worker: FetchIntoDisk fetches the longest mirrored entry the ids continue
 // (kv/remote_tier.h) and keeps it in the local disk cache (DiskCache::Import, under its
 // budget) — network and file writes, no KvState; LoadKept restores it from there — the
-// same bit-exact load and checks as a disk hit. LoadFromRemote does both in one call.
+// same bit-exact load and checks as a disk hit.
 // Must not: talk to the store or write files itself.
 #pragma once
 
@@ -34,8 +34,5 @@ Expected<RemoteKept> FetchIntoDisk(RemoteTier& remote, DiskCache& disk,
 // before); the disk load's error otherwise. The hit's load_ms includes the fetch.
 Expected<DiskHit> LoadKept(DiskCache& disk, const DiskLookup& lookup, const RemoteKept& kept,
                            KvState& state);
-
-Expected<DiskHit> LoadFromRemote(RemoteTier& remote, DiskCache& disk, const DiskLookup& lookup,
-                                 KvState& state);
 
 }  // namespace flashkv
