@@ -31,10 +31,14 @@ class RedisCluster {
   ::testing::AssertionResult Start() {
     std::vector<std::string> create = {RedisCli(), "--cluster", "create"};
     for (auto& n : nodes_) {
-      // The bus port must be free and <= 65535 (the default, port + 10000, may be neither).
-      ::testing::AssertionResult up = n->Start(
-          {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port",
-           std::to_string(FreeLoopbackPort()), "--cluster-node-timeout", "5000"});
+      // The bus port must be free and <= 65535 (the default, port + 10000, may be neither);
+      // one another test took meanwhile (tests run in parallel) is picked again.
+      ::testing::AssertionResult up = ::testing::AssertionFailure();
+      for (int attempt = 0; attempt < 3 && !up; ++attempt) {
+        up = n->Start({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                       "--cluster-port", std::to_string(FreeLoopbackPort()),
+                       "--cluster-node-timeout", "5000"});
+      }
       if (!up) return up;
       create.push_back("127.0.0.1:" + std::to_string(n->port()));
     }
