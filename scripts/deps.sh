@@ -8,7 +8,7 @@ PKGS=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libssl-dev libcpp-httplib-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhiredis-dev redis-server
+  libhiredis-dev redis-server redis-tools
 )
 # `make fuzz`: clang and its libFuzzer runtime.
 if [[ ${FLASHKV_DEPS_FUZZ:-0} == 1 ]]; then

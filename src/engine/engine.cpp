@@ -48,6 +48,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
                                   .prefill_budget = std::max(1, options.prefill_chunk),
                                   .max_chunk = std::max(1, options.prefill_chunk),
                                   .round_robin = true}) {
+  if (remote_ != nullptr) fetcher_ = std::make_unique<RemoteFetcher>(*remote_, *disk_);
   if (disk_ != nullptr) LoadReplayFromDisk();
   // The first snapshots' capture buffers, page-locked ahead so that neither the first save
   // nor the first RAM put stalls decoding: sized for the largest state this context holds
@@ -152,7 +153,7 @@ void Engine::OnShutdown() {
 }
 
 bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
-                     Status* error) {
+                     Status* error, const RemoteKept* kept) {
   Session& s = pool_.at(slot);
   ResumeLookup lookup;
   lookup.tokens = request.prompt_tokens;
@@ -170,7 +171,7 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
     Expected<DiskHit> d = NotFound("");
     if (tier == CacheSource::kRemote) {
       r->remote_looked_up = true;
-      d = LoadFromRemote(*remote_, *disk_, lookup, s.state());
+      if (kept != nullptr) d = LoadKept(*disk_, lookup, *kept, s.state());
     } else {
       r->disk_looked_up = true;
       d = disk_->Load(lookup, s.state());
@@ -292,6 +293,12 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
                         : tier == CacheSource::kDisk ? static_cast<const void*>(disk_)
                                                      : static_cast<const void*>(remote_);
     if (there == nullptr) continue;
+    if (tier == CacheSource::kRemote) {
+      // Asked on the lookup thread; the request waits for it (Admit parks it).
+      r.remote_looked_up = true;
+      r.remote_pending = true;
+      return r;
+    }
     Status error;
     if (TryTier(tier, request, r.slot, &r, &error)) {
       if (!error.ok()) return error;
@@ -299,12 +306,16 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
     }
   }
 
-  // Tier 4: prefill from the first token.
-  Session& s = pool_.at(r.slot);
-  for (int32_t id : request.prompt_tokens) s.AddPending(id, tokenizer_.TokenBytes(id));
-  r.cache.source = CacheSource::kNone;
-  r.cache.prompt_tokens = n;
+  ColdStart(request, &r);
   return r;
+}
+
+void Engine::ColdStart(const GenerationRequest& request, Resume* r) {
+  // Tier 5: prefill from the first token.
+  Session& s = pool_.at(r->slot);
+  for (int32_t id : request.prompt_tokens) s.AddPending(id, tokenizer_.TokenBytes(id));
+  r->cache.source = CacheSource::kNone;
+  r->cache.prompt_tokens = int64_t(request.prompt_tokens.size());
 }
 
 std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
@@ -347,7 +358,8 @@ std::vector<VisibleKey> Engine::VisibleKeysAfter(const Session& session,
 }
 
 bool Engine::CanAdmit() const {
-  return int(active_.size()) < std::min(std::max(options_.max_batch, 1), pool_.capacity());
+  return int(active_.size() + fetching_.size()) <
+         std::min(std::max(options_.max_batch, 1), pool_.capacity());
 }
 
 void Engine::PlanSaves(ActiveRequest& a, const Resume& resume) {
@@ -393,22 +405,32 @@ void Engine::Admit(RequestHandle& request) {
     request.Push(ErrorEvent(resume.status()));
     return;
   }
-  Session& session = pool_.at(resume->slot);
-  session.set_in_use(true);
-  a.slot = resume->slot;
-  a.live_hit = resume->live_hit;
-  a.ram_looked_up = resume->ram_looked_up;
-  a.disk_looked_up = resume->disk_looked_up;
-  a.remote_looked_up = resume->remote_looked_up;
-  a.result->cache = resume->cache;
-  a.result->timing.restore_ms = resume->cache.restore_ms;
+  pool_.at(resume->slot).set_in_use(true);
+  if (resume->remote_pending) {
+    StartRemoteFetch(std::move(owned), *resume);
+    return;
+  }
+  Begin(std::move(owned), *resume);
+}
+
+void Engine::Begin(std::unique_ptr<ActiveRequest> owned, const Resume& resume) {
+  ActiveRequest& a = *owned;
+  RequestHandle& request = a.request;
+  Session& session = pool_.at(resume.slot);
+  a.slot = resume.slot;
+  a.live_hit = resume.live_hit;
+  a.ram_looked_up = resume.ram_looked_up;
+  a.disk_looked_up = resume.disk_looked_up;
+  a.remote_looked_up = resume.remote_looked_up;
+  a.result->cache = resume.cache;
+  a.result->timing.restore_ms = resume.cache.restore_ms;
   {
     GenerationEvent ev;
     ev.kind = GenerationEvent::Kind::kStarted;
     ev.cache = a.result->cache;
     request.Push(std::move(ev));
   }
-  PlanSaves(a, *resume);
+  PlanSaves(a, resume);
   a.prefill_t0 = Clock::now();
   a.prefill_total = int64_t(session.pending().size());
   active_.push_back(std::move(owned));

@@ -14,9 +14,14 @@
 // Because ForwardBatch keeps each session's bits as if it ran alone, a request's tokens do
 // not depend on the others.
 //
+// A prompt that misses the local tiers asks the shared store (tier 4) on the remote tier's
+// lookup thread (kv/remote_fetcher.h, engine_remote.cpp): the request waits holding its
+// empty slot, its time to first token includes the lookup, and the others keep stepping.
+//
 // Threading: Admit, Step, Run and OnShutdown are called by the Scheduler's worker thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +39,7 @@
 #include "kv/cache_policy.h"
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
+#include "kv/remote_fetcher.h"
 #include "kv/remote_tier.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -67,7 +73,7 @@ class Engine : public RequestRunner {
   bool CanAdmit() const override;
   void Admit(RequestHandle& request) override;
   void Step() override;
-  bool idle() const override { return active_.empty(); }
+  bool idle() const override { return active_.empty() && fetching_.empty(); }
   // Runs `request` to its end on the calling thread (stepping any others admitted too).
   void Run(RequestHandle& request);
   // Saves every live session worth keeping (reason shutdown) and waits for the writes.
@@ -85,14 +91,33 @@ class Engine : public RequestRunner {
     bool ram_looked_up = false;
     bool disk_looked_up = false;
     bool remote_looked_up = false;
+    bool remote_pending = false;  // the slot is held, empty, while the shared store is asked
+  };
+  // A request whose prompt missed the local tiers, waiting for the remote tier's lookup
+  // thread (kv/remote_fetcher.h) while the other requests keep stepping.
+  struct Fetching {
+    std::unique_ptr<ActiveRequest> a;
+    Resume resume;
+    uint64_t ticket = 0;
+    std::chrono::steady_clock::time_point t0;
   };
   // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
   Expected<Resume> ResumeFor(const GenerationRequest& request);
   // Tiers 2-4: restores the longest usable snapshot of `tier` (kRam, kDisk, kRemote) into
   // the fresh session at `slot`. False when the tier has none (the session is then
   // empty); true with `*error` set when a restored snapshot cannot serve the request.
+  // A kRemote restore loads `kept`, the entry the lookup thread kept on disk.
   bool TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
-               Status* error);
+               Status* error, const RemoteKept* kept = nullptr);
+  // The cascade's end: the whole prompt is prefilled in the fresh session.
+  void ColdStart(const GenerationRequest& request, Resume* r);
+  // After the cascade: the started event, the snapshot points, prefill or decode.
+  void Begin(std::unique_ptr<ActiveRequest> owned, const Resume& resume);
+  // engine_remote.cpp. Parks a request for the lookup thread / takes finished lookups
+  // (restoring hits, prefilling misses) and ends cancelled ones; `wait`: nothing else
+  // to step, so block a little for a result instead of spinning.
+  void StartRemoteFetch(std::unique_ptr<ActiveRequest> owned, const Resume& resume);
+  void PollRemoteFetches(bool wait);
   // The snapshot's content for the tiers: the session's evaluated ids and logits, its
   // text or (`visible`) its preferred visible key with that key's tail, and the tool
   // replay map. Views into `session`, `*text_storage` and `*replay_storage`.
@@ -134,7 +159,9 @@ class Engine : public RequestRunner {
   RamCache* ram_;
   DiskCache* disk_;
   RemoteTier* remote_;
-  ChatMarkerIds markers_;  // for the cold-save chat anchor
+  std::unique_ptr<RemoteFetcher> fetcher_;  // with remote_
+  std::vector<Fetching> fetching_;          // admission order
+  ChatMarkerIds markers_;                   // for the cold-save chat anchor
   SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
   StepPlanner planner_;

@@ -196,6 +196,7 @@ void Engine::Finish(ActiveRequest& a) {
 }
 
 void Engine::Step() {
+  PollRemoteFetches(/*wait=*/active_.empty());
   // A prompt stops between chunks when its client goes away; a decoding request notices
   // after its row, before sampling (as the one-request loop did).
   for (size_t i = 0; i < active_.size();) {

@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <memory>
@@ -21,6 +22,11 @@ struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+std::string NodeName(const RemoteNode& node) {
+  const bool v6 = node.host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", v6 ? "[" : "", node.host, v6 ? "]" : "", node.port);
+}
 
 timeval Timeval(int ms) {
   timeval tv;
@@ -109,22 +115,30 @@ std::string RemoteLengthsKey(const Sha1Digest& model, std::string_view numerics)
   return fmt::format("{}{}:{}:lengths", kKeyPrefix, Sha1Hex(model), numerics);
 }
 
-RemoteStore::RemoteStore(RemoteStoreOptions options) : opt_(std::move(options)) {}
+RemoteStore::RemoteStore(RemoteStoreOptions options)
+    : opt_(std::move(options)), seed_{opt_.address.host, opt_.address.port} {}
 
 RemoteStore::~RemoteStore() {
-  Drop();
+  for (Connection& c : conns_) redisFree(c.ctx);
 }
 
-void RemoteStore::Drop() {
-  if (ctx_ != nullptr) redisFree(ctx_);
-  ctx_ = nullptr;
+void RemoteStore::Drop(const RemoteNode& node) {
+  std::erase_if(conns_, [&](Connection& c) {
+    if (!(c.node == node)) return false;
+    redisFree(c.ctx);
+    return true;
+  });
+  // The node may have failed over or left: ask the cluster again before routing.
+  if (cluster_) slots_stale_ = true;
 }
 
-Status RemoteStore::Connect() {
-  if (ctx_ != nullptr) return Status::Ok();
-  const std::string where = opt_.address.ToString();
-  redisContext* c = redisConnectWithTimeout(opt_.address.host.c_str(), opt_.address.port,
-                                            Timeval(opt_.connect_timeout_ms));
+Expected<redisContext*> RemoteStore::Connect(const RemoteNode& node) {
+  for (Connection& c : conns_) {
+    if (c.node == node) return c.ctx;
+  }
+  const std::string where = NodeName(node);
+  redisContext* c =
+      redisConnectWithTimeout(node.host.c_str(), node.port, Timeval(opt_.connect_timeout_ms));
   if (c == nullptr) return IoError("{}: cannot allocate a connection", where);
   if (c->err != 0) {
     Status st = IoError("{}: {}", where, c->errstr);
@@ -136,40 +150,100 @@ Status RemoteStore::Connect() {
     redisFree(c);
     return st;
   }
-  ctx_ = c;
+  conns_.push_back(Connection{node, c});
   if (opt_.address.db != 0) {
     const std::string db = std::to_string(opt_.address.db);
-    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"SELECT", db}));
+    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(node, {"SELECT", db}));
     Reply r(raw);
     if (r->type == REDIS_REPLY_ERROR) {
       Status st = IoError("{}: SELECT {}: {}", where, db, std::string_view(r->str, r->len));
-      Drop();
+      Drop(node);
       return st;
     }
   }
-  return Status::Ok();
+  return c;
 }
 
-Expected<redisReply*> RemoteStore::Command(const std::vector<std::string_view>& args) {
-  FLASHKV_RETURN_IF_ERROR(Connect());
+Expected<redisReply*> RemoteStore::Send(const RemoteNode& node,
+                                        const std::vector<std::string_view>& args) {
+  Expected<redisContext*> connected = Connect(node);
+  if (!connected.ok()) {
+    if (cluster_) slots_stale_ = true;
+    return connected.status();
+  }
+  redisContext* ctx = *connected;
   std::vector<const char*> argv;
   std::vector<size_t> argl;
   for (std::string_view a : args) {
     argv.push_back(a.data());
     argl.push_back(a.size());
   }
-  void* raw = redisCommandArgv(ctx_, int(argv.size()), argv.data(), argl.data());
+  void* raw = redisCommandArgv(ctx, int(argv.size()), argv.data(), argl.data());
   if (raw == nullptr) {
-    Status st = IoError("{}: {} failed: {}", opt_.address.ToString(), args[0],
-                        ctx_->err != 0 ? ctx_->errstr : "no reply");
-    Drop();  // a timed-out or broken connection is never reused
+    Status st = IoError("{}: {} failed: {}", NodeName(node), args[0],
+                        ctx->err != 0 ? ctx->errstr : "no reply");
+    Drop(node);  // a timed-out or broken connection is never reused
     return st;
   }
   return static_cast<redisReply*>(raw);
 }
 
+void RemoteStore::RefreshSlots() {
+  std::vector<RemoteNode> ask = slots_.nodes();
+  if (std::find(ask.begin(), ask.end(), seed_) == ask.end()) ask.push_back(seed_);
+  for (const RemoteNode& node : ask) {
+    Expected<redisReply*> raw = Send(node, {"CLUSTER", "SLOTS"});
+    if (!raw.ok()) continue;
+    Reply r(*raw);
+    if (r->type == REDIS_REPLY_ERROR) continue;
+    if (slots_.Load(*r, node).ok()) {
+      slots_stale_ = false;
+      return;
+    }
+  }
+}
+
+Expected<redisReply*> RemoteStore::Command(std::string_view key,
+                                           const std::vector<std::string_view>& args) {
+  const uint16_t slot = RedisKeySlot(key);
+  RemoteNode target = seed_;
+  if (cluster_) {
+    if (slots_stale_) RefreshSlots();
+    if (const RemoteNode* owner = slots_.Owner(slot)) target = *owner;
+  }
+  bool asking = false;
+  for (int hop = 0;; ++hop) {
+    if (asking) {
+      FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(target, {"ASKING"}));
+      Reply ok(raw);
+      if (ok->type == REDIS_REPLY_ERROR) {
+        return IoError("{}: ASKING: {}", NodeName(target), std::string_view(ok->str, ok->len));
+      }
+    }
+    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(target, args));
+    if (raw->type != REDIS_REPLY_ERROR) return raw;
+    std::optional<RemoteRedirect> redirect =
+        ParseRemoteRedirect(std::string_view(raw->str, raw->len), target);
+    if (!redirect) return raw;  // the caller's error to judge
+    freeReplyObject(raw);
+    if (hop >= kRemoteMaxRedirects) {
+      return IoError("{}: {} {} still redirected after {} hops", opt_.address.ToString(), args[0],
+                     key, hop);
+    }
+    redirects_.fetch_add(1, std::memory_order_relaxed);
+    asking = redirect->ask;
+    if (!asking) {
+      // The slot moved (or this is the first command to a cluster): route by the map.
+      cluster_ = true;
+      slots_.Set(redirect->slot, redirect->node);
+      slots_stale_ = true;
+    }
+    target = redirect->node;
+  }
+}
+
 Status RemoteStore::PutValue(const std::string& key, std::string_view value) {
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"SET", key, value}));
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"SET", key, value}));
   Reply r(raw);
   if (r->type == REDIS_REPLY_ERROR) {
     const std::string_view err(r->str, r->len);
@@ -183,7 +257,7 @@ Status RemoteStore::PutValue(const std::string& key, std::string_view value) {
 
 Status RemoteStore::ReadValue(const std::string& key,
                               const std::function<Status(std::string_view)>& use) {
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"GET", key}));
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"GET", key}));
   Reply r(raw);
   if (r->type == REDIS_REPLY_NIL) return NotFound("no remote value {}", key);
   if (r->type == REDIS_REPLY_ERROR) {
@@ -195,7 +269,7 @@ Status RemoteStore::ReadValue(const std::string& key,
 }
 
 Expected<bool> RemoteStore::Exists(const std::string& key) {
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"EXISTS", key}));
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"EXISTS", key}));
   Reply r(raw);
   if (r->type != REDIS_REPLY_INTEGER) {
     return IoError("{}: EXISTS: unexpected reply", opt_.address.ToString());
@@ -204,10 +278,16 @@ Expected<bool> RemoteStore::Exists(const std::string& key) {
 }
 
 Status RemoteStore::Ping() {
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command({"PING"}));
-  Reply r(raw);
-  if (r->type == REDIS_REPLY_ERROR) {
-    return IoError("{}: PING: {}", opt_.address.ToString(), std::string_view(r->str, r->len));
+  if (cluster_) RefreshSlots();
+  // A cluster is usable when every master answers; a plain store when it does.
+  std::vector<RemoteNode> nodes = cluster_ ? slots_.nodes() : std::vector<RemoteNode>{};
+  if (nodes.empty()) nodes.push_back(seed_);
+  for (const RemoteNode& node : nodes) {
+    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(node, {"PING"}));
+    Reply r(raw);
+    if (r->type == REDIS_REPLY_ERROR) {
+      return IoError("{}: PING: {}", NodeName(node), std::string_view(r->str, r->len));
+    }
   }
   return Status::Ok();
 }
@@ -264,8 +344,8 @@ Status RemoteStore::PutEntry(std::string_view numerics, const RemoteEntryRecord&
   FLASHKV_RETURN_IF_ERROR(PutValue(RemoteEntryKey(opt_.model, numerics, record.key),
                                    FrameRemotePart(opt_.model, 0, 1, EncodeEntry(record))));
   const std::string n = std::to_string(record.n_tokens);
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw,
-                           Command({"ZADD", RemoteLengthsKey(opt_.model, numerics), n, n}));
+  const std::string lengths = RemoteLengthsKey(opt_.model, numerics);
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(lengths, {"ZADD", lengths, n, n}));
   Reply r(raw);
   if (r->type == REDIS_REPLY_ERROR) {
     const std::string_view err(r->str, r->len);
@@ -301,9 +381,9 @@ Expected<std::vector<uint32_t>> RemoteStore::Lengths(std::string_view numerics, 
                                                      uint32_t hi, int limit) {
   const std::string max = std::to_string(hi), min = std::to_string(lo),
                     count = std::to_string(limit);
+  const std::string key = RemoteLengthsKey(opt_.model, numerics);
   FLASHKV_ASSIGN_OR_RETURN(redisReply * raw,
-                           Command({"ZREVRANGEBYSCORE", RemoteLengthsKey(opt_.model, numerics), max,
-                                    min, "LIMIT", "0", count}));
+                           Command(key, {"ZREVRANGEBYSCORE", key, max, min, "LIMIT", "0", count}));
   Reply r(raw);
   if (r->type == REDIS_REPLY_ERROR) {
     return IoError("{}: ZREVRANGEBYSCORE: {}", opt_.address.ToString(),

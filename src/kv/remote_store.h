@@ -3,11 +3,19 @@
 // name (whatever files a disk save wrote) and an index of entries by (model fingerprint,
 // numerics, n_tokens, entry name = SHA-1 of the token ids); keys and value framing are in
 // docs/KV_FORMAT.md "Remote tier". Plain single-key commands only (GET, SET, EXISTS, ZADD,
-// ZREVRANGEBYSCORE, PING, SELECT): no Lua, no modules, no multi-key commands (a cluster
-// keeps them on one slot each).
+// ZREVRANGEBYSCORE, PING, SELECT): no Lua, no modules, no multi-key commands, so every
+// command names one key and works on any node of a Redis Cluster that serves its slot.
 //
-// Connects on first use and again after any connection error; connect and command
-// timeouts bound every call. Errors: kIoError when the store cannot be reached or times
+// Redis Cluster (kv/remote_cluster.h): the address is a seed. A node's MOVED reply makes
+// the store a cluster client: it loads the slot map (CLUSTER SLOTS), connects to the
+// owning node and retries; an ASK reply (a slot mid-migration) is retried once on the
+// named node after ASKING. At most kRemoteMaxRedirects hops per command, then kIoError.
+// A plain Redis never answers MOVED and never sees a CLUSTER command. In cluster mode
+// Ping() checks every master of the slot map (a dead master makes the store unusable
+// for the entries whose parts it holds: the tier backs off until it answers again).
+//
+// Connects to a node on first use and again after any connection error; connect and
+// command timeouts bound every call. Errors: kIoError when the store cannot be reached or times
 // out (the connection is dropped), kResourceExhausted when it refuses a write for memory
 // (maxmemory / OOM), kNotFound for an absent key, kCorrupt for a damaged value and
 // kFailedPrecondition for another model's (kv/remote_frame.h).
@@ -15,6 +23,7 @@
 // Threading: not thread-safe; one per thread (kv/remote_tier.h keeps two).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +32,7 @@
 #include <vector>
 
 #include "kv/remote_address.h"
+#include "kv/remote_cluster.h"
 #include "util/sha1.h"
 #include "util/status.h"
 
@@ -30,6 +40,8 @@ struct redisContext;
 struct redisReply;
 
 namespace flashkv {
+
+inline constexpr int kRemoteMaxRedirects = 5;
 
 struct RemoteStoreOptions {
   RemoteAddress address;
@@ -60,6 +72,10 @@ class RemoteStore {
   RemoteStore& operator=(const RemoteStore&) = delete;
 
   const RemoteStoreOptions& options() const { return opt_; }
+  // MOVED and ASK replies followed so far (readable from any thread).
+  uint64_t redirects() const { return redirects_.load(std::memory_order_relaxed); }
+  // Whether a node answered MOVED: commands are routed by the slot map.
+  bool cluster() const { return cluster_; }
 
   Status Ping();
   // True when every part of an object of `bytes` bytes is present (shared objects are
@@ -78,17 +94,31 @@ class RemoteStore {
                                           int limit);
 
  private:
-  Status Connect();
-  void Drop();
-  // Runs one command; the reply is owned by the caller (Reply frees it).
-  Expected<redisReply*> Command(const std::vector<std::string_view>& args);
+  struct Connection {
+    RemoteNode node;
+    redisContext* ctx = nullptr;
+  };
+  Expected<redisContext*> Connect(const RemoteNode& node);
+  void Drop(const RemoteNode& node);
+  // One command on one node; a connection error drops that node's connection.
+  Expected<redisReply*> Send(const RemoteNode& node, const std::vector<std::string_view>& args);
+  // Runs one command on `key`'s node, following redirects; the reply is owned by the
+  // caller (Reply frees it).
+  Expected<redisReply*> Command(std::string_view key, const std::vector<std::string_view>& args);
+  // Reloads the slot map from the first node that answers CLUSTER SLOTS.
+  void RefreshSlots();
   Status PutValue(const std::string& key, std::string_view value);
   // Hands the value to `use` while the reply holds it; kNotFound when absent.
   Status ReadValue(const std::string& key, const std::function<Status(std::string_view)>& use);
   Expected<bool> Exists(const std::string& key);
 
   const RemoteStoreOptions opt_;
-  redisContext* ctx_ = nullptr;
+  const RemoteNode seed_;
+  std::vector<Connection> conns_;
+  RemoteSlotMap slots_;
+  bool cluster_ = false;
+  bool slots_stale_ = false;
+  std::atomic<uint64_t> redirects_{0};
 };
 
 }  // namespace flashkv

@@ -101,6 +101,7 @@ RemoteTierStats RemoteTier::stats() const {
   s.queued = queue_.size();
   s.backoff = link_->active();
   s.writes_backoff = writes_->active();
+  s.redirects = fetch_store_.redirects() + upload_store_.redirects();
   return s;
 }
 
@@ -197,7 +198,9 @@ Status RemoteTier::Upload(const RemoteUpload& u) {
 
 Expected<RemoteFetched> RemoteTier::Fetch(
     std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
-    const std::function<bool(std::string_view name, uint64_t bytes)>& have) {
+    const std::function<bool(std::string_view name, uint64_t bytes)>& have,
+    const std::atomic<bool>* cancel) {
+  auto cancelled = [cancel] { return cancel != nullptr && cancel->load(); };
   auto miss = [this](Status why) -> Status {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.misses;
@@ -245,6 +248,7 @@ Expected<RemoteFetched> RemoteTier::Fetch(
     spdlog::warn("kv remote: not loading: {}", st.ToString());
   };
   for (uint32_t n : *lengths) {
+    if (cancelled()) return Cancelled("remote fetch cancelled");
     Expected<RemoteEntryRecord> rec = fetch_store_.GetEntry(opt_.numerics, names[n]);
     if (!rec.ok()) {
       if (rec.status().code() == StatusCode::kNotFound) continue;  // a longer prompt's
@@ -262,6 +266,7 @@ Expected<RemoteFetched> RemoteTier::Fetch(
     Status bad;
     for (const auto& [name, bytes] : rec->objects) {
       if (have && have(name, bytes)) continue;
+      if (cancelled()) return Cancelled("remote fetch cancelled");
       Expected<std::string> obj = fetch_store_.GetObject(name);
       if (!obj.ok()) {
         bad = obj.status();

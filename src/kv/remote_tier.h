@@ -16,6 +16,7 @@
 // Threading: every method is thread-safe. Lookups and uploads use separate connections.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,7 @@ struct RemoteTierStats {
   uint64_t errors = 0;           // connection errors and timeouts
   uint64_t damaged = 0;          // values that failed their checks (never loaded)
   uint64_t foreign = 0;          // values of another model (never loaded)
+  uint64_t redirects = 0;        // Redis Cluster MOVED / ASK replies followed
   uint64_t queued = 0;           // gauge
   bool backoff = false;          // gauge: the store is unreachable, being retried
   bool writes_backoff = false;   // gauge: the store refuses writes, being retried
@@ -94,9 +96,11 @@ class RemoteTier {
   // kNotFound on a miss, in backoff, or when every candidate failed its checks. Objects
   // `have(name, bytes)` says the caller holds already (a disk cache's chunks, shared by
   // entries) are not fetched and not in the result.
+  // `cancel`, when set, is checked between objects: kCancelled once it is true.
   Expected<RemoteFetched> Fetch(
       std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
-      const std::function<bool(std::string_view name, uint64_t bytes)>& have = {});
+      const std::function<bool(std::string_view name, uint64_t bytes)>& have = {},
+      const std::atomic<bool>* cancel = nullptr);
   // Waits until the queue is empty and nothing is being uploaded (tests, shutdown), or
   // `timeout_ms` passed; false then.
   bool Flush(int timeout_ms);

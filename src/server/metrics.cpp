@@ -48,6 +48,9 @@ void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {
   Family(out, "flashkv_remote_refused_writes_total", "counter",
          "Writes the shared store refused for memory (maxmemory).")
       .Add(r.refused);
+  Family(out, "flashkv_remote_redirects_total", "counter",
+         "Redis Cluster MOVED and ASK replies followed to the node serving a key.")
+      .Add(r.redirects);
   Family(out, "flashkv_remote_errors_total", "counter",
          "Shared store errors by kind: unreachable or timed out, damaged values, other models' "
          "values (never loaded).")

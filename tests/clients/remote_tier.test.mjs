@@ -2,7 +2,9 @@
 // free loopback port: the second server, with its own disk directory, serves a prefix the
 // first one computed (x-flashkv-cache: remote) with the same greedy answer as a cold run;
 // Redis killed mid-run never fails a request and uploads resume once it is back; a Redis
-// out of memory refuses the uploads while serving goes on. Saves are version 2 with
+// out of memory refuses the uploads while serving goes on; against a real three-master
+// Redis Cluster (redis-cli --cluster create) each server, seeded with a different node,
+// follows the redirects and the second serves from it. Saves are version 2 with
 // 128-token chunks, so an entry travels as its manifest plus the chunks it names. The binary is
 // $FLASHKV_REDIS_SERVER or redis-server on PATH (scripts/deps.sh installs it).
 import assert from 'node:assert/strict';
@@ -155,4 +157,58 @@ test('a Redis out of memory refuses the uploads while serving goes on', async ()
   assert.equal(await metric(a.url, 'flashkv_requests_total', 'outcome="failed"'), 0);
   assert.equal(await a.stop(), 0);
   await redis.kill();
+});
+
+// A RESP command's raw reply text (inline form: the arguments hold no spaces).
+async function redisRaw(port, command) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    let got = '';
+    s.on('connect', () => s.write(`${command}\r\n`));
+    s.on('data', (d) => {
+      got += d.toString();
+      if (/\r\n$/.test(got) && (!got.startsWith('$') || got.split('\r\n').length > 2)) {
+        s.destroy();
+        resolve(got);
+      }
+    });
+    s.on('error', () => resolve(''));
+  });
+}
+
+test('against a real Redis Cluster: redirects are followed and a second server serves from it', async () => {
+  const nodes = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort();
+    // The bus port is given: the default (port + 10000) may be out of range or taken.
+    const bus = await freePort();
+    nodes.push({ port, redis: await startRedis(port, ['--cluster-enabled', 'yes',
+      '--cluster-config-file', 'nodes.conf', '--cluster-port', String(bus)]) });
+  }
+  const cli = path.join(path.dirname(redisBinary()), 'redis-cli');
+  const created = spawnSync(process.env.FLASHKV_REDIS_CLI || cli,
+    ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-yes'],
+    { encoding: 'utf8' });
+  assert.equal(created.status, 0, `redis-cli --cluster create: ${created.stdout}${created.stderr}`);
+  for (const n of nodes) {
+    await until('cluster_state:ok', async () =>
+      (await redisRaw(n.port, 'CLUSTER INFO')).includes('cluster_state:ok'), 10000);
+  }
+  // Each server is given a different node as its seed.
+  const a = await startServer([...cached, '--kv-disk-dir', tempDir('cluster-a'),
+    '--kv-remote', `redis://127.0.0.1:${nodes[0].port}`], 'cluster-a');
+  await openai(a).chat.completions.create(chat(convo(30, 'Describe a canal.', 'Cluster')));
+  await until('the upload', async () => (await metric(a.url, 'flashkv_remote_uploads_total', 'result="ok"')) >= 1);
+  assert.ok((await metric(a.url, 'flashkv_remote_redirects_total')) >= 1);
+
+  const b = await startServer([...cached, '--kv-disk-dir', tempDir('cluster-b'),
+    '--kv-remote', `redis://127.0.0.1:${nodes[2].port}`], 'cluster-b');
+  const { response } = await openai(b).chat.completions
+    .create(chat(convo(30, 'And a lock?', 'Cluster'))).withResponse();
+  assert.match(response.headers.get('x-flashkv-cache'), /^remote; /);
+  assert.equal(await metric(b.url, 'flashkv_cache_lookups_total', 'tier="remote",result="hit"'), 1);
+  assert.ok((await metric(b.url, 'flashkv_remote_redirects_total')) >= 1);
+  assert.equal(await metric(b.url, 'flashkv_remote_errors_total', 'kind="damaged"'), 0);
+  for (const s of [a, b]) assert.equal(await s.stop(), 0);
+  for (const n of nodes) await n.redis.kill();
 });

@@ -292,6 +292,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
   s.remote.errors = 60;
   s.remote.damaged = 61;
   s.remote.foreign = 62;
+  s.remote.redirects = 63;
   s.remote.queued = 3;
   s.remote.backoff = true;
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
@@ -307,6 +308,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
            "flashkv_remote_uploads_total{result=\"ok\"} 57\n",
            "flashkv_remote_uploads_total{result=\"dropped\"} 58\n",
            "flashkv_remote_refused_writes_total 59\n",
+           "flashkv_remote_redirects_total 63\n",
            "flashkv_remote_errors_total{kind=\"connection\"} 60\n",
            "flashkv_remote_errors_total{kind=\"damaged\"} 61\n",
            "flashkv_remote_errors_total{kind=\"foreign\"} 62\n",
