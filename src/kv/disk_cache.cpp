@@ -82,13 +82,11 @@ void DiskCache::Impl::ScanChunks() {
       spdlog::info("kv cache: removing stale temp file {}", path);
       (void)RemoveFile(path);
     } else if (f.is_regular && ParseChunkFileName(f.name, &name)) {
-      // The header only (64 bytes): name, size and payload CRC, which a manifest's ref must
-      // agree with; a load checks the payload.
+      // The header only: name, size and payload CRC, which a manifest's ref must agree
+      // with; a load checks the payload.
       Expected<ChunkHeader> h = [&]() -> Expected<ChunkHeader> {
         FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
-        uint8_t b[kChunkHeaderBytes] = {};
-        if (f.size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, b, sizeof(b)));
-        FLASHKV_ASSIGN_OR_RETURN(ChunkHeader ch, ParseChunkHeader(b, f.size));
+        FLASHKV_ASSIGN_OR_RETURN(ChunkHeader ch, ReadChunkHeader(file));
         if (ch.name != name) return Corrupt("chunk file name does not match its header");
         return ch;
       }();
@@ -146,7 +144,7 @@ void DiskCache::Impl::CheckChunksOf(const DiskCacheEntry& entry) {
     Expected<ChunkHeader> h = VerifyChunkFile(path);
     Status bad = h.status();
     if (h.ok() && (h->payload_crc32c != ref.payload_crc32c ||
-                   h->payload_bytes + kChunkHeaderBytes != ref.file_bytes)) {
+                   h->payload_bytes + h->header_bytes != ref.file_bytes)) {
       bad = Corrupt("{}: not the chunk {} names", path, entry.path);
     }
     if (bad.ok() || bad.code() == StatusCode::kNotFound) continue;

@@ -135,7 +135,7 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
                                        content.text.size(), extensions, chunk_tokens);
   }
   const uint64_t chunk_file_bytes =
-      chunk_tokens > 0 ? kChunkHeaderBytes + ChunkPayloadBytes(state.shape(), chunk_tokens) : 0;
+      chunk_tokens > 0 ? ChunkFileBytes(state.shape(), chunk_tokens) : 0;
   uint64_t bytes = manifest_bytes;  // what this save adds to the directory
   std::vector<DiskVictim> victims;
   {

@@ -30,6 +30,16 @@ constexpr size_t kCOffPayloadCrc = 48;
 constexpr size_t kCOffPayloadBytes = 52;
 constexpr size_t kCOffHeaderCrc = 60;
 static_assert(kCOffHeaderCrc + 4 == kChunkHeaderBytes);
+constexpr size_t kLayerRowBytes = 8;  // u32 bytes, u32 CRC per layer (version 3)
+
+// The header CRC: bytes [0, 60), then (version 3) the layer table and padding [64, n).
+uint32_t HeaderCrc(const uint8_t* b, uint32_t header_bytes) {
+  uint32_t crc = Crc32c(0, b, kCOffHeaderCrc);
+  if (header_bytes > kChunkHeaderBytes) {
+    crc = Crc32c(crc, b + kChunkHeaderBytes, header_bytes - kChunkHeaderBytes);
+  }
+  return crc;
+}
 
 }  // namespace
 
@@ -45,15 +55,42 @@ Status CheckChunkTokens(const KvShape& shape, uint32_t chunk_tokens) {
   return Status::Ok();
 }
 
-uint64_t ChunkPayloadBytes(const KvShape& shape, uint32_t chunk_tokens) {
-  uint64_t floats = 0;
-  for (const KvLayerShape& l : shape.layers) {
-    if (l.compress_ratio == 0) continue;
-    const uint64_t rows = chunk_tokens / uint32_t(l.compress_ratio);
-    floats += rows * uint64_t(shape.head_dim);
-    if (l.indexer) floats += rows * uint64_t(shape.indexer_dim);
-  }
+uint64_t ChunkLayerBytes(const KvShape& shape, int layer, uint32_t chunk_tokens) {
+  const KvLayerShape& l = shape.layers[size_t(layer)];
+  if (l.compress_ratio == 0) return 0;
+  const uint64_t rows = chunk_tokens / uint32_t(l.compress_ratio);
+  uint64_t floats = rows * uint64_t(shape.head_dim);
+  if (l.indexer) floats += rows * uint64_t(shape.indexer_dim);
   return floats * sizeof(float);
+}
+
+uint64_t ChunkPayloadBytes(const KvShape& shape, uint32_t chunk_tokens) {
+  uint64_t bytes = 0;
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    bytes += ChunkLayerBytes(shape, int(l), chunk_tokens);
+  }
+  return bytes;
+}
+
+uint32_t ChunkHeaderBytesFor(uint32_t n_layer) {
+  return uint32_t((kChunkHeaderBytes + kLayerRowBytes * n_layer + 63) / 64 * 64);
+}
+
+uint64_t ChunkFileBytes(const KvShape& shape, uint32_t chunk_tokens) {
+  return ChunkHeaderBytesFor(uint32_t(shape.layers.size())) +
+         ChunkPayloadBytes(shape, chunk_tokens);
+}
+
+std::vector<ChunkLayerCrc> ChunkLayerCrcs(const KvShape& shape, uint32_t chunk_tokens,
+                                          const uint8_t* payload) {
+  std::vector<ChunkLayerCrc> out(shape.layers.size());
+  uint64_t at = 0;
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    const uint64_t n = ChunkLayerBytes(shape, int(l), chunk_tokens);
+    out[l] = {uint32_t(n), Crc32c(0, payload + at, n)};
+    at += n;
+  }
+  return out;
 }
 
 std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
@@ -169,22 +206,30 @@ void ScatterChunkPayload(const KvShape& shape, int64_t n_tokens, uint32_t chunk_
                     });
 }
 
-void EncodeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderBytes]) {
-  std::memset(out, 0, kChunkHeaderBytes);
+void EncodeChunkHeader(const ChunkHeader& h, uint8_t* out) {
+  const uint32_t header_bytes =
+      h.version == kChunkVersionV2 ? kChunkHeaderBytes : ChunkHeaderBytesFor(h.n_layer);
+  std::memset(out, 0, header_bytes);
   std::memcpy(out + kCOffMagic, kChunkMagic, sizeof(kChunkMagic));
-  Put<uint32_t>(out, kCOffVersion, kChunkVersion);
-  Put<uint32_t>(out, kCOffHeaderBytes, kChunkHeaderBytes);
+  Put<uint32_t>(out, kCOffVersion, h.version);
+  Put<uint32_t>(out, kCOffHeaderBytes, header_bytes);
   std::memcpy(out + kCOffName, h.name.data(), h.name.size());
   Put<uint32_t>(out, kCOffIndex, h.index);
   Put<uint32_t>(out, kCOffChunkTokens, h.chunk_tokens);
   Put<uint32_t>(out, kCOffNLayer, h.n_layer);
   Put<uint32_t>(out, kCOffPayloadCrc, h.payload_crc32c);
   Put<uint64_t>(out, kCOffPayloadBytes, h.payload_bytes);
-  Put<uint32_t>(out, kCOffHeaderCrc, Crc32c(0, out, kCOffHeaderCrc));
+  if (h.version != kChunkVersionV2) {
+    for (size_t l = 0; l < h.layers.size() && l < h.n_layer; ++l) {
+      Put<uint32_t>(out, kChunkHeaderBytes + l * kLayerRowBytes, h.layers[l].bytes);
+      Put<uint32_t>(out, kChunkHeaderBytes + l * kLayerRowBytes + 4, h.layers[l].crc32c);
+    }
+  }
+  Put<uint32_t>(out, kCOffHeaderCrc, HeaderCrc(out, header_bytes));
 }
 
-Expected<ChunkHeader> ParseChunkHeader(const uint8_t* b, uint64_t file_size) {
-  if (file_size < kChunkHeaderBytes) {
+Expected<ChunkHeader> ParseChunkHeader(const uint8_t* b, uint64_t available, uint64_t file_size) {
+  if (file_size < kChunkHeaderBytes || available < kChunkHeaderBytes) {
     return Corrupt("chunk truncated: {} bytes, shorter than its {}-byte header", file_size,
                    kChunkHeaderBytes);
   }
@@ -192,37 +237,80 @@ Expected<ChunkHeader> ParseChunkHeader(const uint8_t* b, uint64_t file_size) {
     return Corrupt("not a flashkv chunk (bad magic)");
   }
   const uint32_t version = Get<uint32_t>(b, kCOffVersion);
-  if (version != kChunkVersion) {
-    return Unsupported("chunk format version {} (this build reads {})", version, kChunkVersion);
+  if (version != kChunkVersion && version != kChunkVersionV2) {
+    return Unsupported("chunk format version {} (this build reads {} and {})", version,
+                       kChunkVersionV2, kChunkVersion);
   }
-  if (Get<uint32_t>(b, kCOffHeaderCrc) != Crc32c(0, b, kCOffHeaderCrc)) {
+  // The size fields are checked against each other before the CRC can be computed over
+  // the header they describe.
+  const uint32_t header_bytes = Get<uint32_t>(b, kCOffHeaderBytes);
+  const uint32_t n_layer = Get<uint32_t>(b, kCOffNLayer);
+  const uint32_t want_header = version == kChunkVersionV2
+                                   ? kChunkHeaderBytes
+                                   : ChunkHeaderBytesFor(std::min(n_layer, 4096u));
+  if (n_layer > 4096 || header_bytes != want_header) {
+    return Corrupt("chunk header size {} does not fit version {} of {} layers", header_bytes,
+                   version, n_layer);
+  }
+  if (file_size < header_bytes || available < header_bytes) {
+    return Corrupt("chunk truncated: {} bytes, shorter than its {}-byte header", file_size,
+                   header_bytes);
+  }
+  if (Get<uint32_t>(b, kCOffHeaderCrc) != HeaderCrc(b, header_bytes)) {
     return Corrupt("chunk header checksum mismatch");
   }
-  if (Get<uint32_t>(b, kCOffHeaderBytes) != kChunkHeaderBytes) {
-    return Corrupt("chunk header size {} is not {}", Get<uint32_t>(b, kCOffHeaderBytes),
-                   kChunkHeaderBytes);
-  }
   ChunkHeader h;
+  h.version = version;
+  h.header_bytes = header_bytes;
   std::memcpy(h.name.data(), b + kCOffName, h.name.size());
   h.index = Get<uint32_t>(b, kCOffIndex);
   h.chunk_tokens = Get<uint32_t>(b, kCOffChunkTokens);
-  h.n_layer = Get<uint32_t>(b, kCOffNLayer);
+  h.n_layer = n_layer;
   h.payload_crc32c = Get<uint32_t>(b, kCOffPayloadCrc);
   h.payload_bytes = Get<uint64_t>(b, kCOffPayloadBytes);
-  if (file_size - kChunkHeaderBytes != h.payload_bytes) {
+  if (file_size - header_bytes != h.payload_bytes) {
     return Corrupt("chunk truncated or extended: {} payload bytes, header says {}",
-                   file_size - kChunkHeaderBytes, h.payload_bytes);
+                   file_size - header_bytes, h.payload_bytes);
+  }
+  if (version != kChunkVersionV2) {
+    h.layers.resize(n_layer);
+    uint64_t sum = 0;
+    for (uint32_t l = 0; l < n_layer; ++l) {
+      h.layers[l].bytes = Get<uint32_t>(b, kChunkHeaderBytes + l * kLayerRowBytes);
+      h.layers[l].crc32c = Get<uint32_t>(b, kChunkHeaderBytes + l * kLayerRowBytes + 4);
+      sum += h.layers[l].bytes;
+    }
+    if (sum != h.payload_bytes) {
+      return Corrupt("chunk layer table sums to {} bytes, the payload is {}", sum, h.payload_bytes);
+    }
   }
   return h;
+}
+
+Expected<ChunkHeader> ReadChunkHeader(const File& file) {
+  FLASHKV_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  uint8_t fixed[kChunkHeaderBytes] = {};
+  if (size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, fixed, sizeof(fixed)));
+  Expected<ChunkHeader> h = ParseChunkHeader(fixed, sizeof(fixed), size);
+  // A version-3 header is longer than its fixed part: read it whole and parse again.
+  if (h.ok() || size < kChunkHeaderBytes || Get<uint32_t>(fixed, kCOffVersion) != kChunkVersion) {
+    return h;
+  }
+  const uint32_t header_bytes = Get<uint32_t>(fixed, kCOffHeaderBytes);
+  if (header_bytes <= kChunkHeaderBytes || header_bytes > ChunkHeaderBytesFor(4096) ||
+      header_bytes > size) {
+    return h;
+  }
+  std::vector<uint8_t> whole(header_bytes);
+  FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, whole.data(), whole.size()));
+  return ParseChunkHeader(whole.data(), whole.size(), size);
 }
 
 Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& ref,
                                       uint64_t expect_payload) {
   FLASHKV_ASSIGN_OR_RETURN(uint64_t size, file.Size());
-  uint8_t b[kChunkHeaderBytes] = {};
-  if (size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, b, sizeof(b)));
-  Expected<ChunkHeader> parsed = ParseChunkHeader(b, size);
-  // A version-2 manifest names version-2 chunks only: any other is damage here.
+  Expected<ChunkHeader> parsed = ReadChunkHeader(file);
+  // A version-2 manifest names chunks of versions 2 and 3 only: any other is damage here.
   if (!parsed.ok() && parsed.status().code() == StatusCode::kUnsupported) {
     return Corrupt("{}", parsed.status().message());
   }
@@ -245,8 +333,16 @@ Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& 
 Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name) {
   const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
   FLASHKV_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(b, bytes.size()));
-  if (Crc32c(0, b + kChunkHeaderBytes, h.payload_bytes) != h.payload_crc32c) {
+  const uint8_t* payload = b + h.header_bytes;
+  if (Crc32c(0, payload, h.payload_bytes) != h.payload_crc32c) {
     return Corrupt("chunk payload checksum mismatch");
+  }
+  uint64_t at = 0;
+  for (size_t l = 0; l < h.layers.size(); ++l) {
+    if (Crc32c(0, payload + at, h.layers[l].bytes) != h.layers[l].crc32c) {
+      return Corrupt("chunk layer {} checksum mismatch", l);
+    }
+    at += h.layers[l].bytes;
   }
   Sha1Digest from_name;
   if (ParseChunkFileName(file_name, &from_name) && from_name != h.name) {
@@ -323,8 +419,10 @@ Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, u
   const std::string tmp = final_path + ".tmp." + tmp_tag;
   Status st = [&]() -> Status {
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-    const size_t n = size_t(kChunkHeaderBytes + header.payload_bytes);
-    const size_t first = std::min<size_t>(n, File::kDirectAlign);
+    const size_t n = size_t(header.header_bytes + header.payload_bytes);
+    // The block(s) holding the header, written last.
+    const size_t first = std::min<size_t>(n, (header.header_bytes + File::kDirectAlign - 1) /
+                                                 File::kDirectAlign * File::kDirectAlign);
     {
       ChunkedFileWriter out(f, 2, direct);
       // Payload first, the block with the header last: a torn temp file never has a
@@ -365,6 +463,7 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
   }
   const uint32_t n = ChunkCount(h.n_tokens, chunk_tokens);
   const uint64_t payload_bytes = ChunkPayloadBytes(shape, chunk_tokens);
+  const uint32_t header_bytes = ChunkHeaderBytesFor(h.n_layer);
   std::unique_ptr<snapshot_detail::AlignedBuffer> buffer;  // header + payload, aligned
   std::vector<SnapshotChunkRef> refs;
   bool wrote = false;
@@ -379,24 +478,26 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
     }
     if (!buffer) {
       FLASHKV_RETURN_IF_ERROR(CreateDirectories(sink.chunk_dir, 0700));
-      buffer = std::make_unique<snapshot_detail::AlignedBuffer>(kChunkHeaderBytes + payload_bytes);
+      buffer = std::make_unique<snapshot_detail::AlignedBuffer>(header_bytes + payload_bytes);
       if (buffer->p == nullptr) {
         return ResourceExhausted("cannot allocate a chunk of {} bytes", payload_bytes);
       }
     }
-    uint8_t* payload = buffer->p + kChunkHeaderBytes;
+    uint8_t* payload = buffer->p + header_bytes;
     GatherChunkPayload(shape, h.n_tokens, chunk_tokens, k, layers, payload);
     ChunkHeader ch;
+    ch.header_bytes = header_bytes;
     ch.name = name;
     ch.index = k;
     ch.chunk_tokens = chunk_tokens;
     ch.n_layer = h.n_layer;
     ch.payload_bytes = payload_bytes;
     ch.payload_crc32c = Crc32c(0, payload, payload_bytes);
+    ch.layers = ChunkLayerCrcs(shape, chunk_tokens, payload);
     FLASHKV_RETURN_IF_ERROR(WriteChunkFile(sink.chunk_dir, ch, buffer->p,
                                            fmt::format("{}.{}", sink.tmp_tag, k), sink.direct));
     wrote = true;
-    SnapshotChunkRef ref{name, kChunkHeaderBytes + payload_bytes, ch.payload_crc32c};
+    SnapshotChunkRef ref{name, header_bytes + payload_bytes, ch.payload_crc32c};
     if (sink.written) sink.written(ref);
     refs.push_back(ref);
   }

@@ -370,7 +370,7 @@ TEST_F(DiskCacheChunksTest, WriteBudgetSkipsSavesBeyondIt) {
 // prefill for the manifest it writes, and is skipped; a long one is admitted.
 TEST_F(DiskCacheChunksTest, SavesNotWorthTheirWritesAreSkipped) {
   DiskCacheOptions o = Options(dir_);
-  o.min_tokens_per_mib = 20000;  // small-shape manifests are ~8 KiB: ≥ 160 tokens each
+  o.min_tokens_per_mib = 15000;  // small-shape manifests are ~8 KiB: ≥ 120 tokens each
   auto cache = DiskCache::Open(o);
   ASSERT_TRUE(cache.ok());
   const auto ids = Tokens(256, 11);
