@@ -1,8 +1,10 @@
 #include "kv/snapshot_chunks.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -445,6 +447,114 @@ Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, u
   return st;
 }
 
+namespace {
+
+// One chunk file being streamed (WriteChunksStreaming).
+struct StreamedChunk {
+  uint32_t index = 0;
+  std::string tmp, final_path;
+  std::optional<File> file;
+  ChunkHeader header;
+  uint64_t at = 0;  // next payload byte's file offset
+};
+
+// Writes the chunk files `todo` (indices into `names`) layer by layer as the capture makes
+// each layer of `full` final (`ready`): layer l's rows of every chunk go to their files
+// (ordinary positioned writes, writeback started as they go) while the capture of the next
+// layers proceeds, each layer's CRC and the running payload CRC computed on the way. Then
+// per file: fdatasync, the header, fdatasync, rename — a torn temp file never has a valid
+// header, and no chunk is renamed before its bytes are durable. Appends the refs in `todo`
+// order.
+Status WriteChunksStreaming(const SnapshotImage& full, const KvShape& shape, uint32_t chunk_tokens,
+                            const std::vector<Sha1Digest>& names, const std::vector<uint32_t>& todo,
+                            const ChunkSink& sink, std::vector<SnapshotChunkRef>* written) {
+  const SnapshotHeader& h = full.header();
+  const uint32_t header_bytes = ChunkHeaderBytesFor(h.n_layer);
+  const uint64_t payload_bytes = ChunkPayloadBytes(shape, chunk_tokens);
+  std::vector<StreamedChunk> files(todo.size());
+  auto cleanup = [&] {
+    for (StreamedChunk& c : files) {
+      if (c.file) (void)c.file->Close();
+      if (!c.tmp.empty()) (void)RemoveFile(c.tmp);
+    }
+  };
+  Status st = [&]() -> Status {
+    for (size_t i = 0; i < todo.size(); ++i) {
+      StreamedChunk& c = files[i];
+      c.index = todo[i];
+      c.final_path = JoinPath(sink.chunk_dir, ChunkFileName(names[c.index]));
+      const std::string tmp = fmt::format("{}.tmp.{}.{}", c.final_path, sink.tmp_tag, c.index);
+      FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+      c.tmp = tmp;
+      c.file.emplace(std::move(f));
+      c.at = header_bytes;
+      ChunkHeader& ch = c.header;
+      ch.header_bytes = header_bytes;
+      ch.name = names[c.index];
+      ch.index = c.index;
+      ch.chunk_tokens = chunk_tokens;
+      ch.n_layer = h.n_layer;
+      ch.payload_bytes = payload_bytes;
+      ch.layers.resize(h.n_layer);
+    }
+    for (uint32_t l = 0; l < h.n_layer; ++l) {
+      const SnapshotSection* s = h.Find(SnapshotSectionKind::kLayer, l);
+      if (s == nullptr) return Internal("image without layer {}", l);
+      const LayerRowSpans r = RowSpansOf(shape, int(l), h.n_tokens);
+      if (r.ratio == 0) continue;
+      if (sink.ready) FLASHKV_RETURN_IF_ERROR(sink.ready(s->offset + s->bytes));
+      const auto* base = reinterpret_cast<const float*>(full.data() + s->offset);
+      const uint64_t rows = chunk_tokens / uint32_t(r.ratio);
+      for (StreamedChunk& c : files) {
+        const uint64_t first = uint64_t(c.index) * rows;
+        const float* comp = base + r.comp_offset + first * r.comp_row;
+        const size_t comp_n = size_t(rows * r.comp_row * sizeof(float));
+        FLASHKV_RETURN_IF_ERROR(c.file->WriteAt(c.at, comp, comp_n));
+        uint32_t lcrc = Crc32c(0, comp, comp_n);
+        c.header.payload_crc32c = Crc32c(c.header.payload_crc32c, comp, comp_n);
+        size_t n = comp_n;
+        if (r.index_row > 0) {
+          const float* idx = base + r.index_offset + first * r.index_row;
+          const size_t idx_n = size_t(rows * r.index_row * sizeof(float));
+          FLASHKV_RETURN_IF_ERROR(c.file->WriteAt(c.at + comp_n, idx, idx_n));
+          lcrc = Crc32c(lcrc, idx, idx_n);
+          c.header.payload_crc32c = Crc32c(c.header.payload_crc32c, idx, idx_n);
+          n += idx_n;
+        }
+        c.header.layers[l] = {uint32_t(n), lcrc};
+        c.file->StartWriteback(c.at, n);
+        c.at += n;
+      }
+    }
+    std::vector<uint8_t> head(header_bytes);
+    for (StreamedChunk& c : files) {
+      if (c.at != header_bytes + payload_bytes) {
+        return Internal("chunk {}: {} payload bytes streamed, {} planned", c.index,
+                        c.at - header_bytes, payload_bytes);
+      }
+      FLASHKV_RETURN_IF_ERROR(c.file->SyncData());
+      EncodeChunkHeader(c.header, head.data());
+      FLASHKV_RETURN_IF_ERROR(c.file->WriteAt(0, head.data(), head.size()));
+      FLASHKV_RETURN_IF_ERROR(c.file->SyncData());
+      c.file->DropCache();  // restores read it cold; keep the page cache for others
+      FLASHKV_RETURN_IF_ERROR(c.file->Close());
+      c.file.reset();
+      if (::rename(c.tmp.c_str(), c.final_path.c_str()) != 0) {
+        return IoError("rename {} -> {}: {}", c.tmp, c.final_path, std::strerror(errno));
+      }
+      c.tmp.clear();
+      SnapshotChunkRef ref{c.header.name, header_bytes + payload_bytes, c.header.payload_crc32c};
+      if (sink.written) sink.written(ref);
+      written->push_back(ref);
+    }
+    return Status::Ok();
+  }();
+  cleanup();
+  return st;
+}
+
+}  // namespace
+
 Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& full,
                                                          uint32_t chunk_tokens,
                                                          const ChunkSink& sink) {
@@ -468,6 +578,27 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
   std::vector<SnapshotChunkRef> refs;
   bool wrote = false;
   const std::vector<Sha1Digest> names = ChunkNames(h.identity, chunk_tokens, full.tokens());
+  if (sink.ready) {
+    // Streamed behind the capture: which chunks are stored decides first, then every
+    // missing one is written layer by layer.
+    std::vector<std::optional<SnapshotChunkRef>> have(n);
+    std::vector<uint32_t> todo;
+    for (uint32_t k = 0; k < n; ++k) {
+      if (sink.existing) have[k] = sink.existing(names[k]);
+      if (!have[k]) todo.push_back(k);
+    }
+    if (!todo.empty()) {
+      FLASHKV_RETURN_IF_ERROR(CreateDirectories(sink.chunk_dir, 0700));
+      std::vector<SnapshotChunkRef> fresh;
+      FLASHKV_RETURN_IF_ERROR(
+          WriteChunksStreaming(full, shape, chunk_tokens, names, todo, sink, &fresh));
+      for (size_t i = 0; i < todo.size(); ++i) have[todo[i]] = fresh[i];
+      // Every chunk's rename is durable before the manifest that names them is written.
+      FLASHKV_RETURN_IF_ERROR(SyncDirectory(sink.chunk_dir));
+    }
+    for (uint32_t k = 0; k < n; ++k) refs.push_back(*have[k]);
+    return refs;
+  }
   for (uint32_t k = 0; k < n; ++k) {
     const Sha1Digest& name = names[k];
     if (sink.existing) {

@@ -162,15 +162,20 @@ Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
 Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
                       const std::string& tmp_tag, bool direct);
 
-// Splits a captured whole-state image (v1 layout, its layers final) into chunk files and
-// returns its manifest's chunk list: for each whole chunk, `existing(name)` says whether
-// a chunk of that name is already stored (then it is referenced, not written; its ref
-// says the stored file's size and CRC) — otherwise it is written into `chunk_dir` and
+// Splits a captured whole-state image (v1 layout) into chunk files and returns its
+// manifest's chunk list: for each whole chunk, `existing(name)` says whether a chunk of
+// that name is already stored (then it is referenced, not written; its ref says the
+// stored file's size and CRC) — otherwise it is written into `chunk_dir` and
 // `written(ref)` is told. One fsync of chunk_dir at the end when anything was written.
+// Without `ready` the image's layers must be final, and each chunk is gathered and
+// written whole (WriteChunkFile); with it, the image is still being captured
+// (`ready(end)` blocks until bytes [0, end) are final) and the chunk files are streamed
+// layer by layer behind the capture, all of them at once (ordinary writes).
 struct ChunkSink {
   std::string chunk_dir;
   std::string tmp_tag;
   bool direct = true;  // O_DIRECT writes where possible (kept out of the page cache)
+  std::function<Status(uint64_t end)> ready;
   std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> existing;
   std::function<void(const SnapshotChunkRef&)> written;
 };
