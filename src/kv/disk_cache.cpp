@@ -64,6 +64,7 @@ Status DiskCache::Impl::CheckDirectory() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     lost = index_.Clear();
+    window_file_bytes_ = 0;  // counted again if the scan finds the file
   }
   if (lost > 0) spdlog::warn("kv cache: {} entries went with the old directory", lost);
   FLASHKV_RETURN_IF_ERROR(Scan());

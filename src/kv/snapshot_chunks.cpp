@@ -291,21 +291,23 @@ Expected<ChunkHeader> ParseChunkHeader(const uint8_t* b, uint64_t available, uin
 
 Expected<ChunkHeader> ReadChunkHeader(const File& file) {
   FLASHKV_ASSIGN_OR_RETURN(uint64_t size, file.Size());
-  uint8_t fixed[kChunkHeaderBytes] = {};
-  if (size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, fixed, sizeof(fixed)));
-  Expected<ChunkHeader> h = ParseChunkHeader(fixed, sizeof(fixed), size);
-  // A version-3 header is longer than its fixed part: read it whole and parse again.
-  if (h.ok() || size < kChunkHeaderBytes || Get<uint32_t>(fixed, kCOffVersion) != kChunkVersion) {
+  // One read covers every header of up to 504 layers (a restore opens every chunk first).
+  std::vector<uint8_t> head(size_t(std::min<uint64_t>(size, File::kDirectAlign)));
+  if (!head.empty()) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, head.data(), head.size()));
+  Expected<ChunkHeader> h = ParseChunkHeader(head.data(), head.size(), size);
+  if (h.ok() || head.size() < kChunkHeaderBytes ||
+      Get<uint32_t>(head.data(), kCOffVersion) != kChunkVersion) {
     return h;
   }
-  const uint32_t header_bytes = Get<uint32_t>(fixed, kCOffHeaderBytes);
-  if (header_bytes <= kChunkHeaderBytes || header_bytes > ChunkHeaderBytesFor(4096) ||
+  // A longer version-3 header: read it whole and parse again.
+  const uint32_t header_bytes = Get<uint32_t>(head.data(), kCOffHeaderBytes);
+  if (header_bytes <= head.size() || header_bytes > ChunkHeaderBytesFor(4096) ||
       header_bytes > size) {
     return h;
   }
-  std::vector<uint8_t> whole(header_bytes);
-  FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, whole.data(), whole.size()));
-  return ParseChunkHeader(whole.data(), whole.size(), size);
+  head.resize(header_bytes);
+  FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, head.data(), head.size()));
+  return ParseChunkHeader(head.data(), head.size(), size);
 }
 
 Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& ref,

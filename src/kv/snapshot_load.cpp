@@ -51,10 +51,12 @@ struct StreamPiece {
 class LayerStreamer {
  public:
   LayerStreamer(const std::vector<StreamPiece>& layers, const SnapshotLoadOptions& options)
-      : layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 4096)) {
+      : layers_(layers),
+        chunk_(std::max<size_t>(options.chunk_bytes, 4096)),
+        readers_(std::clamp(options.readers, 1, 4)) {
     uint64_t biggest = 0;
     for (const StreamPiece& s : layers_) biggest = std::max(biggest, s.bytes);
-    const int n = std::clamp(options.staging_buffers, 1, 8);
+    const int n = std::clamp(std::max(options.staging_buffers, readers_ + 1), 1, 8);
     for (int i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
     slots_.resize(n);
   }
@@ -65,7 +67,7 @@ class LayerStreamer {
       stop_ = true;
     }
     cv_.notify_all();
-    if (reader_.joinable()) reader_.join();
+    for (std::thread& t : readers_threads_) t.join();
   }
 
   // Calls consume(piece_index, block (nullptr for a whole piece), bytes) for every piece
@@ -75,7 +77,7 @@ class LayerStreamer {
     for (const auto& b : bufs_) {
       if (b->p == nullptr) return ResourceExhausted("cannot allocate the snapshot staging buffers");
     }
-    reader_ = std::thread([this] { ReaderLoop(); });
+    for (int r = 0; r < readers_; ++r) readers_threads_.emplace_back([this, r] { ReaderLoop(r); });
     for (size_t i = 0; i < layers_.size(); ++i) {
       const size_t slot = i % bufs_.size();
       Status st;
@@ -123,8 +125,9 @@ class LayerStreamer {
     int64_t consumed = -1;    // last piece index the consumer released from it
   };
 
-  void ReaderLoop() {
-    for (size_t i = 0; i < layers_.size(); ++i) {
+  // Reader r reads pieces r, r + R, r + 2R, …: R reads in flight.
+  void ReaderLoop(int r) {
+    for (size_t i = size_t(r); i < layers_.size(); i += size_t(readers_)) {
       const size_t slot = i % bufs_.size();
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -145,7 +148,7 @@ class LayerStreamer {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!st.ok()) {
-          reader_status_ = st;
+          if (reader_status_.ok()) reader_status_ = st;
         } else {
           slots_[slot].filled_for = int64_t(i);
           bytes_read_ += s.bytes;
@@ -158,6 +161,7 @@ class LayerStreamer {
 
   const std::vector<StreamPiece>& layers_;
   const size_t chunk_;
+  const int readers_;
   std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -165,35 +169,33 @@ class LayerStreamer {
   Status reader_status_;
   bool stop_ = false;
   uint64_t bytes_read_ = 0;
-  std::thread reader_;
+  std::vector<std::thread> readers_threads_;
 };
 
-// A version-3 chunk's payload is read in pieces of whole layers of about this size: large
-// sequential reads, while the upload of one piece's layers overlaps the next read.
-constexpr uint64_t kChunkPieceBytes = uint64_t(8) << 20;
-
-// The reads of chunk k's payload: version 3 in pieces of whole layers, each layer a block
-// with its own CRC; version 2 as one piece, one block over every layer.
+// The reads of chunk k's payload: version 3 in pieces of whole layers of at most
+// `piece_bytes` (SnapshotLoadOptions::chunk_bytes, one read(); a layer larger than that is
+// a piece of its own) — large sequential reads, while the upload of one piece's layers
+// overlaps the next read — each layer a block with its own CRC; version 2 as one piece,
+// one block over every layer.
 void AddChunkPieces(const File& file, const ChunkHeader& ch, size_t k, const std::string& what,
-                    std::vector<StreamPiece>* out) {
+                    uint64_t piece_bytes, std::vector<StreamPiece>* out) {
   if (ch.layers.empty()) {
     StreamPiece p{&file, ch.header_bytes, ch.payload_bytes, 0, what, int64_t(k), -1, {}};
     p.blocks.push_back({0, ch.payload_bytes, ch.payload_crc32c, -1});
     out->push_back(std::move(p));
     return;
   }
-  uint64_t at = ch.header_bytes;
-  StreamPiece p{&file, at, 0, 0, what, int64_t(k), -1, {}};
+  StreamPiece p{&file, ch.header_bytes, 0, 0, what, int64_t(k), -1, {}};
   for (size_t l = 0; l < ch.layers.size(); ++l) {
     const ChunkLayerCrc& lc = ch.layers[l];
     if (lc.bytes == 0) continue;
+    if (p.bytes > 0 && p.bytes + lc.bytes > piece_bytes) {
+      const uint64_t next = p.offset + p.bytes;
+      out->push_back(std::move(p));
+      p = StreamPiece{&file, next, 0, 0, what, int64_t(k), -1, {}};
+    }
     p.blocks.push_back({p.bytes, lc.bytes, lc.crc32c, int(l)});
     p.bytes += lc.bytes;
-    if (p.bytes >= kChunkPieceBytes) {
-      out->push_back(p);
-      p = StreamPiece{&file, at + p.bytes, 0, 0, what, int64_t(k), -1, {}};
-      at = p.offset;
-    }
   }
   if (p.bytes > 0) out->push_back(std::move(p));
 }
@@ -256,7 +258,7 @@ Expected<uint64_t> LoadChunkedLayers(const std::string& chunk_dir, const Snapsho
   std::vector<StreamPiece> pieces;
   for (size_t k = 0; k < refs.size(); ++k) {
     AddChunkPieces(chunks[k], headers[k], k, fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name)),
-                   &pieces);
+                   std::max<uint64_t>(options.chunk_bytes, 4096), &pieces);
   }
   for (StreamPiece& p : layer_pieces) pieces.push_back(std::move(p));
   FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
