@@ -1,5 +1,7 @@
 #include "kv/snapshot_chunks.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -488,6 +490,9 @@ Status WriteChunksStreaming(const SnapshotImage& full, const KvShape& shape, uin
       const std::string tmp = fmt::format("{}.tmp.{}.{}", c.final_path, sink.tmp_tag, c.index);
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
       c.tmp = tmp;
+      // Reserved whole: the files are written a layer at a time, all at once, and would
+      // otherwise interleave their extents (best effort; a restore reads each in order).
+      (void)::fallocate(f.fd(), 0, 0, off_t(header_bytes + payload_bytes));
       c.file.emplace(std::move(f));
       c.at = header_bytes;
       ChunkHeader& ch = c.header;
