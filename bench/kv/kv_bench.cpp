@@ -15,6 +15,9 @@
 // fsync), then again warm. FLASHKV_BENCH_CHUNK_TOKENS sets DiskCacheOptions::chunk_tokens
 // (default: the cache's, 2048 — format v2, a manifest plus 2,048-token chunks; 0: one v1
 // file); sizes and rates count the manifest and every chunk it names.
+// FLASHKV_BENCH_READ_MB sets SnapshotLoadOptions::chunk_bytes (default 16: one read()),
+// FLASHKV_BENCH_READERS its reader threads.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -120,6 +123,10 @@ int Run(const std::string& dir, int64_t n_tokens) {
   o.identity = SnapshotIdentity{Sha1Of("bench"), "official/q8"};
   if (const char* c = std::getenv("FLASHKV_BENCH_CHUNK_TOKENS"))
     o.chunk_tokens = uint32_t(std::atoi(c));
+  // The restore's read size (and, for v2, its largest piece of whole chunk layers).
+  if (const char* r = std::getenv("FLASHKV_BENCH_READ_MB"))
+    o.load.chunk_bytes = size_t(std::max(1, std::atoi(r))) << 20;
+  if (const char* r = std::getenv("FLASHKV_BENCH_READERS")) o.load.readers = std::atoi(r);
   auto cache = DiskCache::Open(o);
   if (!cache.ok()) {
     std::fprintf(stderr, "%s\n", cache.status().ToString().c_str());
@@ -193,8 +200,9 @@ int Run(const std::string& dir, int64_t n_tokens) {
   const double ddw = Mb(uint64_t(dd_bytes)) / dd_w, ddr = Mb(uint64_t(dd_bytes)) / dd_r;
   const double ddrw = Mb(uint64_t(dd_bytes)) / dd_rw;
   const double ddwd = Mb(uint64_t(((mib + 15) / 16) << 24)) / dd_wd;
-  std::printf("tokens %lld: snapshot %.1f MB (chunk tokens %u)\n", static_cast<long long>(n_tokens),
-              Mb(bytes), o.chunk_tokens);
+  std::printf("tokens %lld: snapshot %.1f MB (chunk tokens %u, read %zu MiB, %d readers)\n",
+              static_cast<long long>(n_tokens), Mb(bytes), o.chunk_tokens, o.load.chunk_bytes >> 20,
+              o.load.readers);
   std::printf(
       "  save  %7.0f MB/s  (Save returns in %.0f ms: host copy, writes under way; Flush "
       "%.0f ms)  dd write %7.0f MB/s  ratio %.2f  (dd O_DIRECT %.0f MB/s)\n",

@@ -35,6 +35,7 @@ DiskCache::Impl::Impl(DiskCacheOptions o)
 
 Status DiskCache::Impl::Open() {
   FLASHKV_RETURN_IF_ERROR(dir_.Open());
+  LoadWindow();
   FLASHKV_RETURN_IF_ERROR(Scan());
   SweepChunks();
   if (!dir_.read_only()) {
@@ -63,6 +64,7 @@ Status DiskCache::Impl::CheckDirectory() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     lost = index_.Clear();
+    window_file_bytes_ = 0;  // counted again if the scan finds the file
   }
   if (lost > 0) spdlog::warn("kv cache: {} entries went with the old directory", lost);
   FLASHKV_RETURN_IF_ERROR(Scan());
@@ -82,13 +84,11 @@ void DiskCache::Impl::ScanChunks() {
       spdlog::info("kv cache: removing stale temp file {}", path);
       (void)RemoveFile(path);
     } else if (f.is_regular && ParseChunkFileName(f.name, &name)) {
-      // The header only (64 bytes): name, size and payload CRC, which a manifest's ref must
-      // agree with; a load checks the payload.
+      // The header only: name, size and payload CRC, which a manifest's ref must agree
+      // with; a load checks the payload.
       Expected<ChunkHeader> h = [&]() -> Expected<ChunkHeader> {
         FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
-        uint8_t b[kChunkHeaderBytes] = {};
-        if (f.size >= kChunkHeaderBytes) FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, b, sizeof(b)));
-        FLASHKV_ASSIGN_OR_RETURN(ChunkHeader ch, ParseChunkHeader(b, f.size));
+        FLASHKV_ASSIGN_OR_RETURN(ChunkHeader ch, ReadChunkHeader(file));
         if (ch.name != name) return Corrupt("chunk file name does not match its header");
         return ch;
       }();
@@ -146,7 +146,7 @@ void DiskCache::Impl::CheckChunksOf(const DiskCacheEntry& entry) {
     Expected<ChunkHeader> h = VerifyChunkFile(path);
     Status bad = h.status();
     if (h.ok() && (h->payload_crc32c != ref.payload_crc32c ||
-                   h->payload_bytes + kChunkHeaderBytes != ref.file_bytes)) {
+                   h->payload_bytes + h->header_bytes != ref.file_bytes)) {
       bad = Corrupt("{}: not the chunk {} names", path, entry.path);
     }
     if (bad.ok() || bad.code() == StatusCode::kNotFound) continue;
@@ -204,10 +204,15 @@ Status DiskCache::Impl::Scan() {
         if (!qf.is_regular) continue;  // set aside (not a file): never evicted
         index_.AddQuarantined(JoinPath(path, qf.name), qf.size);
       }
-    } else if (f.is_regular && f.name.find(kSnapshotTempMarker) != std::string::npos) {
+    } else if (f.is_regular && (f.name.find(kSnapshotTempMarker) != std::string::npos ||
+                                f.name.starts_with(kWriteWindowTempPrefix))) {
       if (dir_.read_only()) continue;
       spdlog::info("kv cache: removing stale temp file {}", path);
       FLASHKV_RETURN_IF_ERROR(RemoveFile(path));
+    } else if (f.is_regular && f.name == kWriteWindowFileName) {
+      std::lock_guard<std::mutex> lock(mu_);
+      index_.AddOtherBytes(f.size);
+      window_file_bytes_ = f.size;
     } else if (f.is_regular && ParseSnapshotFileName(f.name, &key)) {
       ScanEntry(path, key, f.size);
     } else if (ParseSnapshotFileName(f.name, &key)) {
@@ -391,17 +396,21 @@ DiskWriter::Host DiskCache::Impl::WriterHost() {
     index_.Settle(orphans);
   };
   h.finished = [this](const DiskWriteJob& job, const Status& st) {
-    std::lock_guard<std::mutex> lock(mu_);
-    index_.Unreserve(job.reserved);
-    queued_write_bytes_ -= std::min(queued_write_bytes_, job.reserved);
-    if (job.written_bytes > 0) writes_.emplace_back(BudgetNowMs(), job.written_bytes);
-    pending_keys_.erase(job.key);
-    ++(st.ok() ? stats_.saves : stats_.save_failures);
-    stats_.bytes_written += job.written_bytes;
-    const uint8_t reason = uint8_t(job.image->header().reason);
-    if (reason < std::size(stats_.bytes_written_by_reason)) {
-      stats_.bytes_written_by_reason[reason] += job.written_bytes;
+    WindowImage window;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      index_.Unreserve(job.reserved);
+      queued_write_bytes_ -= std::min(queued_write_bytes_, job.reserved);
+      if (job.written_bytes > 0) window = ChargeWritesLocked(job.written_bytes);
+      pending_keys_.erase(job.key);
+      ++(st.ok() ? stats_.saves : stats_.save_failures);
+      stats_.bytes_written += job.written_bytes;
+      const uint8_t reason = uint8_t(job.image->header().reason);
+      if (reason < std::size(stats_.bytes_written_by_reason)) {
+        stats_.bytes_written_by_reason[reason] += job.written_bytes;
+      }
     }
+    PersistWindow(window);
   };
   return h;
 }
@@ -483,9 +492,7 @@ Expected<int> DiskCache::Impl::Collect(std::optional<uint64_t> budget) {
 DiskCacheStats DiskCache::Impl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DiskCacheStats s = stats_;
-  constexpr int64_t kDayMs = int64_t(24) * 3600 * 1000;
-  const int64_t now = BudgetNowMs();
-  for (const auto& [t, b] : writes_) s.bytes_written_24h += t > now - kDayMs ? b : 0;
+  s.bytes_written_24h = window_.InWindow(BudgetNowMs());
   s.budget_bytes = opt_.budget_bytes;
   s.used_bytes = index_.used();
   index_.Count(&s.entries, &s.foreign_entries);

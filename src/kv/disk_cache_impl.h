@@ -18,6 +18,7 @@
 #include "kv/cache_directory.h"
 #include "kv/disk_cache.h"
 #include "kv/disk_index.h"
+#include "kv/disk_write_window.h"
 #include "kv/disk_writer.h"
 #include "kv/pinned_standby.h"
 
@@ -76,6 +77,16 @@ class DiskCache::Impl {
   // The write budget's clock and window (mu_ held): bytes written in the last 24 h.
   int64_t BudgetNowMs() const;
   uint64_t WrittenInWindowLocked(int64_t now_ms);
+  // Charges `bytes` written now to the window (mu_ held); returns what PersistWindow
+  // stores, then, without mu_ (the window file survives restarts: disk_write_window.h).
+  struct WindowImage {
+    std::string bytes;
+    uint64_t generation = 0;
+  };
+  WindowImage ChargeWritesLocked(uint64_t bytes);
+  void PersistWindow(const WindowImage& image);
+  // Reads the window file at Open (a damaged one is logged and ignored).
+  void LoadWindow();
   // Why a save of `n_tokens` writing `bytes` is not admitted by the SSD rules, or Ok.
   Status CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes);
 
@@ -96,12 +107,17 @@ class DiskCache::Impl {
   CacheDirectory dir_;
   mutable std::mutex mu_;  // guards index_, pending_keys_, stats_
   DiskIndex index_;
-  std::set<std::string> pending_keys_;               // admitted, not yet written (or failed)
-  std::deque<std::pair<int64_t, uint64_t>> writes_;  // (finished at, bytes) in the window
-  uint64_t queued_write_bytes_ = 0;                  // admitted, not finished
+  std::set<std::string> pending_keys_;  // admitted, not yet written (or failed)
+  DiskWriteWindow window_;              // bytes written, last 24 h
+  uint64_t window_generation_ = 0;      // of window_'s last change
+  uint64_t window_file_bytes_ = 0;      // the window file, in the index's bytes
+  uint64_t queued_write_bytes_ = 0;     // admitted, not finished
   DiskCacheStats stats_;
   std::mutex hook_mu_;
   std::function<void(const DiskStoredEntry&)> stored_hook_;
+  std::mutex window_file_mu_;   // one window file write at a time
+  uint64_t window_stored_ = 0;  // generation last stored (window_file_mu_)
+  bool window_store_logged_ = false;
   std::mutex standby_mu_;
   std::unique_ptr<PinnedStandby> standby_;  // made with the first state's backend
   // Last: its thread calls back into everything above, so it stops first.

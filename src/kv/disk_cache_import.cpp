@@ -177,12 +177,19 @@ Status DiskCache::Impl::Import(std::string_view key, uint32_t n_tokens,
     if (st.ok()) st = RenameDurably(tmp, path);
     if (!st.ok()) (void)RemoveFile(tmp);
   }
+  WindowImage window;
   {
     std::lock_guard<std::mutex> lock(mu_);
     index_.Unreserve(need);
     pending_keys_.erase(skey);
     if (!st.ok()) ++stats_.save_failures;
+    // What reached the SSD counts against the write budget like a save's bytes (the
+    // chunks written even when the manifest then failed).
+    uint64_t written = st.ok() ? manifest.size() : 0;
+    for (const auto& [hex, c] : chunks) written += c.write && c.pinned ? c.bytes.size() : 0;
+    if (written > 0) window = ChargeWritesLocked(written);
   }
+  PersistWindow(window);
   if (!st.ok()) {
     release();
     return st.WithContext("kv cache import");

@@ -135,7 +135,7 @@ Expected<std::string> DiskCache::Impl::Save(const KvState& state, const Snapshot
                                        content.text.size(), extensions, chunk_tokens);
   }
   const uint64_t chunk_file_bytes =
-      chunk_tokens > 0 ? kChunkHeaderBytes + ChunkPayloadBytes(state.shape(), chunk_tokens) : 0;
+      chunk_tokens > 0 ? ChunkFileBytes(state.shape(), chunk_tokens) : 0;
   uint64_t bytes = manifest_bytes;  // what this save adds to the directory
   std::vector<DiskVictim> victims;
   {
@@ -223,11 +223,50 @@ int64_t DiskCache::Impl::BudgetNowMs() const {
 }
 
 uint64_t DiskCache::Impl::WrittenInWindowLocked(int64_t now_ms) {
-  constexpr int64_t kDayMs = int64_t(24) * 3600 * 1000;
-  while (!writes_.empty() && writes_.front().first <= now_ms - kDayMs) writes_.pop_front();
-  uint64_t sum = 0;
-  for (const auto& [t, b] : writes_) sum += b;
-  return sum;
+  return window_.InWindow(now_ms);
+}
+
+DiskCache::Impl::WindowImage DiskCache::Impl::ChargeWritesLocked(uint64_t bytes) {
+  window_.Add(BudgetNowMs(), bytes);
+  WindowImage image{window_.Encode(), ++window_generation_};
+  // The file counts against the space budget as every file here does (written before
+  // the save's Flush returns).
+  if (!dir_.read_only()) {
+    const uint64_t size = image.bytes.size();
+    if (size > window_file_bytes_) index_.AddOtherBytes(size - window_file_bytes_);
+    if (size < window_file_bytes_) index_.RemoveOtherBytes(window_file_bytes_ - size);
+    window_file_bytes_ = size;
+  }
+  return image;
+}
+
+void DiskCache::Impl::PersistWindow(const WindowImage& image) {
+  if (image.generation == 0 || dir_.read_only()) return;
+  std::lock_guard<std::mutex> lock(window_file_mu_);
+  if (image.generation <= window_stored_) return;  // a later window is already stored
+  Status st = DiskWriteWindow::StoreFile(opt_.dir, image.bytes);
+  if (st.ok()) {
+    window_stored_ = image.generation;
+    window_store_logged_ = false;
+  } else if (!window_store_logged_) {
+    // The budget still holds in memory; only a restart would forget it.
+    spdlog::warn("kv cache: cannot store the write-budget window: {}", st.ToString());
+    window_store_logged_ = true;
+  }
+}
+
+void DiskCache::Impl::LoadWindow() {
+  DiskWriteWindow loaded;
+  Status st = DiskWriteWindow::LoadFile(opt_.dir, BudgetNowMs(), &loaded);
+  if (!st.ok()) {
+    spdlog::warn("kv cache: ignoring the write-budget window ({}); it starts empty", st.ToString());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  window_ = std::move(loaded);
+  if (window_.buckets() > 0) {
+    spdlog::info("kv cache: {:.1f} MiB written in the last 24 h (from {})",
+                 CacheMib(window_.InWindow(BudgetNowMs())), kWriteWindowFileName);
+  }
 }
 
 Status DiskCache::Impl::CheckWriteRulesLocked(std::span<const int32_t> tokens, uint64_t bytes) {

@@ -6,6 +6,7 @@
 // what a plan names) or lock (DiskCache's mutex guards it).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -102,6 +103,7 @@ class DiskIndex {
 
   void AddQuarantined(const std::string& path, uint64_t bytes);
   void AddOtherBytes(uint64_t bytes) { other_bytes_ += bytes; }
+  void RemoveOtherBytes(uint64_t bytes) { other_bytes_ -= std::min(other_bytes_, bytes); }
   // Bytes of admitted entries not yet renamed into place.
   void Reserve(uint64_t bytes) { reserved_bytes_ += bytes; }
   void Unreserve(uint64_t bytes) { reserved_bytes_ -= bytes; }

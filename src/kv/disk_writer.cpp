@@ -186,8 +186,6 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
 
 Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
   SnapshotImage& img = *job.image;
-  // Chunks are cut from the whole captured state: wait for all of it.
-  FLASHKV_RETURN_IF_ERROR(job.capture->WaitReady(UINT64_MAX));
   const std::string chunk_dir = ChunkDirOf(dir_);  // made by the first chunk written
   std::vector<Sha1Digest> pinned;
   uint64_t chunk_bytes = 0;
@@ -196,6 +194,9 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
     sink.chunk_dir = chunk_dir;
     sink.tmp_tag = fmt::format("{}.{}", ::getpid(), temp_seq_);
     sink.direct = write_.direct;
+    // The chunk files stream behind the capture, layer by layer, as version-1 files do.
+    CaptureProgress& capture = *job.capture;
+    sink.ready = [&capture](uint64_t end) { return capture.WaitReady(end); };
     sink.existing = [&](const Sha1Digest& name) {
       std::optional<SnapshotChunkRef> ref = host_.use_chunk(name);
       if (ref) pinned.push_back(name);
@@ -210,6 +211,8 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
     // that names it exists: a crash leaves at worst unreferenced chunks.
     FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs,
                              WriteImageChunks(img, job.chunk_tokens, sink));
+    // The manifest is cut from the whole captured state.
+    FLASHKV_RETURN_IF_ERROR(capture.WaitReady(UINT64_MAX));
     FLASHKV_ASSIGN_OR_RETURN(SnapshotImage manifest,
                              MakeManifestImage(img, job.chunk_tokens, refs));
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));

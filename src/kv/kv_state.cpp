@@ -288,6 +288,54 @@ Status KvState::WriteLayer(int layer, const float* src) {
   return backend_->WriteMany(copies.data(), copies.size());
 }
 
+Status KvState::WriteRows(const RowWrite* writes, size_t n) {
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
+  std::vector<HostCopy> copies;
+  copies.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const RowWrite& w = writes[i];
+    FLASHKV_RETURN_IF_ERROR(CheckLayer(w.layer));
+    if (w.section != KvSection::kCompressed && w.section != KvSection::kIndexerRows) {
+      return InvalidArgument("row writes go to compressed or indexer rows only");
+    }
+    const int64_t row = w.section == KvSection::kCompressed ? shape_.head_dim : shape_.indexer_dim;
+    const int64_t have = row > 0 ? int64_t(SectionFloats(w.layer, w.section)) / row : 0;
+    if (w.rows == 0) continue;
+    if (w.first_row < 0 || w.rows < 0 || w.first_row + w.rows > have) {
+      return OutOfRange("layer {} rows [{}, {}) outside the {} it holds", w.layer, w.first_row,
+                        w.first_row + w.rows, have);
+    }
+    copies.push_back({DevPtr<void>((SectionPtr(w.layer, w.section) + w.first_row * row).get()),
+                      const_cast<float*>(w.src), size_t(w.rows * row) * sizeof(float)});
+  }
+  return backend_->WriteMany(copies.data(), copies.size());
+}
+
+Status KvState::WriteLayerTail(int layer, int64_t skip_rows, const float* src) {
+  FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));
+  FLASHKV_RETURN_IF_ERROR(WaitForCopies());
+  std::vector<HostCopy> copies;
+  float* host = const_cast<float*>(src);
+  for (KvSection s : kAllSections) {
+    if (s != KvSection::kCompressed && s != KvSection::kIndexerRows) {
+      host += SectionCopies(layer, s, host, copies);
+      continue;
+    }
+    const size_t n = SectionFloats(layer, s);
+    const size_t row = size_t(s == KvSection::kCompressed ? shape_.head_dim : shape_.indexer_dim);
+    const size_t skip = size_t(skip_rows) * row;
+    if (n == 0) continue;
+    if (skip_rows < 0 || skip > n) {
+      return OutOfRange("layer {}: {} rows skipped of {}", layer, skip_rows, n / row);
+    }
+    if (n == skip) continue;
+    copies.push_back({DevPtr<void>((SectionPtr(layer, s) + int64_t(skip)).get()), host,
+                      (n - skip) * sizeof(float)});
+    host += n - skip;
+  }
+  return backend_->WriteMany(copies.data(), copies.size());
+}
+
 Status KvState::SplitLayerCopies(int layer, float* dst, std::vector<HostCopy>* rest,
                                  std::vector<HostCopy>* closed) const {
   FLASHKV_RETURN_IF_ERROR(CheckLayer(layer));

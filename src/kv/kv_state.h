@@ -106,6 +106,20 @@ class KvState {
   size_t LayerFloats(int layer) const;
   Status ReadLayer(int layer, float* dst) const;
   Status WriteLayer(int layer, const float* src);
+  // Layer-by-layer restores of chunked snapshots (kv/snapshot_load.cpp): rows
+  // [first_row, first_row + rows) of a layer's compressed rows (kCompressed) or indexer
+  // rows (kIndexerRows) from `src`, all in one backend transfer list; and WriteLayer for a
+  // layer whose first `skip_rows` compressed and indexer rows come that way, `src` in
+  // ReadLayer's layout without those rows. Both check the ranges against the token count.
+  struct RowWrite {
+    int layer = 0;
+    KvSection section = KvSection::kCompressed;
+    int64_t first_row = 0;
+    int64_t rows = 0;
+    const float* src = nullptr;
+  };
+  Status WriteRows(const RowWrite* writes, size_t n);
+  Status WriteLayerTail(int layer, int64_t skip_rows, const float* src);
   // ReadLayer's transfers split in two: `closed` gets the compressed and indexer rows of
   // closed windows, which later tokens never rewrite (so they may be copied while decoding
   // goes on), `rest` everything else (the window ring and the frontiers, rewritten by the

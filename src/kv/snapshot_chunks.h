@@ -10,10 +10,12 @@
 // ('CHK2' section) and durable chunk writes live here. Must not: decide which chunks to
 // keep (DiskCache's index counts references) or touch a KvState (the codec does).
 //
-// Chunk file: [0, 64) header, then the payload: for every layer with a compressor, in
-// layer order, its C/m compressed rows (f32, head_dim each) and, for indexer layers, its
-// C/m indexer rows (f32, indexer_dim each) — the rows the manifest's layer sections
-// leave out.
+// Chunk file: the header (64 fixed bytes, then, from chunk version 3 on, each layer's
+// byte count and CRC-32C, padded to a multiple of 64), then the payload: for every layer with a
+// compressor, in layer order, its C/m compressed rows (f32, head_dim each) and, for
+// indexer layers, its C/m indexer rows (f32, indexer_dim each) — the rows the manifest's
+// layer sections leave out. The per-layer CRCs let a restore check and upload one layer's
+// rows of a chunk before the rest of the chunk has been read.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,10 @@
 namespace flashkv {
 
 inline constexpr char kChunkMagic[8] = {'F', 'L', 'K', 'V', 'C', 'H', 'N', 'K'};
-inline constexpr uint32_t kChunkVersion = 2;
+// Version 3 (written) adds the per-layer CRCs; version 2 (one payload CRC) is still read.
+inline constexpr uint32_t kChunkVersion = 3;
+inline constexpr uint32_t kChunkVersionV2 = 2;
+// The fixed part of every chunk header (all of a version-2 header).
 inline constexpr uint32_t kChunkHeaderBytes = 64;
 inline constexpr uint32_t kChunkRefBytes = 32;  // one row of the 'CHK2' section
 // Tokens per chunk of a default save: 2,048 tokens of DS4 Flash are ~27 MiB of rows,
@@ -50,6 +55,12 @@ inline constexpr std::string_view kChunkTempMarker = ".kvc.tmp.";
 Status CheckChunkTokens(const KvShape& shape, uint32_t chunk_tokens);
 // Payload bytes of one chunk of `shape`.
 uint64_t ChunkPayloadBytes(const KvShape& shape, uint32_t chunk_tokens);
+// Header bytes of a version-3 chunk of n_layer layers (64 + 8·n_layer, rounded up to 64),
+// and the whole file a save writes for one chunk of `shape`.
+uint32_t ChunkHeaderBytesFor(uint32_t n_layer);
+uint64_t ChunkFileBytes(const KvShape& shape, uint32_t chunk_tokens);
+// Bytes of layer `layer`'s rows in one chunk's payload (0 for a layer without compressor).
+uint64_t ChunkLayerBytes(const KvShape& shape, int layer, uint32_t chunk_tokens);
 // Chunks a snapshot of n_tokens holds: only whole ranges (⌊n_tokens / C⌋).
 inline uint32_t ChunkCount(int64_t n_tokens, uint32_t chunk_tokens) {
   return chunk_tokens == 0 ? 0 : uint32_t(n_tokens / chunk_tokens);
@@ -87,26 +98,48 @@ void GatherChunkPayload(const KvShape& shape, int64_t n_tokens, uint32_t chunk_t
                         uint32_t index, std::span<const float* const> layers, uint8_t* payload);
 void ScatterChunkPayload(const KvShape& shape, int64_t n_tokens, uint32_t chunk_tokens,
                          uint32_t index, const uint8_t* payload, std::span<float* const> layers);
+// One row of a version-3 chunk header's layer table: layer l's rows in the payload.
+struct ChunkLayerCrc {
+  uint32_t bytes = 0;  // ChunkLayerBytes (0: a layer without compressor)
+  uint32_t crc32c = 0;
+  bool operator==(const ChunkLayerCrc&) const = default;
+};
+// The layer table of `payload` (ChunkPayloadBytes of shape, chunk_tokens).
+std::vector<ChunkLayerCrc> ChunkLayerCrcs(const KvShape& shape, uint32_t chunk_tokens,
+                                          const uint8_t* payload);
 
 // The parsed header of a chunk file.
 struct ChunkHeader {
+  uint32_t version = kChunkVersion;
+  uint32_t header_bytes = 0;  // where the payload starts (set by Encode / Parse)
   Sha1Digest name{};
   uint32_t index = 0;
   uint32_t chunk_tokens = 0;
   uint32_t n_layer = 0;
   uint32_t payload_crc32c = 0;
   uint64_t payload_bytes = 0;
+  std::vector<ChunkLayerCrc> layers;  // version 3: [n_layer], summing to payload_bytes
 };
-void EncodeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderBytes]);
+// Writes a header of h.version (3: `layers` must hold n_layer rows) into `out`,
+// which holds ChunkHeaderBytesFor(n_layer) bytes (64 for version 2).
+void EncodeChunkHeader(const ChunkHeader& h, uint8_t* out);
 // Checks magic, version, header CRC and that the file of `file_size` bytes is exactly
-// header + payload. kCorrupt (kUnsupported for another version) naming the field.
-Expected<ChunkHeader> ParseChunkHeader(const uint8_t* bytes, uint64_t file_size);
+// header + payload; `bytes` holds the file's first `available` bytes (the whole header
+// is needed: kCorrupt when shorter). kCorrupt (kUnsupported for another version) naming
+// the field. The two-argument form: the whole file is in `bytes`.
+Expected<ChunkHeader> ParseChunkHeader(const uint8_t* bytes, uint64_t available,
+                                       uint64_t file_size);
+inline Expected<ChunkHeader> ParseChunkHeader(const uint8_t* bytes, uint64_t file_size) {
+  return ParseChunkHeader(bytes, file_size, file_size);
+}
+// Reads and parses the header of the chunk file `file` (two reads for version 3).
+Expected<ChunkHeader> ReadChunkHeader(const File& file);
 // Reads and checks the header of the chunk file `file`, and that it is the chunk `ref`
 // names (name, size, payload CRC as recorded by the manifest) and `expect_payload` bytes.
 Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& ref,
                                       uint64_t expect_payload);
-// Checks a whole chunk file's bytes (header, payload CRC) and, when `file_name` is a chunk
-// file name, that it names the chunk in the header.
+// Checks a whole chunk file's bytes (header, payload CRC, every layer's CRC) and, when
+// `file_name` is a chunk file name, that it names the chunk in the header.
 Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name);
 // Reads a whole chunk file and checks it (VerifyChunkBytes).
 Expected<ChunkHeader> VerifyChunkFile(const std::string& path);
@@ -123,20 +156,26 @@ Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
 // Writes one chunk file durably enough to be named by a manifest: a temp file beside it
 // (the payload first, the header's 4 KiB last, through O_DIRECT where the filesystem has
 // it and `direct`), fdatasync, rename. `file` is the whole file, header bytes included
-// (written here), 4 KiB-aligned. The caller fsyncs the chunk directory once before writing
-// the manifest. `tmp_tag` makes the temp name unique ("<name>.kvc.tmp.<tag>").
+// (written here; the payload at header.header_bytes), 4 KiB-aligned. The caller fsyncs the chunk
+// directory once before writing the manifest. `tmp_tag` makes the temp name unique
+// ("<name>.kvc.tmp.<tag>").
 Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
                       const std::string& tmp_tag, bool direct);
 
-// Splits a captured whole-state image (v1 layout, its layers final) into chunk files and
-// returns its manifest's chunk list: for each whole chunk, `existing(name)` says whether
-// a chunk of that name is already stored (then it is referenced, not written; its ref
-// says the stored file's size and CRC) — otherwise it is written into `chunk_dir` and
+// Splits a captured whole-state image (v1 layout) into chunk files and returns its
+// manifest's chunk list: for each whole chunk, `existing(name)` says whether a chunk of
+// that name is already stored (then it is referenced, not written; its ref says the
+// stored file's size and CRC) — otherwise it is written into `chunk_dir` and
 // `written(ref)` is told. One fsync of chunk_dir at the end when anything was written.
+// Without `ready` the image's layers must be final, and each chunk is gathered and
+// written whole (WriteChunkFile); with it, the image is still being captured
+// (`ready(end)` blocks until bytes [0, end) are final) and the chunk files are streamed
+// layer by layer behind the capture, all of them at once (ordinary writes).
 struct ChunkSink {
   std::string chunk_dir;
   std::string tmp_tag;
   bool direct = true;  // O_DIRECT writes where possible (kept out of the page cache)
+  std::function<Status(uint64_t end)> ready;
   std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> existing;
   std::function<void(const SnapshotChunkRef&)> written;
 };

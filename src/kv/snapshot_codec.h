@@ -234,7 +234,9 @@ Status CheckSnapshotCompatible(const SnapshotHeader& header, std::string_view la
 
 struct SnapshotLoadOptions {
   size_t chunk_bytes = size_t(16) << 20;  // one read() (and staging buffer)
-  int staging_buffers = 4;                // read-ahead depth of the reader thread
+  int staging_buffers = 4;                // read-ahead depth of the reader threads
+  // Reader threads, each with one read() in flight (pieces taken in turn; 1–4).
+  int readers = 1;
   // n_vocab the caller's logits span must hold; 0: take the file's.
   int64_t expect_vocab = 0;
 };

@@ -21,28 +21,46 @@ using namespace snapshot_detail;
 
 namespace {
 
-// One byte range the streamer reads: a layer section of the snapshot file or the payload
-// of a chunk file, with the CRC it must have.
+// A checked part of a piece: one layer's rows of a version-3 chunk, or (layer −1) a
+// version-2 chunk's whole payload.
+struct StreamBlock {
+  uint64_t at = 0;  // offset inside the piece
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+  int layer = -1;
+};
+
+// One byte range the streamer reads: a layer section of the snapshot file, or layers of
+// a chunk file's payload, with the CRC(s) it must have.
 struct StreamPiece {
   const File* file = nullptr;
   uint64_t offset = 0;
   uint64_t bytes = 0;
-  uint32_t crc32c = 0;
-  std::string what;  // for the error message ("layer 3 section", "chunk 2 (ab12…)")
+  uint32_t crc32c = 0;  // of the whole piece, when `blocks` is empty
+  std::string what;     // for the error message ("layer 3 section", "chunk 2 (ab12…)")
+  int64_t chunk = -1;   // chunk index, −1 for a layer section
+  int layer = -1;       // the layer of a layer section
+  std::vector<StreamBlock> blocks;
+  // Asked of the kernel (readahead) as this piece is read: the next chunk file, so a new
+  // file's reads need not ramp up from a cold readahead window.
+  const File* prefetch = nullptr;
+  uint64_t prefetch_offset = 0, prefetch_bytes = 0;
 };
 
 // Streams the pieces through staging buffers: a reader thread only issues the read()s (so
-// the disk always has a request in flight); the calling thread checks each piece's CRC
-// and hands it on (to KvState::WriteLayer, or into the layer a chunk belongs to). Buffers
-// are sized for the largest piece (one layer must be contiguous on the host for
-// WriteLayer).
+// the disk always has a request in flight); the calling thread checks each piece's CRC —
+// or each block's, and hands a block on as soon as its own CRC holds — and hands it on
+// (to KvState::WriteLayer, or the chunk rows to KvState::WriteRows). Buffers are sized for
+// the largest piece (one layer section must be contiguous on the host).
 class LayerStreamer {
  public:
   LayerStreamer(const std::vector<StreamPiece>& layers, const SnapshotLoadOptions& options)
-      : layers_(layers), chunk_(std::max<size_t>(options.chunk_bytes, 4096)) {
+      : layers_(layers),
+        chunk_(std::max<size_t>(options.chunk_bytes, 4096)),
+        readers_(std::clamp(options.readers, 1, 4)) {
     uint64_t biggest = 0;
     for (const StreamPiece& s : layers_) biggest = std::max(biggest, s.bytes);
-    const int n = std::clamp(options.staging_buffers, 1, 8);
+    const int n = std::clamp(std::max(options.staging_buffers, readers_ + 1), 1, 8);
     for (int i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
     slots_.resize(n);
   }
@@ -53,16 +71,17 @@ class LayerStreamer {
       stop_ = true;
     }
     cv_.notify_all();
-    if (reader_.joinable()) reader_.join();
+    for (std::thread& t : readers_threads_) t.join();
   }
 
-  // Calls consume(layer_index, bytes) for every layer in order; stops at the first error.
+  // Calls consume(piece_index, block (nullptr for a whole piece), bytes) for every piece
+  // (every block of it) in order; stops at the first error.
   template <typename Fn>
   Status Run(Fn&& consume) {
     for (const auto& b : bufs_) {
       if (b->p == nullptr) return ResourceExhausted("cannot allocate the snapshot staging buffers");
     }
-    reader_ = std::thread([this] { ReaderLoop(); });
+    for (int r = 0; r < readers_; ++r) readers_threads_.emplace_back([this, r] { ReaderLoop(r); });
     for (size_t i = 0; i < layers_.size(); ++i) {
       const size_t slot = i % bufs_.size();
       Status st;
@@ -75,10 +94,22 @@ class LayerStreamer {
       if (!st.ok()) return st;
       // The CRC runs here, not on the reader, so the next read() is already in flight.
       const StreamPiece& sec = layers_[i];
-      if (Crc32c(0, bufs_[slot]->p, sec.bytes) != sec.crc32c) {
-        return Corrupt("{} checksum mismatch", sec.what);
+      const uint8_t* p = bufs_[slot]->p;
+      if (sec.blocks.empty()) {
+        if (Crc32c(0, p, sec.bytes) != sec.crc32c) {
+          return Corrupt("{} checksum mismatch", sec.what);
+        }
+        st = consume(i, static_cast<const StreamBlock*>(nullptr), p);
+      } else {
+        for (const StreamBlock& b : sec.blocks) {
+          if (Crc32c(0, p + b.at, b.bytes) != b.crc32c) {
+            return b.layer < 0 ? Corrupt("{} checksum mismatch", sec.what)
+                               : Corrupt("{} layer {} checksum mismatch", sec.what, b.layer);
+          }
+          st = consume(i, &b, p + b.at);
+          if (!st.ok()) break;
+        }
       }
-      st = consume(i, bufs_[slot]->p);
       {
         std::lock_guard<std::mutex> lock(mu_);
         slots_[slot].filled_for = -1;
@@ -94,16 +125,17 @@ class LayerStreamer {
 
  private:
   struct Slot {
-    int64_t filled_for = -1;  // layer index whose bytes the buffer holds, verified
-    int64_t consumed = -1;    // last layer index the consumer released from it
+    int64_t filled_for = -1;  // piece index whose bytes the buffer holds
+    int64_t consumed = -1;    // last piece index the consumer released from it
   };
 
-  void ReaderLoop() {
-    for (size_t i = 0; i < layers_.size(); ++i) {
+  // Reader r reads pieces r, r + R, r + 2R, …: R reads in flight.
+  void ReaderLoop(int r) {
+    for (size_t i = size_t(r); i < layers_.size(); i += size_t(readers_)) {
       const size_t slot = i % bufs_.size();
       {
         std::unique_lock<std::mutex> lock(mu_);
-        // The slot is free once the layer that used it last (i - n) was consumed.
+        // The slot is free once the piece that used it last (i - n) was consumed.
         cv_.wait(lock, [&] {
           return stop_ || i < bufs_.size() || slots_[slot].consumed == int64_t(i - bufs_.size());
         });
@@ -111,6 +143,10 @@ class LayerStreamer {
       }
       const StreamPiece& s = layers_[i];
       uint8_t* dst = bufs_[slot]->p;
+      if (s.prefetch != nullptr) {
+        ::posix_fadvise(s.prefetch->fd(), off_t(s.prefetch_offset), off_t(s.prefetch_bytes),
+                        POSIX_FADV_WILLNEED);
+      }
       Status st;
       for (uint64_t done = 0; done < s.bytes && st.ok();) {
         const size_t n = size_t(std::min<uint64_t>(chunk_, s.bytes - done));
@@ -120,7 +156,7 @@ class LayerStreamer {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!st.ok()) {
-          reader_status_ = st;
+          if (reader_status_.ok()) reader_status_ = st;
         } else {
           slots_[slot].filled_for = int64_t(i);
           bytes_read_ += s.bytes;
@@ -133,6 +169,7 @@ class LayerStreamer {
 
   const std::vector<StreamPiece>& layers_;
   const size_t chunk_;
+  const int readers_;
   std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -140,24 +177,68 @@ class LayerStreamer {
   Status reader_status_;
   bool stop_ = false;
   uint64_t bytes_read_ = 0;
-  std::thread reader_;
+  std::vector<std::thread> readers_threads_;
 };
+
+// The reads of chunk k's payload: version 3 in pieces of whole layers of at most
+// `piece_bytes` (SnapshotLoadOptions::chunk_bytes, one read(); a layer larger than that is
+// a piece of its own) — large sequential reads, while the upload of one piece's layers
+// overlaps the next read — each layer a block with its own CRC; version 2 as one piece,
+// one block over every layer.
+void AddChunkPieces(const File& file, const ChunkHeader& ch, size_t k, const std::string& what,
+                    uint64_t piece_bytes, std::vector<StreamPiece>* out) {
+  if (ch.layers.empty()) {
+    StreamPiece p{&file, ch.header_bytes, ch.payload_bytes, 0, what, int64_t(k), -1, {}};
+    p.blocks.push_back({0, ch.payload_bytes, ch.payload_crc32c, -1});
+    out->push_back(std::move(p));
+    return;
+  }
+  StreamPiece p{&file, ch.header_bytes, 0, 0, what, int64_t(k), -1, {}};
+  for (size_t l = 0; l < ch.layers.size(); ++l) {
+    const ChunkLayerCrc& lc = ch.layers[l];
+    if (lc.bytes == 0) continue;
+    if (p.bytes > 0 && p.bytes + lc.bytes > piece_bytes) {
+      const uint64_t next = p.offset + p.bytes;
+      out->push_back(std::move(p));
+      p = StreamPiece{&file, next, 0, 0, what, int64_t(k), -1, {}};
+    }
+    p.blocks.push_back({p.bytes, lc.bytes, lc.crc32c, int(l)});
+    p.bytes += lc.bytes;
+  }
+  if (p.bytes > 0) out->push_back(std::move(p));
+}
+
+// The row writes of layer `layer`'s block of chunk k (`bytes`: its compressed rows, then
+// its indexer rows).
+void AddChunkRowWrites(const KvShape& shape, uint32_t chunk_tokens, uint32_t k, int layer,
+                       const uint8_t* bytes, std::vector<KvState::RowWrite>* out) {
+  const KvLayerShape& ls = shape.layers[size_t(layer)];
+  if (ls.compress_ratio == 0) return;
+  const int64_t rows = int64_t(chunk_tokens / uint32_t(ls.compress_ratio));
+  const auto* f = reinterpret_cast<const float*>(bytes);
+  out->push_back({layer, KvSection::kCompressed, int64_t(k) * rows, rows, f});
+  if (ls.indexer) {
+    out->push_back({layer, KvSection::kIndexerRows, int64_t(k) * rows, rows,
+                    f + rows * int64_t(shape.head_dim)});
+  }
+}
 
 // Version 2: every chunk the manifest names is opened and its header checked before the
 // state is touched; then the chunk payloads and the manifest's layer sections stream
-// through the staging buffers into whole layers on the host (a layer needs rows of every
-// chunk), and each layer goes to the state as soon as its manifest section — read after
-// all chunks — has landed. Returns the bytes read.
-Expected<uint64_t> LoadChunkedLayers(const File& manifest, const std::string& chunk_dir,
-                                     const SnapshotHeader& h, const KvShape& shape,
+// through the staging buffers straight into the state: each layer's rows of a chunk go to
+// KvState::WriteRows as soon as their CRC holds (no whole-state host buffer), the rest of
+// each layer (the ring, the frontiers, the unchunked rows) to KvState::WriteLayerTail.
+// Returns the bytes read.
+Expected<uint64_t> LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
+                                     const KvShape& shape,
                                      const std::vector<SnapshotChunkRef>& refs,
                                      std::vector<StreamPiece> layer_pieces, KvState& state,
                                      const SnapshotLoadOptions& options) {
-  (void)manifest;
   const uint64_t payload = ChunkPayloadBytes(shape, h.chunk_tokens);
   std::vector<File> chunks;
   chunks.reserve(refs.size());
-  std::vector<StreamPiece> pieces;
+  std::vector<ChunkHeader> headers;
+  uint64_t header_bytes = 0;
   for (size_t k = 0; k < refs.size(); ++k) {
     const std::string path = JoinPath(chunk_dir, ChunkFileName(refs[k].name));
     Expected<File> f = File::OpenRead(path);
@@ -172,43 +253,54 @@ Expected<uint64_t> LoadChunkedLayers(const File& manifest, const std::string& ch
       return Corrupt("chunk {} ({}) is chunk {} of {} tokens of {} layers", k, path, ch->index,
                      ch->chunk_tokens, ch->n_layer);
     }
+    for (size_t l = 0; l < ch->layers.size(); ++l) {
+      if (ch->layers[l].bytes != ChunkLayerBytes(shape, int(l), h.chunk_tokens)) {
+        return Corrupt("chunk {} ({}) holds {} bytes of layer {}, the shape implies {}", k, path,
+                       ch->layers[l].bytes, l, ChunkLayerBytes(shape, int(l), h.chunk_tokens));
+      }
+    }
+    header_bytes += ch->header_bytes;
     chunks.push_back(std::move(*f));
+    headers.push_back(std::move(*ch));
   }
+  std::vector<StreamPiece> pieces;
   for (size_t k = 0; k < refs.size(); ++k) {
-    pieces.push_back({&chunks[k], kChunkHeaderBytes, payload, refs[k].payload_crc32c,
-                      fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name))});
+    const size_t first = pieces.size();
+    AddChunkPieces(chunks[k], headers[k], k, fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name)),
+                   std::max<uint64_t>(options.chunk_bytes, 4096), &pieces);
+    if (k + 1 < refs.size() && first < pieces.size()) {
+      pieces[first].prefetch = &chunks[k + 1];
+      pieces[first].prefetch_offset = headers[k + 1].header_bytes;
+      pieces[first].prefetch_bytes = headers[k + 1].payload_bytes;
+    }
   }
-  const size_t n_layer = shape.layers.size();
-  std::vector<uint64_t> layer_bytes(n_layer), layer_at(n_layer);
-  uint64_t total = 0;
-  for (size_t l = 0; l < n_layer; ++l) {
-    layer_at[l] = total;
-    layer_bytes[l] = LayerBytes(shape, int(l), h.n_tokens);
-    total += AlignUp(layer_bytes[l], 64);
-  }
-  AlignedBuffer whole(std::max<uint64_t>(total, 1));
-  if (whole.p == nullptr) return ResourceExhausted("cannot allocate {} bytes to restore", total);
-  std::vector<float*> layers(n_layer);
-  for (size_t l = 0; l < n_layer; ++l) layers[l] = reinterpret_cast<float*>(whole.p + layer_at[l]);
   for (StreamPiece& p : layer_pieces) pieces.push_back(std::move(p));
   FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
   const int64_t chunked = int64_t(h.chunked_tokens());
+  std::vector<KvState::RowWrite> writes;
   LayerStreamer streamer(pieces, options);
-  FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t i, const uint8_t* bytes) -> Status {
-    if (i < refs.size()) {
-      ScatterChunkPayload(shape, h.n_tokens, h.chunk_tokens, uint32_t(i), bytes, layers);
-      return Status::Ok();
+  FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t i, const StreamBlock* block,
+                                           const uint8_t* bytes) -> Status {
+    const StreamPiece& piece = pieces[i];
+    if (piece.chunk < 0) {
+      const int l = piece.layer;
+      const int64_t skip = int64_t(ChunkedRows(shape.layers[size_t(l)].compress_ratio, chunked));
+      return state.WriteLayerTail(l, skip, reinterpret_cast<const float*>(bytes));
     }
-    const size_t l = i - refs.size();
-    uint64_t at = 0;
-    for (const auto& [a, b] :
-         ManifestLayerRanges(shape, int(l), h.n_tokens, chunked, layer_bytes[l])) {
-      std::memcpy(reinterpret_cast<uint8_t*>(layers[l]) + a, bytes + at, b - a);
-      at += b - a;
+    writes.clear();
+    const uint32_t k = uint32_t(piece.chunk);
+    if (block->layer >= 0) {
+      AddChunkRowWrites(shape, h.chunk_tokens, k, block->layer, bytes, &writes);
+    } else {
+      uint64_t at = 0;
+      for (size_t l = 0; l < shape.layers.size(); ++l) {
+        AddChunkRowWrites(shape, h.chunk_tokens, k, int(l), bytes + at, &writes);
+        at += ChunkLayerBytes(shape, int(l), h.chunk_tokens);
+      }
     }
-    return state.WriteLayer(int(l), layers[l]);
+    return state.WriteRows(writes.data(), writes.size());
   }));
-  return streamer.bytes_read() + refs.size() * kChunkHeaderBytes;
+  return streamer.bytes_read() + header_bytes;
 }
 
 Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir,
@@ -267,21 +359,29 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
   std::vector<StreamPiece> pieces;
   for (const SnapshotSection& s : h.sections) {
     if (s.kind == SnapshotSectionKind::kLayer) {
-      pieces.push_back({&file, s.offset, s.bytes, s.crc32c, SectionName(s)});
+      StreamPiece p;
+      p.file = &file;
+      p.offset = s.offset;
+      p.bytes = s.bytes;
+      p.crc32c = s.crc32c;
+      p.what = SectionName(s);
+      p.layer = int(s.tag);
+      pieces.push_back(std::move(p));
     }
   }
   if (refs.empty()) {
     FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
     LayerStreamer streamer(pieces, options);
-    FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t layer, const uint8_t* bytes) {
-      return state.WriteLayer(int(layer), reinterpret_cast<const float*>(bytes));
-    }));
+    FLASHKV_RETURN_IF_ERROR(
+        streamer.Run([&](size_t layer, const StreamBlock*, const uint8_t* bytes) {
+          return state.WriteLayer(int(layer), reinterpret_cast<const float*>(bytes));
+        }));
     out.bytes_read += streamer.bytes_read();
     return out;
   }
   FLASHKV_ASSIGN_OR_RETURN(
       uint64_t chunk_bytes,
-      LoadChunkedLayers(file, chunk_dir, h, file_shape, refs, std::move(pieces), state, options));
+      LoadChunkedLayers(chunk_dir, h, file_shape, refs, std::move(pieces), state, options));
   out.bytes_read += chunk_bytes;
   return out;
 }
@@ -336,7 +436,7 @@ Expected<SnapshotHeader> VerifySnapshotFile(const std::string& path) {
         return ch.status();
       }
       if (ch->payload_crc32c != refs[k].payload_crc32c ||
-          ch->payload_bytes + kChunkHeaderBytes != refs[k].file_bytes ||
+          ch->payload_bytes + ch->header_bytes != refs[k].file_bytes ||
           ch->payload_bytes != ChunkPayloadBytes(shape, h.chunk_tokens) || ch->index != k) {
         return Corrupt("chunk {} ({}) is not the one the manifest names", k, cpath);
       }

@@ -171,7 +171,7 @@ std::vector<Bytes> SnapshotSeeds() {
     // its load stops at the missing chunks) — the chunk list and the trimmed layers parse.
     std::vector<SnapshotChunkRef> refs;
     for (const Sha1Digest& name : ChunkNames(SeedIdentity(), 16, tokens)) {
-      refs.push_back({name, kChunkHeaderBytes + ChunkPayloadBytes(SeedShape(), 16), 0});
+      refs.push_back({name, ChunkFileBytes(SeedShape(), 16), 0});
     }
     if (auto manifest = MakeManifestImage(*img, 16, refs); manifest.ok()) {
       out.emplace_back(manifest->data(), manifest->data() + manifest->size());
@@ -183,21 +183,29 @@ std::vector<Bytes> SnapshotSeeds() {
 }
 
 std::vector<Bytes> ChunkSeeds() {
-  // A chunk file of SeedShape (16 tokens), then a two-row chunk list.
+  // Chunk files of SeedShape (16 tokens) in versions 3 and 2, then a two-row chunk list.
   const uint64_t payload = ChunkPayloadBytes(SeedShape(), 16);
-  Bytes file(kChunkHeaderBytes + payload);
-  for (uint64_t i = 0; i < payload; ++i) file[kChunkHeaderBytes + i] = uint8_t(i * 13);
-  ChunkHeader h;
-  h.name = Sha1Of("chunk");
-  h.index = 1;
-  h.chunk_tokens = 16;
-  h.n_layer = 3;
-  h.payload_bytes = payload;
-  h.payload_crc32c = Crc32c(0, file.data() + kChunkHeaderBytes, payload);
-  EncodeChunkHeader(h, file.data());
+  std::vector<Bytes> out;
+  for (uint32_t version : {kChunkVersion, kChunkVersionV2}) {
+    const uint32_t head = version == kChunkVersionV2 ? kChunkHeaderBytes : ChunkHeaderBytesFor(3);
+    Bytes file(head + payload);
+    for (uint64_t i = 0; i < payload; ++i) file[head + i] = uint8_t(i * 13);
+    ChunkHeader h;
+    h.version = version;
+    h.name = Sha1Of("chunk");
+    h.index = 1;
+    h.chunk_tokens = 16;
+    h.n_layer = 3;
+    h.payload_bytes = payload;
+    h.payload_crc32c = Crc32c(0, file.data() + head, payload);
+    if (version == kChunkVersion) h.layers = ChunkLayerCrcs(SeedShape(), 16, file.data() + head);
+    EncodeChunkHeader(h, file.data());
+    out.push_back(std::move(file));
+  }
   std::vector<SnapshotChunkRef> refs = {{Sha1Of("a"), 1000, 7}, {Sha1Of("b"), 64, 8}};
   const std::string list = EncodeChunkRefs(refs);
-  return {file, Bytes(list.begin(), list.end())};
+  out.emplace_back(list.begin(), list.end());
+  return out;
 }
 
 std::vector<Bytes> RequestSeeds() {

@@ -152,14 +152,13 @@ int RunChunk(Input in) {
   Quiet();
   int depth = 0;
   uint64_t h = 0;
+  const std::string_view bytes(reinterpret_cast<const char*>(in.data()), in.size());
   if (auto header = ParseChunkHeader(in.data(), in.size()); header.ok()) {
     depth = 1;
     h += header->index + header->n_layer;
-    if (Crc32c(0, in.data() + kChunkHeaderBytes, header->payload_bytes) == header->payload_crc32c) {
-      ++depth;
-    }
+    // The payload CRC and (version 3) every layer's.
+    if (VerifyChunkBytes(bytes, "").ok()) ++depth;
   }
-  const std::string_view bytes(reinterpret_cast<const char*>(in.data()), in.size());
   if (auto refs = DecodeChunkRefs(bytes, uint32_t(in.size() / kChunkRefBytes)); refs.ok()) {
     ++depth;
     for (const SnapshotChunkRef& r : *refs) h += r.file_bytes + r.name[0];

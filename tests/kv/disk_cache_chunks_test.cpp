@@ -17,6 +17,7 @@
 
 #include "chunk_test_util.h"
 #include "kv/disk_cache.h"
+#include "kv/disk_write_window.h"
 #include "kv_test_util.h"
 #include "util/file_io.h"
 
@@ -366,11 +367,121 @@ TEST_F(DiskCacheChunksTest, WriteBudgetSkipsSavesBeyondIt) {
   EXPECT_EQ((*cache)->stats().save_skipped_write_budget, 1u);
 }
 
+// The window survives a restart (the file in the cache directory), a damaged window file
+// is ignored (the window starts empty), and an import from another tier is charged to it.
+TEST_F(DiskCacheChunksTest, WriteBudgetWindowSurvivesRestartsAndCountsImports) {
+  int64_t now = 1'800'000'000'000;
+  DiskCacheOptions o = Options(dir_);
+  o.clock_ms = [&] { return now; };
+  o.write_budget_bytes_per_day = 40 << 10;
+  auto try_save = [&](DiskCache& cache, uint32_t salt) -> Status {
+    const auto ids = Tokens(256, int32_t(salt));
+    auto layers = GrownLayers(SmallShape(256), 100, salt, salt);
+    auto st = KvState::Create(be_, SmallShape(256));
+    if (!st.ok()) return st.status();
+    WriteGrown(*st, layers, 100);
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 100);
+    const auto logits = Logits(kVocab);
+    SnapshotContent c;
+    c.tokens = prefix;
+    c.logits = logits;
+    c.reason = SaveReason::kCold;
+    Status saved = cache.Save(*st, c).status();
+    Status flushed = cache.Flush();
+    return saved.ok() ? flushed : saved;
+  };
+  uint64_t written = 0;
+  {
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(try_save(**cache, 1).ok());
+    written = (*cache)->stats().bytes_written_24h;
+    ASSERT_GT(written, 0u);
+  }
+  now += 3600 * 1000;
+  {
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok());
+    EXPECT_EQ((*cache)->stats().bytes_written_24h, written);
+    // Saves until the budget, counting the first process's bytes too.
+    uint64_t more = 0;
+    Status last;
+    for (uint32_t s = 2; s < 40 && last.ok(); ++s) {
+      last = try_save(**cache, s);
+    }
+    EXPECT_EQ(last.code(), StatusCode::kResourceExhausted);
+    more = (*cache)->stats().bytes_written_24h;
+    EXPECT_LE(more, o.write_budget_bytes_per_day);
+    EXPECT_GT(more, written);
+  }
+  // A day after the last write the window is empty, restart or not.
+  now += int64_t(24) * 3600 * 1000;
+  {
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok());
+    EXPECT_EQ((*cache)->stats().bytes_written_24h, 0u);
+  }
+  // Damage: ignored with a log line, the window starts empty, and the next write stores
+  // a good file again.
+  const std::string wpath = JoinPath(dir_, std::string(kWriteWindowFileName));
+  {
+    auto f = File::Create(wpath);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write("FLKVWWIN garbage", 16).ok());
+    ASSERT_TRUE(f->Close().ok());
+  }
+  now -= int64_t(24) * 3600 * 1000;  // the old buckets would count again if it were read
+  {
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok());
+    EXPECT_EQ((*cache)->stats().bytes_written_24h, 0u);
+  }
+  // An import into another directory is charged to that directory's window.
+  const std::string other = MakeTempDir("diskchunks-import");
+  auto src = InspectCacheDirectory(dir_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_FALSE(src->entries.empty());
+  const DiskCacheEntry& e = src->entries.front();
+  auto f = File::OpenRead(e.path);
+  ASSERT_TRUE(f.ok());
+  auto scan = ScanSnapshotFile(*f);
+  ASSERT_TRUE(scan.ok());
+  std::vector<std::string> bytes;
+  std::vector<std::string> names;
+  auto manifest = ReadWholeFile(e.path);
+  ASSERT_TRUE(manifest.ok());
+  bytes.push_back(*manifest);
+  names.push_back(e.path.substr(e.path.find_last_of('/') + 1));
+  for (const SnapshotChunkRef& c : scan->chunks) {
+    auto cb = ReadWholeFile(JoinPath(ChunkDirOf(dir_), ChunkFileName(c.name)));
+    ASSERT_TRUE(cb.ok());
+    bytes.push_back(*cb);
+    names.push_back(ChunkFileName(c.name));
+  }
+  uint64_t total = 0;
+  std::vector<DiskImportObject> objects;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    objects.push_back({names[i], bytes[i]});
+    total += bytes[i].size();
+  }
+  DiskCacheOptions ob = o;
+  ob.dir = other;
+  {
+    auto b = DiskCache::Open(ob);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE((*b)->Import(e.key, uint32_t(e.n_tokens), objects).ok());
+    EXPECT_EQ((*b)->stats().bytes_written_24h, total);
+  }
+  auto b = DiskCache::Open(ob);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->stats().bytes_written_24h, total);
+}
+
 // Admission by worth: a save that extends a stored entry by a few tokens spares little
 // prefill for the manifest it writes, and is skipped; a long one is admitted.
 TEST_F(DiskCacheChunksTest, SavesNotWorthTheirWritesAreSkipped) {
   DiskCacheOptions o = Options(dir_);
-  o.min_tokens_per_mib = 20000;  // small-shape manifests are ~8 KiB: ≥ 160 tokens each
+  o.min_tokens_per_mib = 15000;  // small-shape manifests are ~8 KiB: ≥ 120 tokens each
   auto cache = DiskCache::Open(o);
   ASSERT_TRUE(cache.ok());
   const auto ids = Tokens(256, 11);

@@ -3,6 +3,7 @@
 // any chunk or to the manifest is refused (kCorrupt) and leaves the state cleared.
 #include "kv/snapshot_chunks.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,9 +36,11 @@ struct Saved {
 
 // Saves `st` as a manifest + chunks under `dir` (chunks/ made on demand); chunks already
 // in `store` (name → ref) are referenced, not written.
+// `edit` may rewrite the chunk files (and their refs) before the manifest is made.
 Saved SaveChunked(const std::string& dir, const KvState& st, const std::vector<int32_t>& tokens,
                   std::map<std::string, SnapshotChunkRef>* store, std::string_view text = "t",
-                  std::vector<int32_t> tail = {}, std::string replay = "") {
+                  std::vector<int32_t> tail = {}, std::string replay = "",
+                  const std::function<void(std::vector<SnapshotChunkRef>*)>& edit = {}) {
   SnapshotContent c;
   c.tokens = tokens;
   const std::vector<float> logits = Logits(kVocab, float(tokens.size()));
@@ -65,6 +68,7 @@ Saved SaveChunked(const std::string& dir, const KvState& st, const std::vector<i
   };
   auto refs = WriteImageChunks(*full, kChunk, sink);
   EXPECT_TRUE(refs.ok()) << refs.status().ToString();
+  if (edit) edit(&*refs);
   out.refs = *refs;
   auto manifest = MakeManifestImage(*full, kChunk, *refs);
   EXPECT_TRUE(manifest.ok()) << manifest.status().ToString();
@@ -182,6 +186,88 @@ TEST(SnapshotChunksTest, ChunkSizeMustHoldWholeWindows) {
   EXPECT_EQ(ChunkPayloadBytes(SmallShape(), 16), uint64_t((16 + 8 + 8) * 4));
 }
 
+// Chunk files of version 2 (a 64-byte header, one payload CRC), as earlier builds wrote
+// them, still restore bit-exactly (read whole, then uploaded); a flipped payload bit in one
+// is still refused and leaves the state cleared.
+TEST(SnapshotChunksTest, VersionTwoChunksStillLoad) {
+  CpuBackend be(nullptr);
+  const std::string dir = MakeTempDir("chunks-v2");
+  KvState a = RandomState(be, SmallShape(), 40, 7);
+  std::map<std::string, SnapshotChunkRef> store;
+  auto downgrade = [&](std::vector<SnapshotChunkRef>* refs) {
+    for (SnapshotChunkRef& ref : *refs) {
+      const std::string path = ChunkPath(dir, ref);
+      auto bytes = ReadWholeFile(path);
+      ASSERT_TRUE(bytes.ok());
+      auto h = VerifyChunkBytes(*bytes, ChunkFileName(ref.name));
+      ASSERT_TRUE(h.ok()) << h.status().ToString();
+      EXPECT_EQ(h->version, kChunkVersion);
+      ChunkHeader old = *h;
+      old.version = kChunkVersionV2;
+      old.layers.clear();
+      std::string file(kChunkHeaderBytes, '\0');
+      EncodeChunkHeader(old, reinterpret_cast<uint8_t*>(file.data()));
+      file += bytes->substr(h->header_bytes);
+      auto f = File::Create(path);
+      ASSERT_TRUE(f.ok());
+      ASSERT_TRUE(f->Write(file.data(), file.size()).ok());
+      ASSERT_TRUE(f->Close().ok());
+      auto v = VerifyChunkFile(path);
+      ASSERT_TRUE(v.ok()) << v.status().ToString();
+      EXPECT_EQ(v->version, kChunkVersionV2);
+      ref.file_bytes = file.size();
+    }
+  };
+  Saved s = SaveChunked(dir, a, Tokens(40), &store, "t", {}, "", downgrade);
+  ASSERT_EQ(s.refs.size(), 2u);
+  KvState dst = RandomState(be, SmallShape(), 3, 5);
+  auto r = LoadSnapshot(s.path, TestIdentity(), dst);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectSameState(a, dst);
+  ASSERT_TRUE(VerifySnapshotFile(s.path).ok());
+  const std::string path = ChunkPath(dir, s.refs[1]);
+  auto good = ReadWholeFile(path);
+  ASSERT_TRUE(good.ok());
+  std::string bad = *good;
+  bad[kChunkHeaderBytes + 5] ^= 0x04;
+  auto f = File::Create(path);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->Write(bad.data(), bad.size()).ok());
+  ASSERT_TRUE(f->Close().ok());
+  KvState dirty = RandomState(be, SmallShape(), 30, 3);
+  auto r2 = LoadSnapshot(s.path, TestIdentity(), dirty);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().code(), StatusCode::kCorrupt) << r2.status().ToString();
+  EXPECT_EQ(dirty.n_tokens(), 0);
+}
+
+// A layer's rows of a chunk are uploaded as soon as their own CRC holds: damage to the last
+// layer of the last chunk is still refused after the earlier rows reached the state, and
+// the state is cleared.
+TEST(SnapshotChunksTest, DamageInTheLastLayerBlockClearsTheState) {
+  CpuBackend be(nullptr);
+  const std::string dir = MakeTempDir("chunks-late");
+  KvState a = RandomState(be, SmallShape(), 40, 9);
+  std::map<std::string, SnapshotChunkRef> store;
+  Saved s = SaveChunked(dir, a, Tokens(40), &store);
+  ASSERT_EQ(s.refs.size(), 2u);
+  const std::string path = ChunkPath(dir, s.refs[1]);
+  auto good = ReadWholeFile(path);
+  ASSERT_TRUE(good.ok());
+  std::string bad = *good;
+  bad[bad.size() - 1] ^= 0x80;
+  auto f = File::Create(path);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->Write(bad.data(), bad.size()).ok());
+  ASSERT_TRUE(f->Close().ok());
+  KvState dirty = RandomState(be, SmallShape(), 30, 3);
+  auto r = LoadSnapshot(s.path, TestIdentity(), dirty);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(r.status().message().find("layer"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(dirty.n_tokens(), 0);
+}
+
 class ChunkDamageTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -220,7 +306,8 @@ TEST_F(ChunkDamageTest, EveryPayloadBitFlipIsCaught) {
   const std::string path = ChunkPath(dir_, saved_.refs[1]);
   auto good = ReadWholeFile(path);
   ASSERT_TRUE(good.ok());
-  for (size_t at = kChunkHeaderBytes; at < good->size(); at += 37) {
+  const size_t head = ChunkHeaderBytesFor(uint32_t(SmallShape().layers.size()));
+  for (size_t at = head; at < good->size(); at += 37) {
     std::string bad = *good;
     bad[at] ^= 0x10;
     Rewrite(path, bad);
@@ -236,7 +323,8 @@ TEST_F(ChunkDamageTest, HeaderFlipTruncationAndMissingChunkAreCaught) {
   const std::string path = ChunkPath(dir_, saved_.refs[0]);
   auto good = ReadWholeFile(path);
   ASSERT_TRUE(good.ok());
-  for (size_t at = 0; at < kChunkHeaderBytes; ++at) {
+  // The fixed part, the layer table and its padding.
+  for (size_t at = 0; at < ChunkHeaderBytesFor(uint32_t(SmallShape().layers.size())); ++at) {
     std::string bad = *good;
     bad[at] ^= 0x01;
     Rewrite(path, bad);
