@@ -16,7 +16,7 @@
 // (default: the cache's, 2048 — format v2, a manifest plus 2,048-token chunks; 0: one v1
 // file); sizes and rates count the manifest and every chunk it names.
 // FLASHKV_BENCH_READ_MB sets SnapshotLoadOptions::chunk_bytes (default 16: one read()),
-// FLASHKV_BENCH_READERS its reader threads.
+// FLASHKV_BENCH_READERS its reader threads; FLASHKV_BENCH_KEEP=1 keeps the cache directory.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -191,7 +191,9 @@ int Run(const std::string& dir, int64_t n_tokens) {
   DropCache(ddf);
   const double dd_r = Timed("dd if='" + ddf + "' of=/dev/null bs=16M status=none");
   const double dd_rw = Timed("dd if='" + ddf + "' of=/dev/null bs=16M status=none");
-  Shell("rm -f '" + ddf + "'; rm -rf '" + cache_dir + "'");
+  Shell("rm -f '" + ddf + "'");
+  // FLASHKV_BENCH_KEEP=1 leaves the cache directory for a look at its files' layout.
+  if (std::getenv("FLASHKV_BENCH_KEEP") == nullptr) Shell("rm -rf '" + cache_dir + "'");
   const double dd_bytes = double(mib << 20);
 
   const double save_mbs = Mb(bytes) / (t2 - t0);
