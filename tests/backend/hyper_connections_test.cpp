@@ -1,14 +1,17 @@
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "backend_test_util.h"
+#include "tensor/quant.h"
 
 namespace flashkv {
 namespace {
 
 using testing::F32Weight;
+using testing::HostWeight;
 using testing::Upload;
 using testing::Zeros;
 
@@ -75,6 +78,66 @@ TEST(HyperConnectionsTest, HeadWeightsStreamsBySigmoid) {
   be.HcHead(x.ptr(), 1, F32Weight(be, {2, 2}, fn), F32Weight(be, {1}, scale),
             F32Weight(be, {2}, base), p, y.ptr());
   EXPECT_NEAR(y.Get(be)[0], 4 * 0.500001 + 8 * 0.750001, 1e-5);
+}
+
+// llama.cpp's presets quantize hc_*_fn and output_hc_fn with their default type: a block-type
+// projection must give what its dequantized F32 values give (fp32 activations both ways;
+// only the summation order may differ), not read the streams as quantized activations.
+TEST(HyperConnectionsTest, BlockTypeProjectionMatchesItsDequantizedValues) {
+  ThreadPool pool(2);
+  CpuBackend be(&pool);
+  const int n_hc = 4, n_embd = 64, hc_dim = n_hc * n_embd, mix = (2 + n_hc) * n_hc, T = 3;
+  const HcParams p{n_hc, n_embd, 20, 1e-6f, 1e-6f};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> x(size_t(T) * hc_dim), scale = {0.5f, 0.7f, 0.9f}, base(mix);
+  for (float& v : x) v = 10 * nd(rng);
+  for (float& v : base) v = nd(rng);
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ2_K}) {
+    for (int rows : {mix, n_hc}) {  // HcPre, HcHead
+      std::vector<float> fn(size_t(rows) * hc_dim);
+      for (float& v : fn) v = nd(rng);
+      const uint64_t row_bytes = *RowBytes(t, hc_dim);
+      std::vector<uint8_t> q(rows * row_bytes);
+      std::vector<float> deq(fn.size());
+      for (int r = 0; r < rows; ++r) {
+        ASSERT_TRUE(
+            QuantizeRow(t, fn.data() + size_t(r) * hc_dim, q.data() + r * row_bytes, hc_dim).ok());
+        ASSERT_TRUE(
+            DequantizeRow(t, q.data() + r * row_bytes, deq.data() + size_t(r) * hc_dim, hc_dim)
+                .ok());
+      }
+      const Weight wq = HostWeight(be, t, {uint64_t(hc_dim), uint64_t(rows)}, q.data(), q.size());
+      const Weight wf = F32Weight(be, {uint64_t(hc_dim), uint64_t(rows)}, deq);
+      auto xs = Upload<float>(be, x);
+      std::vector<std::vector<float>> got[2];
+      for (int k = 0; k < 2; ++k) {
+        const Weight& w = k == 0 ? wq : wf;
+        if (rows == mix) {
+          auto u = Zeros<float>(be, size_t(T) * n_embd);
+          auto post = Zeros<float>(be, size_t(T) * n_hc);
+          auto comb = Zeros<float>(be, size_t(T) * n_hc * n_hc);
+          be.HcPre(xs.ptr(), T, w, F32Weight(be, {3}, scale), F32Weight(be, {uint64_t(mix)}, base),
+                   p, u.ptr(), post.ptr(), comb.ptr());
+          got[k] = {u.Get(be), post.Get(be), comb.Get(be)};
+        } else {
+          auto y = Zeros<float>(be, size_t(T) * n_embd);
+          be.HcHead(xs.ptr(), T, w, F32Weight(be, {1}, {scale[0]}),
+                    F32Weight(be, {uint64_t(n_hc)}, {base.begin(), base.begin() + n_hc}), p,
+                    y.ptr());
+          got[k] = {y.Get(be)};
+        }
+      }
+      for (size_t o = 0; o < got[0].size(); ++o) {
+        double max_v = 0;
+        for (float v : got[1][o]) max_v = std::max(max_v, double(std::fabs(v)));
+        for (size_t i = 0; i < got[0][o].size(); ++i) {
+          ASSERT_NEAR(got[0][o][i], got[1][o][i], 1e-5 * max_v)
+              << GetDTypeInfo(t).name << " rows " << rows << " output " << o << " [" << i << "]";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // variants must be refused with the key or tensor named; the snapshot fingerprint must tell the
 // files apart.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -53,14 +54,8 @@ std::vector<float> Logits(const std::string& path, ActQuantMode aq, ModelConfig*
   return logits;
 }
 
-class LlamaLayoutMixTest : public ::testing::TestWithParam<TypeMix> {};
-
-TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
-  const TypeMix& mix = GetParam();
-  const std::string quant =
-      WriteFile(std::string("llama-layout-quant-") + mix.name + ".gguf", Layout::kLlamaCpp, mix);
-  const std::string ref =
-      WriteFile(std::string("llama-layout-ref-") + mix.name + ".gguf", Layout::kReference, mix);
+// The llama.cpp-layout file against its dequantized F32 twin.
+void ExpectMatchesTheF32Model(const std::string& quant, const std::string& ref, const char* name) {
   ModelConfig qc, rc;
   const auto a = Logits(quant, ActQuantMode::kOff, &qc);
   const auto b = Logits(ref, ActQuantMode::kOff, &rc);
@@ -80,12 +75,12 @@ TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
     max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
   }
   EXPECT_GT(max_abs, 1e-3);
-  EXPECT_LE(max_diff, 1e-4 * max_abs) << mix.name << " max |logit| " << max_abs;
+  EXPECT_LE(max_diff, 1e-4 * max_abs) << name << " max |logit| " << max_abs;
 
   // ds4's q8 numerics on the same file: int8 activations move the logits by a few percent
-  // (6.6% relative L2 here, 2.5% on ds4-tiny; DotQ8 itself is held to the dequantized
-  // product in tensor/formats_test and dot_test), a kernel reading blocks wrong by far
-  // more (a wrong MXFP4 scale doubles or halves whole rows).
+  // (7.7% relative L2 for the kquant mix, 2.5% on ds4-tiny; DotQ8 itself is held to the
+  // dequantized product in tensor/formats_test and dot_test), a kernel reading blocks wrong
+  // by far more (a wrong MXFP4 scale doubles or halves whole rows).
   const auto c = Logits(quant, ActQuantMode::kQ8, nullptr);
   ASSERT_EQ(c.size(), b.size());
   double err = 0, norm = 0;
@@ -93,11 +88,70 @@ TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
     err += (double(c[i]) - b[i]) * (double(c[i]) - b[i]);
     norm += double(b[i]) * b[i];
   }
-  EXPECT_LT(std::sqrt(err / norm), 0.15) << mix.name;
+  std::printf("%s: max |logit| %.3g, act-quant off max |d| %.3g, q8 rel L2 %.3g\n", name, max_abs,
+              max_diff, std::sqrt(err / norm));
+  EXPECT_LT(std::sqrt(err / norm), 0.15) << name;
+}
+
+class LlamaLayoutMixTest : public ::testing::TestWithParam<TypeMix> {};
+
+TEST_P(LlamaLayoutMixTest, LoadsAndMatchesTheDequantizedF32Model) {
+  const TypeMix& mix = GetParam();
+  const std::string quant =
+      WriteFile(std::string("llama-layout-quant-") + mix.name + ".gguf", Layout::kLlamaCpp, mix);
+  const std::string ref =
+      WriteFile(std::string("llama-layout-ref-") + mix.name + ".gguf", Layout::kReference, mix);
+  ExpectMatchesTheF32Model(quant, ref, mix.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, LlamaLayoutMixTest, ::testing::Values(kKQuantMix, kIqMix, kIq34Mix),
                          [](const ::testing::TestParamInfo<TypeMix>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// Every tensor with the type llama.cpp's preset gives it (attention, HC, compressor,
+// indexer and apes included), on ds4-tiny widened to whole 256-value blocks.
+class LlamaPresetTest : public ::testing::TestWithParam<PresetMix> {};
+
+TEST_P(LlamaPresetTest, EveryTensorAsThePresetQuantizesItMatchesTheDequantizedF32Model) {
+  const PresetMix& p = GetParam();
+  const std::string quant =
+      WritePresetFile(std::string("llama-preset-") + p.name + ".gguf", Layout::kLlamaCpp, p);
+  const std::string ref =
+      WritePresetFile(std::string("llama-preset-ref-") + p.name + ".gguf", Layout::kReference, p);
+  // The file holds what the preset writes: no F16 matrix is left but the router.
+  auto f = GgufFile::Open(quant);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  for (const auto& t : f->tensors()) {
+    if (t.ne.size() < 2 || t.type == DType::kF32 || t.type == DType::kI32) continue;
+    if (t.name.find("ffn_gate_inp") != std::string::npos) continue;
+    EXPECT_TRUE(t.type == p.dflt || t.type == p.down || t.type == p.down_first ||
+                t.type == p.embd || t.type == p.output || (p.exps_mxfp4 && t.type == DType::kMXFP4))
+        << t.name << " " << GetDTypeInfo(t.type).name;
+  }
+  EXPECT_EQ(f->FindTensor("blk.2.indexer.attn_q_b.weight")->type, p.dflt);
+  EXPECT_EQ(f->FindTensor("blk.3.attn_compressor_ape.weight")->type, p.dflt);
+  EXPECT_EQ(f->FindTensor("blk.4.hc_ffn_fn.weight")->type, p.dflt);
+  EXPECT_EQ(f->FindTensor("blk.0.ffn_down_exps.weight")->type,
+            p.exps_mxfp4 ? DType::kMXFP4 : p.down_first);
+  EXPECT_EQ(f->FindTensor("blk.4.ffn_down_shexp.weight")->type, p.down);
+  ExpectMatchesTheF32Model(quant, ref, p.name);
+
+  // A norm quantized with the default type is refused, the tensor and its type named.
+  const std::string bad = WritePresetFile(std::string("llama-preset-bad-") + p.name + ".gguf",
+                                          Layout::kLlamaCpp, p, /*damaged=*/true);
+  ThreadPool pool(1);
+  CpuBackend be(&pool);
+  const Status s = Model::Load(bad, be, nullptr).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.ToString();
+  EXPECT_NE(s.message().find(std::string(kPresetDamagedNorm) + " has type " +
+                             std::string(GetDTypeInfo(p.dflt).name)),
+            std::string::npos)
+      << s.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, LlamaPresetTest, ::testing::ValuesIn(kPresets),
+                         [](const ::testing::TestParamInfo<PresetMix>& info) {
                            return std::string(info.param.name);
                          });
 

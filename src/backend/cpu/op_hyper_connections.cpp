@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_math.h"
 #include "backend/cpu/cpu_parallel.h"
+#include "tensor/dot.h"
 #include "tensor/matmul.h"
 
 namespace flashkv {
@@ -90,9 +91,16 @@ void CpuBackend::HcProject(const float* x, int n_tokens, int hc_dim, float eps, 
       for (int i = 0; i < hc_dim; ++i) fr[i] = xr[i] * scale;
     }
   });
-  // F16/F32 weights take fp32 activations in DotQ8's numerics: ds4's sequential sums.
-  MatMulQ8Prequantized(fn.type, fn.data.get(), int64_t(fn.ne[1]), hc_dim, flat, n_tokens, mix,
-                       pool_);
+  // F16/F32 weights (ds4's files) take fp32 activations in DotQ8's numerics: ds4's sequential
+  // sums. A block type (llama.cpp's presets quantize hc_*_fn with their default type) takes
+  // fp32 activations too, as the CUDA HcProject does in both act-quant modes: DotQ8 would
+  // read the floats as quantized activation blocks.
+  if (ActQuantFor(fn.type) == ActQuant::kNone) {
+    MatMulQ8Prequantized(fn.type, fn.data.get(), int64_t(fn.ne[1]), hc_dim, flat, n_tokens, mix,
+                         pool_);
+  } else {
+    MatMulF32(fn.type, fn.data.get(), int64_t(fn.ne[1]), hc_dim, flat, n_tokens, mix, pool_);
+  }
 }
 
 void CpuBackend::HcPre(DevPtr<const float> x_hc, int n_tokens, const Weight& fn,

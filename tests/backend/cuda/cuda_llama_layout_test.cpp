@@ -1,6 +1,8 @@
 // llama.cpp-layout tiny models on the GPU: the K-quant mix (MXFP4, Q3_K..Q6_K experts, Q6_K
-// shared experts and head) and the community IQ mix (IQ2_XS / IQ2_XXS / IQ1_M experts over
-// Q2_K / Q3_K / IQ2_XS down projections) built by tests/model/llama_layout_files.h, run with q8
+// shared experts and head), the community IQ mix (IQ2_XS / IQ2_XXS / IQ1_M experts over
+// Q2_K / Q3_K / IQ2_XS down projections), the IQ3/IQ4 mix and the preset files (every tensor
+// as llama.cpp's IQ2_XXS, IQ1_M, Q2_K or MXFP4_MOE preset quantizes it, HC, attention,
+// compressor and indexer matrices included) built by tests/model/llama_layout_files.h, run with q8
 // activations through a 24-token prefill and 4 decode steps on CUDA and on the CPU. Every
 // product is the CPU's bits (CudaKQuantTest); the rest of the model is not bit-identical
 // (silu / exp ulps can flip a requantized int8), so the logits are held to each other by a
@@ -61,15 +63,13 @@ class CudaLlamaLayoutTest : public ::testing::TestWithParam<TypeMix> {
   CpuBackend cpu_{&pool_};
 };
 
-TEST_P(CudaLlamaLayoutTest, QuantizedModelMatchesCpuAndTheF32Reference) {
-  const TypeMix& mix = GetParam();
-  const std::string quant =
-      WriteFile(std::string("cuda-llama-quant-") + mix.name + ".gguf", Layout::kLlamaCpp, mix);
-  const std::string ref =
-      WriteFile(std::string("cuda-llama-ref-") + mix.name + ".gguf", Layout::kReference, mix);
+// The quantized file on CUDA against the CPU (q8 and fp32 activations) and the CPU's fp32 run
+// of its dequantized twin.
+void ExpectCudaMatches(CpuBackend& cpu, const std::string& quant, const std::string& ref,
+                       const char* name) {
   const auto g = RunLogits(*SharedCuda(), quant, ActQuantMode::kQ8);
-  const auto c = RunLogits(cpu_, quant, ActQuantMode::kQ8);
-  const auto r = RunLogits(cpu_, ref, ActQuantMode::kOff);
+  const auto c = RunLogits(cpu, quant, ActQuantMode::kQ8);
+  const auto r = RunLogits(cpu, ref, ActQuantMode::kOff);
   ASSERT_EQ(g.size(), c.size());
   ASSERT_EQ(g.size(), r.size());
   ASSERT_FALSE(g.empty());
@@ -89,30 +89,62 @@ TEST_P(CudaLlamaLayoutTest, QuantizedModelMatchesCpuAndTheF32Reference) {
   std::printf(
       "%s mix, q8: CUDA vs CPU rel L2 %.3g (argmax %d/%d); vs f32 reference %.3g "
       "(CPU %.3g)\n",
-      mix.name, d_cpu, agree, rows, d_ref, d_cpu_ref);
+      name, d_cpu, agree, rows, d_ref, d_cpu_ref);
   // ds4-tiny's own q8 runs agree on 90 % of argmaxes between CUDA and the CPU
   // (CudaModelTest); the bounds here leave that room.
-  EXPECT_LT(d_cpu, 0.1) << mix.name;
-  EXPECT_GE(4 * agree, 3 * rows) << mix.name;
-  EXPECT_LT(d_ref, 0.15) << mix.name;
+  EXPECT_LT(d_cpu, 0.1) << name;
+  EXPECT_GE(4 * agree, 3 * rows) << name;
+  EXPECT_LT(d_ref, 0.15) << name;
   // fp32 activations (act-quant off): every product in the GPU's fp32 order, the CPU's DotF32
   // in double, so the logits agree to rounding.
   const auto g_off = RunLogits(*SharedCuda(), quant, ActQuantMode::kOff);
-  const auto c_off = RunLogits(cpu_, quant, ActQuantMode::kOff);
+  const auto c_off = RunLogits(cpu, quant, ActQuantMode::kOff);
   ASSERT_EQ(g_off.size(), c_off.size());
   double max_d = 0.0, max_v = 0.0;
   for (size_t i = 0; i < g_off.size(); ++i) {
     max_d = std::max(max_d, double(std::fabs(g_off[i] - c_off[i])));
     max_v = std::max(max_v, double(std::fabs(c_off[i])));
   }
-  std::printf("%s mix, act-quant off: CUDA vs CPU max |d| %.3g of max |logit| %.3g (%.3g)\n",
-              mix.name, max_d, max_v, max_d / max_v);
-  EXPECT_LT(max_d, 1e-4 * max_v) << mix.name;
+  std::printf("%s mix, act-quant off: CUDA vs CPU max |d| %.3g of max |logit| %.3g (%.3g)\n", name,
+              max_d, max_v, max_d / max_v);
+  EXPECT_LT(max_d, 1e-4 * max_v) << name;
+}
+
+TEST_P(CudaLlamaLayoutTest, QuantizedModelMatchesCpuAndTheF32Reference) {
+  const TypeMix& mix = GetParam();
+  const std::string quant =
+      WriteFile(std::string("cuda-llama-quant-") + mix.name + ".gguf", Layout::kLlamaCpp, mix);
+  const std::string ref =
+      WriteFile(std::string("cuda-llama-ref-") + mix.name + ".gguf", Layout::kReference, mix);
+  ExpectCudaMatches(cpu_, quant, ref, mix.name);
+}
+
+// Every tensor as llama.cpp's preset quantizes it (attention, HC, compressor, indexer and
+// apes included) on the widened ds4-tiny.
+class CudaLlamaPresetTest : public ::testing::TestWithParam<PresetMix> {
+ protected:
+  void SetUp() override { FLASHKV_REQUIRE_GPU(); }
+  ThreadPool pool_{2};
+  CpuBackend cpu_{&pool_};
+};
+
+TEST_P(CudaLlamaPresetTest, EveryTensorAsThePresetQuantizesItMatchesCpuAndTheF32Reference) {
+  const PresetMix& p = GetParam();
+  const std::string quant =
+      WritePresetFile(std::string("cuda-llama-preset-") + p.name + ".gguf", Layout::kLlamaCpp, p);
+  const std::string ref = WritePresetFile(std::string("cuda-llama-preset-ref-") + p.name + ".gguf",
+                                          Layout::kReference, p);
+  ExpectCudaMatches(cpu_, quant, ref, p.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaLlamaLayoutTest,
                          ::testing::Values(kKQuantMix, kIqMix, kIq34Mix),
                          [](const ::testing::TestParamInfo<TypeMix>& info) {
+                           return std::string(info.param.name);
+                         });
+
+INSTANTIATE_TEST_SUITE_P(Presets, CudaLlamaPresetTest, ::testing::ValuesIn(kPresets),
+                         [](const ::testing::TestParamInfo<PresetMix>& info) {
                            return std::string(info.param.name);
                          });
 
