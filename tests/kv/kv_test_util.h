@@ -67,6 +67,17 @@ inline std::vector<float> Logits(int n_vocab, float salt = 0) {
   return v;
 }
 
+// n pseudo-random bytes from a seed: object payloads for the remote-store tests.
+inline std::string BytePattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (char& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = char(x >> 24);
+  }
+  return s;
+}
+
 inline std::string MakeTempDir(const char* what) {
   std::string tmpl = ::testing::TempDir() + what + ".XXXXXX";
   EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);

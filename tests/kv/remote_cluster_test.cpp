@@ -20,6 +20,7 @@
 namespace flashkv {
 namespace {
 
+using testing::BytePattern;
 using testing::LayerOf;
 using testing::Logits;
 using testing::MakeTempDir;
@@ -30,16 +31,6 @@ using testing::TestIdentity;
 using testing::Tokens;
 
 const Sha1Digest kModel = Sha1Of("model-a");
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : s) {
-    x = x * 1664525u + 1013904223u;
-    c = char(x >> 24);
-  }
-  return s;
-}
 
 TEST(RemoteClusterSlotTest, KeySlotsAndHashTagsAreRedisClusters) {
   // Values from the Redis Cluster specification and redis-cli CLUSTER KEYSLOT.
@@ -91,8 +82,8 @@ class RemoteClusterTest : public ::testing::Test {
 TEST_F(RemoteClusterTest, StoreFollowsMovedToEveryNodeAndRoundTripsBitExact) {
   RemoteStore store(StoreOptions());
   ASSERT_TRUE(store.Ping().ok());
-  EXPECT_FALSE(store.cluster());              // nothing redirected yet: a plain RESP client
-  const std::string obj = Pattern(24500, 7);  // 25 parts, each its own key and slot
+  EXPECT_FALSE(store.cluster());                  // nothing redirected yet: a plain RESP client
+  const std::string obj = BytePattern(24500, 7);  // 25 parts, each its own key and slot
   ASSERT_TRUE(store.PutObject("big.kv", obj).ok());
   EXPECT_TRUE(store.cluster());
   EXPECT_GE(store.redirects(), 1u);
@@ -140,7 +131,7 @@ TEST_F(RemoteClusterTest, AskDuringASlotMigrationThenMovedWhenItEnds) {
   ASSERT_EQ(cluster_.node(src).Command({"CLUSTER", "SETSLOT", s, "MIGRATING", dst_id}), "OK");
 
   RemoteStore store(StoreOptions());
-  const std::string obj = Pattern(600, 3);  // one part: one key, in the migrating slot
+  const std::string obj = BytePattern(600, 3);  // one part: one key, in the migrating slot
   ASSERT_TRUE(store.PutObject("mig.kv", obj).ok());
   const uint64_t after_put = store.redirects();
   EXPECT_GE(after_put, 1u);  // ASK (and MOVED first when the seed is not the source)

@@ -9,25 +9,17 @@
 
 #include "kv/remote_address.h"
 #include "kv/remote_frame.h"
+#include "kv_test_util.h"
 #include "redis_server.h"
 
 namespace flashkv {
 namespace {
 
+using testing::BytePattern;
 using testing::RedisServer;
 
 const Sha1Digest kModel = Sha1Of("model-a");
 const Sha1Digest kOther = Sha1Of("model-b");
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : s) {
-    x = x * 1664525u + 1013904223u;
-    c = char(x >> 24);
-  }
-  return s;
-}
 
 TEST(RemoteAddressTest, ParsesHostPortAndDatabase) {
   auto a = ParseRemoteAddress("redis://127.0.0.1:6380/3");
@@ -59,7 +51,7 @@ TEST(RemoteAddressTest, RejectsEverythingElseClearly) {
 }
 
 TEST(RemoteFrameTest, RoundTripAndEveryDamageIsCaught) {
-  const std::string payload = Pattern(1000, 1);
+  const std::string payload = BytePattern(1000, 1);
   const std::string v = FrameRemotePart(kModel, 2, 5, payload);
   ASSERT_EQ(v.size(), kRemoteFrameBytes + payload.size());
   auto p = UnframeRemotePart(v, kModel, 2);
@@ -110,7 +102,7 @@ class RemoteStoreTest : public ::testing::Test {
 TEST_F(RemoteStoreTest, ObjectsEntriesAndLengthsRoundTrip) {
   RemoteStore store(Options());
   ASSERT_TRUE(store.Ping().ok());
-  const std::string obj = Pattern(3500, 2);
+  const std::string obj = BytePattern(3500, 2);
   auto has = store.HasObject("abc.kv", obj.size());
   ASSERT_TRUE(has.ok());
   EXPECT_FALSE(*has);
@@ -160,7 +152,7 @@ TEST_F(RemoteStoreTest, ObjectsEntriesAndLengthsRoundTrip) {
 
 TEST_F(RemoteStoreTest, DamagedForeignAndTruncatedValuesAreNeverReturned) {
   RemoteStore store(Options());
-  const std::string obj = Pattern(2500, 3);
+  const std::string obj = BytePattern(2500, 3);
   ASSERT_TRUE(store.PutObject("o.kv", obj).ok());
   const std::string k1 = RemoteObjectKey(kModel, "o.kv", 1);
   const std::string good = redis_.Command({"GET", k1});
@@ -221,7 +213,7 @@ TEST_F(RemoteStoreTest, FullStoreRefusesWritesAsResourceExhausted) {
   RemoteStore store(Options());
   ASSERT_EQ(redis_.Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
   ASSERT_EQ(redis_.Command({"CONFIG", "SET", "maxmemory", "1"}), "OK");
-  const Status st = store.PutObject("big.kv", Pattern(5000, 4));
+  const Status st = store.PutObject("big.kv", BytePattern(5000, 4));
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
   EXPECT_TRUE(store.Ping().ok());  // reads still answered
 }
