@@ -127,6 +127,9 @@ int Run(const std::string& dir, int64_t n_tokens) {
   if (const char* r = std::getenv("FLASHKV_BENCH_READ_MB"))
     o.load.chunk_bytes = size_t(std::max(1, std::atoi(r))) << 20;
   if (const char* r = std::getenv("FLASHKV_BENCH_READERS")) o.load.readers = std::atoi(r);
+  if (const char* d = std::getenv("FLASHKV_BENCH_DIRECT")) o.load.direct = std::atoi(d) != 0;
+  if (const char* d = std::getenv("FLASHKV_BENCH_DIRECT_KB"))
+    o.load.direct_read_bytes = size_t(std::max(4, std::atoi(d))) << 10;
   auto cache = DiskCache::Open(o);
   if (!cache.ok()) {
     std::fprintf(stderr, "%s\n", cache.status().ToString().c_str());
@@ -172,6 +175,7 @@ int Run(const std::string& dir, int64_t n_tokens) {
     std::fprintf(stderr, "load failed: %s\n", hit.status().ToString().c_str());
     return 1;
   }
+  const uint64_t cold_direct = hit->direct_bytes;
   const double t5 = Now();
   auto hit2 = (*cache)->Load(DiskLookup{.tokens = tokens, .text = {}}, *state);
   const double t6 = Now();
@@ -202,9 +206,12 @@ int Run(const std::string& dir, int64_t n_tokens) {
   const double ddw = Mb(uint64_t(dd_bytes)) / dd_w, ddr = Mb(uint64_t(dd_bytes)) / dd_r;
   const double ddrw = Mb(uint64_t(dd_bytes)) / dd_rw;
   const double ddwd = Mb(uint64_t(((mib + 15) / 16) << 24)) / dd_wd;
-  std::printf("tokens %lld: snapshot %.1f MB (chunk tokens %u, read %zu MiB, %d readers)\n",
-              static_cast<long long>(n_tokens), Mb(bytes), o.chunk_tokens, o.load.chunk_bytes >> 20,
-              o.load.readers);
+  std::printf(
+      "tokens %lld: snapshot %.1f MB (chunk tokens %u, read %zu MiB, %d readers, O_DIRECT %s "
+      "in %zu KiB reads: %.1f MB of the cold load)\n",
+      static_cast<long long>(n_tokens), Mb(bytes), o.chunk_tokens, o.load.chunk_bytes >> 20,
+      o.load.readers, o.load.direct ? "on" : "off", o.load.direct_read_bytes >> 10,
+      Mb(cold_direct));
   std::printf(
       "  save  %7.0f MB/s  (Save returns in %.0f ms: host copy, writes under way; Flush "
       "%.0f ms)  dd write %7.0f MB/s  ratio %.2f  (dd O_DIRECT %.0f MB/s)\n",

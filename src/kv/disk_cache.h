@@ -127,6 +127,7 @@ using DiskLookup = ResumeLookup;
 struct DiskHit : ResumeHit {
   DiskCacheEntry entry;       // as it was before this hit
   int failed_candidates = 0;  // longer candidates that failed to load (and were reported)
+  uint64_t direct_bytes = 0;  // of `bytes`, read through O_DIRECT (SnapshotLoadOptions::direct)
 };
 
 struct DiskCacheStats {

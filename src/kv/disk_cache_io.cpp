@@ -69,6 +69,7 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     hit.replay = std::move(loaded->replay);
     hit.extensions = std::move(loaded->extensions);
     hit.bytes = loaded->bytes_read;
+    hit.direct_bytes = loaded->direct_bytes;
     hit.text = entry.text;
     hit.failed_candidates = failed;
     {
@@ -77,9 +78,12 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     }
     Status t = Touch(entry.key);
     if (!t.ok()) spdlog::warn("kv cache: touching {}: {}", entry.path, t.message());
-    spdlog::info("kv cache hit tokens={} by={} load={:.1f} ms ({:.0f} MiB/s) file={}",
-                 entry.n_tokens, by_text ? "text" : "tokens", hit.load_ms,
-                 CacheMib(hit.bytes) / std::max(hit.load_ms / 1000.0, 1e-9), entry.path);
+    spdlog::info(
+        "kv cache hit tokens={} by={} load={:.1f} ms ({:.0f} MiB/s, {:.0f} MiB O_DIRECT) "
+        "file={}",
+        entry.n_tokens, by_text ? "text" : "tokens", hit.load_ms,
+        CacheMib(hit.bytes) / std::max(hit.load_ms / 1000.0, 1e-9), CacheMib(hit.direct_bytes),
+        entry.path);
     return hit;
   }
   {

@@ -233,10 +233,18 @@ Status CheckSnapshotCompatible(const SnapshotHeader& header, std::string_view la
                                const SnapshotIdentity& identity, const KvShape& shape);
 
 struct SnapshotLoadOptions {
-  size_t chunk_bytes = size_t(16) << 20;  // one read() (and staging buffer)
-  int staging_buffers = 4;                // read-ahead depth of the reader threads
-  // Reader threads, each with one read() in flight (pieces taken in turn; 1–4).
-  int readers = 1;
+  size_t chunk_bytes = size_t(16) << 20;  // one buffered read() (and staging buffer)
+  int staging_buffers = 4;                // read-ahead depth of the reader threads (at least)
+  // Reader threads of a version-2 restore (1–8), each streaming a different chunk file
+  // with one read() in flight; a version-1 file is one file, one reader. The device
+  // host's disk reads files one after another at about half the rate of one file, and
+  // 2–4 at once at its full rate (docs/PERFORMANCE.md, "v2 restores on the device host's
+  // disk").
+  int readers = 4;
+  // Chunk files through O_DIRECT where the filesystem has it (kept out of the page cache,
+  // as the saves are), in reads of direct_read_bytes; false: through the page cache.
+  bool direct = true;
+  size_t direct_read_bytes = size_t(1) << 20;
   // n_vocab the caller's logits span must hold; 0: take the file's.
   int64_t expect_vocab = 0;
 };
@@ -250,6 +258,7 @@ struct LoadedSnapshot {
   std::string replay;                         // kSnapshotReplayTag
   std::vector<SnapshotExtension> extensions;  // the writer's own
   uint64_t bytes_read = 0;
+  uint64_t direct_bytes = 0;  // of bytes_read, read through O_DIRECT
 };
 
 // Restores the snapshot at `path` into `state` (any context >= its token count; previous

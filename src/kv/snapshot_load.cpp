@@ -31,7 +31,8 @@ struct StreamBlock {
 };
 
 // One byte range the streamer reads: a layer section of the snapshot file, or layers of
-// a chunk file's payload, with the CRC(s) it must have.
+// a chunk file's payload (or, read through O_DIRECT, a whole chunk file), with the
+// CRC(s) it must have.
 struct StreamPiece {
   const File* file = nullptr;
   uint64_t offset = 0;
@@ -41,27 +42,55 @@ struct StreamPiece {
   int64_t chunk = -1;   // chunk index, −1 for a layer section
   int layer = -1;       // the layer of a layer section
   std::vector<StreamBlock> blocks;
+  // The file's reader: every piece of one group (one file) is read by the same reader
+  // thread, in order, so R readers stream R different files at once.
+  size_t group = 0;
+  // `file` is in O_DIRECT mode: the piece is a whole chunk file from offset 0, read in
+  // aligned reads of SnapshotLoadOptions::direct_read_bytes, the last one rounded up to a
+  // block (false: through the page cache).
+  bool direct = false;
   // Asked of the kernel (readahead) as this piece is read: the next chunk file, so a new
-  // file's reads need not ramp up from a cold readahead window.
+  // file's reads need not ramp up from a cold readahead window (one reader only).
   const File* prefetch = nullptr;
   uint64_t prefetch_offset = 0, prefetch_bytes = 0;
 };
 
-// Streams the pieces through staging buffers: a reader thread only issues the read()s (so
-// the disk always has a request in flight); the calling thread checks each piece's CRC —
-// or each block's, and hands a block on as soon as its own CRC holds — and hands it on
-// (to KvState::WriteLayer, or the chunk rows to KvState::WriteRows). Buffers are sized for
-// the largest piece (one layer section must be contiguous on the host).
+// Streams the pieces through staging buffers: reader threads only issue the read()s (so
+// the disk always has requests in flight), reader r every group g with g mod R = r; the
+// calling thread checks each piece's CRC — or each block's, and hands a block on as soon
+// as its own CRC holds — and hands it on (to KvState::WriteLayer, or the chunk rows to
+// KvState::WriteRows), in piece order. Buffers are sized for the largest piece (one layer
+// section must be contiguous on the host), and there are enough of them for every reader
+// to hold a piece of its own file while the consumer works on one.
+//
+// Why several files at once: the device host's disk (docs/PERFORMANCE.md, "v2 restores
+// on the device host's disk") reads a run of separate files one after another at about
+// half the rate of one file of the same bytes, and at the rate of one file when 2–4 are
+// read at once.
 class LayerStreamer {
  public:
   LayerStreamer(const std::vector<StreamPiece>& layers, const SnapshotLoadOptions& options)
       : layers_(layers),
         chunk_(std::max<size_t>(options.chunk_bytes, 4096)),
-        readers_(std::clamp(options.readers, 1, 4)) {
+        direct_step_(
+            size_t(AlignUp(std::max<size_t>(options.direct_read_bytes, 1), File::kDirectAlign))) {
     uint64_t biggest = 0;
-    for (const StreamPiece& s : layers_) biggest = std::max(biggest, s.bytes);
-    const int n = std::clamp(std::max(options.staging_buffers, readers_ + 1), 1, 8);
-    for (int i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
+    size_t groups = 0, per_group = 0, run = 0;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const StreamPiece& s = layers_[i];
+      biggest = std::max(biggest, s.direct ? AlignUp(s.bytes, File::kDirectAlign) : s.bytes);
+      run = (i > 0 && layers_[i - 1].group == s.group) ? run + 1 : 1;
+      if (run == 1) ++groups;
+      // The manifest's own layer sections (the last group) are many small pieces: they
+      // set no window.
+      if (s.chunk >= 0) per_group = std::max(per_group, run);
+    }
+    readers_ = std::clamp(std::min<int>(options.readers, int(std::max<size_t>(groups, 1))), 1, 8);
+    // R − 1 other readers' files and the consumer's piece beside the piece being read.
+    const size_t window = size_t(readers_ - 1) * std::max<size_t>(per_group, 1) + 2;
+    const size_t n =
+        std::clamp<size_t>(std::max<size_t>(size_t(options.staging_buffers), window), 1, 16);
+    for (size_t i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
     slots_.resize(n);
   }
 
@@ -122,6 +151,8 @@ class LayerStreamer {
   }
 
   uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t direct_bytes() const { return direct_bytes_; }
+  int readers() const { return readers_; }
 
  private:
   struct Slot {
@@ -129,9 +160,29 @@ class LayerStreamer {
     int64_t consumed = -1;    // last piece index the consumer released from it
   };
 
-  // Reader r reads pieces r, r + R, r + 2R, …: R reads in flight.
+  // Reads piece s through its O_DIRECT descriptor in reads of direct_step_ (one at a
+  // time: the readers on the other files keep the disk's queue filled).
+  Status ReadDirect(const StreamPiece& s, uint8_t* dst) const {
+    const uint64_t want = AlignUp(s.bytes, File::kDirectAlign);
+    uint64_t done = 0;
+    while (done < want) {
+      const size_t n = size_t(std::min<uint64_t>(direct_step_, want - done));
+      FLASHKV_ASSIGN_OR_RETURN(size_t got, s.file->ReadDirectAt(s.offset + done, dst + done, n));
+      done += got;
+      if (got < n) break;
+    }
+    if (done < s.bytes) {
+      return Corrupt("{}: truncated: wanted {} bytes at offset {}, the file ends at {}",
+                     s.file->path(), s.bytes, s.offset, s.offset + done);
+    }
+    return Status::Ok();
+  }
+
+  // Reader r reads the pieces of groups r, r + R, r + 2R, …: R files in flight.
   void ReaderLoop(int r) {
-    for (size_t i = size_t(r); i < layers_.size(); i += size_t(readers_)) {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const StreamPiece& s = layers_[i];
+      if (s.group % size_t(readers_) != size_t(r)) continue;
       const size_t slot = i % bufs_.size();
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -141,17 +192,20 @@ class LayerStreamer {
         });
         if (stop_) return;
       }
-      const StreamPiece& s = layers_[i];
       uint8_t* dst = bufs_[slot]->p;
-      if (s.prefetch != nullptr) {
+      if (s.prefetch != nullptr && readers_ == 1) {
         ::posix_fadvise(s.prefetch->fd(), off_t(s.prefetch_offset), off_t(s.prefetch_bytes),
                         POSIX_FADV_WILLNEED);
       }
       Status st;
-      for (uint64_t done = 0; done < s.bytes && st.ok();) {
-        const size_t n = size_t(std::min<uint64_t>(chunk_, s.bytes - done));
-        st = s.file->ReadAt(s.offset + done, dst + done, n);
-        done += n;
+      if (s.direct) {
+        st = ReadDirect(s, dst);
+      } else {
+        for (uint64_t done = 0; done < s.bytes && st.ok();) {
+          const size_t n = size_t(std::min<uint64_t>(chunk_, s.bytes - done));
+          st = s.file->ReadAt(s.offset + done, dst + done, n);
+          done += n;
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -160,6 +214,7 @@ class LayerStreamer {
         } else {
           slots_[slot].filled_for = int64_t(i);
           bytes_read_ += s.bytes;
+          if (s.direct) direct_bytes_ += s.bytes;
         }
       }
       cv_.notify_all();
@@ -169,7 +224,8 @@ class LayerStreamer {
 
   const std::vector<StreamPiece>& layers_;
   const size_t chunk_;
-  const int readers_;
+  const size_t direct_step_;
+  int readers_ = 1;
   std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -177,30 +233,62 @@ class LayerStreamer {
   Status reader_status_;
   bool stop_ = false;
   uint64_t bytes_read_ = 0;
+  uint64_t direct_bytes_ = 0;
   std::vector<std::thread> readers_threads_;
 };
 
-// The reads of chunk k's payload: version 3 in pieces of whole layers of at most
+// Chunk files read through O_DIRECT are one piece each, so up to this size (a default
+// 2,048-token chunk of DS4 Flash is ~27.5 MB); larger ones are read in layer pieces
+// through the page cache.
+constexpr uint64_t kMaxDirectPiece = uint64_t(64) << 20;
+
+// The reads of chunk k. Through O_DIRECT (`direct`, the file small enough): the whole
+// file, header included, as one piece read from offset 0 — every layer a block with its
+// own CRC. Otherwise the payload: version 3 in pieces of whole layers of at most
 // `piece_bytes` (SnapshotLoadOptions::chunk_bytes, one read(); a layer larger than that is
 // a piece of its own) — large sequential reads, while the upload of one piece's layers
 // overlaps the next read — each layer a block with its own CRC; version 2 as one piece,
-// one block over every layer.
-void AddChunkPieces(const File& file, const ChunkHeader& ch, size_t k, const std::string& what,
-                    uint64_t piece_bytes, std::vector<StreamPiece>* out) {
+// one block over every layer. All of them group k (one reader).
+void AddChunkPieces(const File& file, bool direct, const ChunkHeader& ch, size_t k,
+                    const std::string& what, uint64_t piece_bytes, std::vector<StreamPiece>* out) {
+  auto piece = [&](uint64_t offset) {
+    StreamPiece p{&file, offset, 0, 0, what, int64_t(k), -1, {}};
+    p.group = k;
+    return p;
+  };
+  const uint64_t file_bytes = ch.header_bytes + ch.payload_bytes;
+  if (direct) {
+    StreamPiece p = piece(0);
+    p.direct = direct;
+    p.bytes = file_bytes;
+    if (ch.layers.empty()) {
+      p.blocks.push_back({ch.header_bytes, ch.payload_bytes, ch.payload_crc32c, -1});
+    } else {
+      uint64_t at = ch.header_bytes;
+      for (size_t l = 0; l < ch.layers.size(); ++l) {
+        if (ch.layers[l].bytes == 0) continue;
+        p.blocks.push_back({at, ch.layers[l].bytes, ch.layers[l].crc32c, int(l)});
+        at += ch.layers[l].bytes;
+      }
+    }
+    out->push_back(std::move(p));
+    return;
+  }
   if (ch.layers.empty()) {
-    StreamPiece p{&file, ch.header_bytes, ch.payload_bytes, 0, what, int64_t(k), -1, {}};
+    StreamPiece p = piece(ch.header_bytes);
+    p.bytes = ch.payload_bytes;
     p.blocks.push_back({0, ch.payload_bytes, ch.payload_crc32c, -1});
     out->push_back(std::move(p));
     return;
   }
-  StreamPiece p{&file, ch.header_bytes, 0, 0, what, int64_t(k), -1, {}};
+  StreamPiece p = piece(ch.header_bytes);
   for (size_t l = 0; l < ch.layers.size(); ++l) {
     const ChunkLayerCrc& lc = ch.layers[l];
     if (lc.bytes == 0) continue;
     if (p.bytes > 0 && p.bytes + lc.bytes > piece_bytes) {
       const uint64_t next = p.offset + p.bytes;
       out->push_back(std::move(p));
-      p = StreamPiece{&file, next, 0, 0, what, int64_t(k), -1, {}};
+      p = piece(next);
     }
     p.blocks.push_back({p.bytes, lc.bytes, lc.crc32c, int(l)});
     p.bytes += lc.bytes;
@@ -228,12 +316,12 @@ void AddChunkRowWrites(const KvShape& shape, uint32_t chunk_tokens, uint32_t k, 
 // through the staging buffers straight into the state: each layer's rows of a chunk go to
 // KvState::WriteRows as soon as their CRC holds (no whole-state host buffer), the rest of
 // each layer (the ring, the frontiers, the unchunked rows) to KvState::WriteLayerTail.
-// Returns the bytes read.
-Expected<uint64_t> LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
-                                     const KvShape& shape,
-                                     const std::vector<SnapshotChunkRef>& refs,
-                                     std::vector<StreamPiece> layer_pieces, KvState& state,
-                                     const SnapshotLoadOptions& options) {
+// Adds the bytes read to out->bytes_read (and those read through O_DIRECT to
+// out->direct_bytes).
+Status LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
+                         const KvShape& shape, const std::vector<SnapshotChunkRef>& refs,
+                         std::vector<StreamPiece> layer_pieces, KvState& state,
+                         const SnapshotLoadOptions& options, LoadedSnapshot* out) {
   const uint64_t payload = ChunkPayloadBytes(shape, h.chunk_tokens);
   std::vector<File> chunks;
   chunks.reserve(refs.size());
@@ -259,22 +347,33 @@ Expected<uint64_t> LoadChunkedLayers(const std::string& chunk_dir, const Snapsho
                        ch->layers[l].bytes, l, ChunkLayerBytes(shape, int(l), h.chunk_tokens));
       }
     }
-    header_bytes += ch->header_bytes;
     chunks.push_back(std::move(*f));
     headers.push_back(std::move(*ch));
   }
   std::vector<StreamPiece> pieces;
   for (size_t k = 0; k < refs.size(); ++k) {
     const size_t first = pieces.size();
-    AddChunkPieces(chunks[k], headers[k], k, fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name)),
+    // After the header checks, the rest of the file through O_DIRECT where the
+    // filesystem has it: like the saves (DiskCacheOptions::write), restores stay out of
+    // the page cache, where they would push out the model's mapped pages.
+    const bool d = options.direct &&
+                   headers[k].header_bytes + headers[k].payload_bytes <= kMaxDirectPiece &&
+                   chunks[k].SetDirectIo(true).ok();
+    // A whole-file piece counts its header among its bytes (each byte once).
+    if (!d) header_bytes += headers[k].header_bytes;
+    AddChunkPieces(chunks[k], d, headers[k], k,
+                   fmt::format("chunk {} ({})", k, Sha1Hex(refs[k].name)),
                    std::max<uint64_t>(options.chunk_bytes, 4096), &pieces);
-    if (k + 1 < refs.size() && first < pieces.size()) {
+    if (k + 1 < refs.size() && first < pieces.size() && !pieces[first].direct) {
       pieces[first].prefetch = &chunks[k + 1];
       pieces[first].prefetch_offset = headers[k + 1].header_bytes;
       pieces[first].prefetch_bytes = headers[k + 1].payload_bytes;
     }
   }
-  for (StreamPiece& p : layer_pieces) pieces.push_back(std::move(p));
+  for (StreamPiece& p : layer_pieces) {
+    p.group = refs.size();  // the manifest: one reader
+    pieces.push_back(std::move(p));
+  }
   FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
   const int64_t chunked = int64_t(h.chunked_tokens());
   std::vector<KvState::RowWrite> writes;
@@ -300,7 +399,9 @@ Expected<uint64_t> LoadChunkedLayers(const std::string& chunk_dir, const Snapsho
     }
     return state.WriteRows(writes.data(), writes.size());
   }));
-  return streamer.bytes_read() + header_bytes;
+  out->bytes_read += streamer.bytes_read() + header_bytes;
+  out->direct_bytes += streamer.direct_bytes();
+  return Status::Ok();
 }
 
 Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir,
@@ -379,10 +480,8 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
     out.bytes_read += streamer.bytes_read();
     return out;
   }
-  FLASHKV_ASSIGN_OR_RETURN(
-      uint64_t chunk_bytes,
-      LoadChunkedLayers(chunk_dir, h, file_shape, refs, std::move(pieces), state, options));
-  out.bytes_read += chunk_bytes;
+  FLASHKV_RETURN_IF_ERROR(
+      LoadChunkedLayers(chunk_dir, h, file_shape, refs, std::move(pieces), state, options, &out));
   return out;
 }
 

@@ -118,6 +118,38 @@ Status File::ReadAt(uint64_t offset, void* dst, size_t n) const {
   return Status::Ok();
 }
 
+Status File::SetDirectIo(bool on) {
+#if defined(O_DIRECT)
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0) return ErrnoStatus(errno, "fcntl F_GETFL", path_);
+  if (::fcntl(fd_, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT)) != 0) {
+    return ErrnoStatus(errno, on ? "turning on O_DIRECT for" : "turning off O_DIRECT for", path_);
+  }
+  return Status::Ok();
+#else
+  (void)on;
+  return Unsupported("{}: no O_DIRECT on this platform", path_);
+#endif
+}
+
+Expected<size_t> File::ReadDirectAt(uint64_t offset, void* dst, size_t n) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    const size_t want = std::min(n - done, kMaxTransfer);
+    const ssize_t r = ::pread(fd_, p + done, want, off_t(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "reading (O_DIRECT)", path_);
+    }
+    done += size_t(r);
+    // A direct read stops short only at the end of the file; the next offset would not
+    // be aligned.
+    if (size_t(r) < want) break;
+  }
+  return done;
+}
+
 Status File::Write(const void* src, size_t n) {
   const auto* p = static_cast<const uint8_t*>(src);
   size_t done = 0;

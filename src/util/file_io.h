@@ -46,6 +46,14 @@ class File {
   Expected<uint64_t> Size() const;
   // Reads exactly n bytes at `offset`; a short file is Corrupt ("truncated").
   Status ReadAt(uint64_t offset, void* dst, size_t n) const;
+  // Turns O_DIRECT on or off for this descriptor (fcntl F_SETFL): the same open file, so
+  // a file unlinked meanwhile stays readable. Fails on filesystems without O_DIRECT; the
+  // caller then reads through the page cache.
+  Status SetDirectIo(bool on);
+  // Reads up to n bytes at `offset` through an O_DIRECT descriptor (offset, dst and n
+  // multiples of kDirectAlign) and returns how many it got: fewer than n only where the
+  // file ends, inside the last block.
+  Expected<size_t> ReadDirectAt(uint64_t offset, void* dst, size_t n) const;
   // Appends all n bytes at the current position; ENOSPC and friends become kIoError /
   // kResourceExhausted with the path.
   Status Write(const void* src, size_t n);

@@ -3,11 +3,16 @@
 // any chunk or to the manifest is refused (kCorrupt) and leaves the state cleared.
 #include "kv/snapshot_chunks.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kv/snapshot_codec.h"
@@ -268,6 +273,64 @@ TEST(SnapshotChunksTest, DamageInTheLastLayerBlockClearsTheState) {
   EXPECT_EQ(dirty.n_tokens(), 0);
 }
 
+// Whether files in `dir` can be read through O_DIRECT (tmpfs before Linux 6.6 cannot).
+bool DirectReadsWork(const std::string& dir) {
+  const std::string probe = JoinPath(dir, "direct-probe");
+  auto w = File::Create(probe);
+  EXPECT_TRUE(w.ok() && w->Write("x", 1).ok() && w->Close().ok());
+  auto f = File::OpenRead(probe);
+  const bool ok = f.ok() && f->SetDirectIo(true).ok();
+  EXPECT_TRUE(RemoveFile(probe).ok());
+  return ok;
+}
+
+// Many chunks through 1–8 readers (each streaming its own chunk files), through the page
+// cache and through O_DIRECT in reads of one block and of 1 MiB, in one buffered read per
+// layer and in reads of 16 MiB: the same state every time, every byte counted once, and
+// O_DIRECT used exactly where asked for and the filesystem has it — in the test's
+// temporary directory and in /dev/shm (tmpfs).
+TEST(SnapshotChunksTest, LoadIsIndependentOfReadersAndDirectReads) {
+  CpuBackend be(nullptr);
+  std::vector<std::string> dirs = {MakeTempDir("chunks-readers")};
+  if (::access("/dev/shm", W_OK) == 0) {
+    std::string tmpl = "/dev/shm/flashkv-chunks-readers.XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) dirs.push_back(tmpl);
+  }
+  for (const std::string& dir : dirs) {
+    KvState st = RandomState(be, SmallShape(256), 200, 77);
+    std::map<std::string, SnapshotChunkRef> store;
+    Saved s = SaveChunked(dir, st, Tokens(200), &store);
+    ASSERT_EQ(s.refs.size(), 12u);
+    uint64_t chunk_file_bytes = 0;
+    for (const SnapshotChunkRef& r : s.refs) chunk_file_bytes += r.file_bytes;
+    const bool can_direct = DirectReadsWork(dir);
+    std::optional<uint64_t> bytes_read;
+    for (int readers : {1, 2, 3, 8}) {
+      for (bool direct : {false, true}) {
+        for (auto [chunk, step] :
+             {std::pair{size_t(4096), size_t(4096)}, {size_t(16) << 20, size_t(1) << 20}}) {
+          SnapshotLoadOptions o;
+          o.readers = readers;
+          o.direct = direct;
+          o.chunk_bytes = chunk;
+          o.direct_read_bytes = step;
+          KvState dst = RandomState(be, SmallShape(256), 30, uint32_t(readers));
+          auto r = LoadSnapshot(s.path, TestIdentity(), dst, o);
+          const std::string what = fmt::format("{} readers={} direct={} chunk={} step={}", dir,
+                                               readers, direct, chunk, step);
+          ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+          ExpectSameState(st, dst);
+          EXPECT_EQ(r->tokens, Tokens(200)) << what;
+          EXPECT_EQ(r->direct_bytes, direct && can_direct ? chunk_file_bytes : 0u) << what;
+          if (!bytes_read) bytes_read = r->bytes_read;
+          EXPECT_EQ(r->bytes_read, *bytes_read) << what;
+        }
+      }
+    }
+    if (dir.starts_with("/dev/shm/")) (void)std::system(("rm -rf '" + dir + "'").c_str());
+  }
+}
+
 class ChunkDamageTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -277,14 +340,21 @@ class ChunkDamageTest : public ::testing::Test {
     ASSERT_EQ(saved_.refs.size(), 2u);
   }
 
-  // Loads into a dirty state; expects kCorrupt naming `needle` and a cleared state.
+  // Loads into a dirty state — with the default options (several readers, O_DIRECT where
+  // the filesystem has it) and with one reader through the page cache; expects kCorrupt
+  // naming `needle` and a cleared state.
   void ExpectCorrupt(const std::string& needle) {
-    KvState dst = RandomState(be_, SmallShape(), 30, 3);
-    auto r = LoadSnapshot(saved_.path, TestIdentity(), dst);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt) << r.status().ToString();
-    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().ToString();
-    EXPECT_EQ(dst.n_tokens(), 0);
+    SnapshotLoadOptions buffered;
+    buffered.readers = 1;
+    buffered.direct = false;
+    for (const SnapshotLoadOptions& o : {SnapshotLoadOptions{}, buffered}) {
+      KvState dst = RandomState(be_, SmallShape(), 30, 3);
+      auto r = LoadSnapshot(saved_.path, TestIdentity(), dst, o);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), StatusCode::kCorrupt) << r.status().ToString();
+      EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().ToString();
+      EXPECT_EQ(dst.n_tokens(), 0);
+    }
     EXPECT_FALSE(VerifySnapshotFile(saved_.path).ok());
   }
 
