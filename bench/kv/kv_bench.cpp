@@ -176,6 +176,7 @@ int Run(const std::string& dir, int64_t n_tokens) {
     return 1;
   }
   const uint64_t cold_direct = hit->direct_bytes;
+  const double cold_prepare_ms = hit->prepare_ms;
   const double t5 = Now();
   auto hit2 = (*cache)->Load(DiskLookup{.tokens = tokens, .text = {}}, *state);
   const double t6 = Now();
@@ -208,10 +209,11 @@ int Run(const std::string& dir, int64_t n_tokens) {
   const double ddwd = Mb(uint64_t(((mib + 15) / 16) << 24)) / dd_wd;
   std::printf(
       "tokens %lld: snapshot %.1f MB (chunk tokens %u, read %zu MiB, %d readers, O_DIRECT %s "
-      "in %zu KiB reads: %.1f MB of the cold load)\n",
+      "in %zu KiB reads: %.1f MB of the cold load; %.1f ms of it before the first streamed "
+      "read)\n",
       static_cast<long long>(n_tokens), Mb(bytes), o.chunk_tokens, o.load.chunk_bytes >> 20,
-      o.load.readers, o.load.direct ? "on" : "off", o.load.direct_read_bytes >> 10,
-      Mb(cold_direct));
+      o.load.readers, o.load.direct ? "on" : "off", o.load.direct_read_bytes >> 10, Mb(cold_direct),
+      cold_prepare_ms);
   std::printf(
       "  save  %7.0f MB/s  (Save returns in %.0f ms: host copy, writes under way; Flush "
       "%.0f ms)  dd write %7.0f MB/s  ratio %.2f  (dd O_DIRECT %.0f MB/s)\n",

@@ -128,6 +128,7 @@ struct DiskHit : ResumeHit {
   DiskCacheEntry entry;       // as it was before this hit
   int failed_candidates = 0;  // longer candidates that failed to load (and were reported)
   uint64_t direct_bytes = 0;  // of `bytes`, read through O_DIRECT (SnapshotLoadOptions::direct)
+  double prepare_ms = 0;      // of load_ms, before the first streamed read (LoadedSnapshot)
 };
 
 struct DiskCacheStats {

@@ -70,6 +70,7 @@ Expected<DiskHit> DiskCache::Impl::Load(const DiskLookup& lookup_in, KvState& st
     hit.extensions = std::move(loaded->extensions);
     hit.bytes = loaded->bytes_read;
     hit.direct_bytes = loaded->direct_bytes;
+    hit.prepare_ms = loaded->prepare_ms;
     hit.text = entry.text;
     hit.failed_candidates = failed;
     {

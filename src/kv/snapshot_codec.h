@@ -259,6 +259,9 @@ struct LoadedSnapshot {
   std::vector<SnapshotExtension> extensions;  // the writer's own
   uint64_t bytes_read = 0;
   uint64_t direct_bytes = 0;  // of bytes_read, read through O_DIRECT
+  // Time from the open file to the first streamed read: the header, the small sections,
+  // the checks and (version 2) opening and checking every chunk's header.
+  double prepare_ms = 0;
 };
 
 // Restores the snapshot at `path` into `state` (any context >= its token count; previous

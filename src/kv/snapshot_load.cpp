@@ -3,8 +3,11 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -56,12 +59,14 @@ struct StreamPiece {
 };
 
 // Streams the pieces through staging buffers: reader threads only issue the read()s (so
-// the disk always has requests in flight), reader r every group g with g mod R = r; the
-// calling thread checks each piece's CRC — or each block's, and hands a block on as soon
-// as its own CRC holds — and hands it on (to KvState::WriteLayer, or the chunk rows to
-// KvState::WriteRows), in piece order. Buffers are sized for the largest piece (one layer
-// section must be contiguous on the host), and there are enough of them for every reader
-// to hold a piece of its own file while the consumer works on one.
+// the disk always has requests in flight), reader r the pieces of every group g with
+// g mod R = r, in order; the calling thread takes the filled buffers as they come — in
+// any order, so no reader waits for a slow file ahead of it — checks each piece's CRC (or
+// each block's, handing a block on as soon as its own CRC holds) and hands it on (to
+// KvState::WriteLayer, or the chunk rows to KvState::WriteRows; every piece writes rows
+// no other piece writes). Buffers are sized for the largest piece (one layer section
+// must be contiguous on the host); R + 2 of them (at least staging_buffers) let every
+// reader fill one while the consumer works on another.
 //
 // Why several files at once: the device host's disk (docs/PERFORMANCE.md, "v2 restores
 // on the device host's disk") reads a run of separate files one after another at about
@@ -75,23 +80,18 @@ class LayerStreamer {
         direct_step_(
             size_t(AlignUp(std::max<size_t>(options.direct_read_bytes, 1), File::kDirectAlign))) {
     uint64_t biggest = 0;
-    size_t groups = 0, per_group = 0, run = 0;
+    size_t groups = 0;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const StreamPiece& s = layers_[i];
       biggest = std::max(biggest, s.direct ? AlignUp(s.bytes, File::kDirectAlign) : s.bytes);
-      run = (i > 0 && layers_[i - 1].group == s.group) ? run + 1 : 1;
-      if (run == 1) ++groups;
-      // The manifest's own layer sections (the last group) are many small pieces: they
-      // set no window.
-      if (s.chunk >= 0) per_group = std::max(per_group, run);
+      if (i == 0 || layers_[i - 1].group != s.group) ++groups;
     }
     readers_ = std::clamp(std::min<int>(options.readers, int(std::max<size_t>(groups, 1))), 1, 8);
-    // R − 1 other readers' files and the consumer's piece beside the piece being read.
-    const size_t window = size_t(readers_ - 1) * std::max<size_t>(per_group, 1) + 2;
-    const size_t n =
-        std::clamp<size_t>(std::max<size_t>(size_t(options.staging_buffers), window), 1, 16);
-    for (size_t i = 0; i < n; ++i) bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
-    slots_.resize(n);
+    const int n = std::clamp(std::max(options.staging_buffers, readers_ + 2), 1, 16);
+    for (int i = 0; i < n; ++i) {
+      bufs_.push_back(std::make_unique<AlignedBuffer>(biggest));
+      free_.push_back(bufs_.back()->p);
+    }
   }
 
   ~LayerStreamer() {
@@ -104,45 +104,45 @@ class LayerStreamer {
   }
 
   // Calls consume(piece_index, block (nullptr for a whole piece), bytes) for every piece
-  // (every block of it) in order; stops at the first error.
+  // (every block of it), pieces in the order their reads complete; stops at the first
+  // error.
   template <typename Fn>
   Status Run(Fn&& consume) {
     for (const auto& b : bufs_) {
       if (b->p == nullptr) return ResourceExhausted("cannot allocate the snapshot staging buffers");
     }
     for (int r = 0; r < readers_; ++r) readers_threads_.emplace_back([this, r] { ReaderLoop(r); });
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const size_t slot = i % bufs_.size();
-      Status st;
+    for (size_t done = 0; done < layers_.size(); ++done) {
+      Filled f;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock,
-                 [&] { return slots_[slot].filled_for == int64_t(i) || !reader_status_.ok(); });
-        if (slots_[slot].filled_for != int64_t(i)) st = reader_status_;
+        cv_.wait(lock, [&] { return !filled_.empty() || !reader_status_.ok(); });
+        if (!reader_status_.ok()) return reader_status_;
+        f = filled_.front();
+        filled_.pop_front();
       }
-      if (!st.ok()) return st;
       // The CRC runs here, not on the reader, so the next read() is already in flight.
-      const StreamPiece& sec = layers_[i];
-      const uint8_t* p = bufs_[slot]->p;
+      const StreamPiece& sec = layers_[f.piece];
+      const uint8_t* p = f.buf;
+      Status st;
       if (sec.blocks.empty()) {
         if (Crc32c(0, p, sec.bytes) != sec.crc32c) {
           return Corrupt("{} checksum mismatch", sec.what);
         }
-        st = consume(i, static_cast<const StreamBlock*>(nullptr), p);
+        st = consume(f.piece, static_cast<const StreamBlock*>(nullptr), p);
       } else {
         for (const StreamBlock& b : sec.blocks) {
           if (Crc32c(0, p + b.at, b.bytes) != b.crc32c) {
             return b.layer < 0 ? Corrupt("{} checksum mismatch", sec.what)
                                : Corrupt("{} layer {} checksum mismatch", sec.what, b.layer);
           }
-          st = consume(i, &b, p + b.at);
+          st = consume(f.piece, &b, p + b.at);
           if (!st.ok()) break;
         }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        slots_[slot].filled_for = -1;
-        slots_[slot].consumed = int64_t(i);
+        free_.push_back(f.buf);
       }
       cv_.notify_all();
       if (!st.ok()) return st;
@@ -152,12 +152,11 @@ class LayerStreamer {
 
   uint64_t bytes_read() const { return bytes_read_; }
   uint64_t direct_bytes() const { return direct_bytes_; }
-  int readers() const { return readers_; }
 
  private:
-  struct Slot {
-    int64_t filled_for = -1;  // piece index whose bytes the buffer holds
-    int64_t consumed = -1;    // last piece index the consumer released from it
+  struct Filled {
+    size_t piece = 0;
+    uint8_t* buf = nullptr;
   };
 
   // Reads piece s through its O_DIRECT descriptor in reads of direct_step_ (one at a
@@ -183,16 +182,14 @@ class LayerStreamer {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const StreamPiece& s = layers_[i];
       if (s.group % size_t(readers_) != size_t(r)) continue;
-      const size_t slot = i % bufs_.size();
+      uint8_t* dst = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        // The slot is free once the piece that used it last (i - n) was consumed.
-        cv_.wait(lock, [&] {
-          return stop_ || i < bufs_.size() || slots_[slot].consumed == int64_t(i - bufs_.size());
-        });
+        cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
         if (stop_) return;
+        dst = free_.back();
+        free_.pop_back();
       }
-      uint8_t* dst = bufs_[slot]->p;
       if (s.prefetch != nullptr && readers_ == 1) {
         ::posix_fadvise(s.prefetch->fd(), off_t(s.prefetch_offset), off_t(s.prefetch_bytes),
                         POSIX_FADV_WILLNEED);
@@ -212,7 +209,7 @@ class LayerStreamer {
         if (!st.ok()) {
           if (reader_status_.ok()) reader_status_ = st;
         } else {
-          slots_[slot].filled_for = int64_t(i);
+          filled_.push_back({i, dst});
           bytes_read_ += s.bytes;
           if (s.direct) direct_bytes_ += s.bytes;
         }
@@ -229,7 +226,8 @@ class LayerStreamer {
   std::vector<std::unique_ptr<AlignedBuffer>> bufs_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Slot> slots_;
+  std::vector<uint8_t*> free_;  // buffers no piece holds
+  std::deque<Filled> filled_;   // read, CRC not yet checked, in the order reads completed
   Status reader_status_;
   bool stop_ = false;
   uint64_t bytes_read_ = 0;
@@ -321,7 +319,8 @@ void AddChunkRowWrites(const KvShape& shape, uint32_t chunk_tokens, uint32_t k, 
 Status LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
                          const KvShape& shape, const std::vector<SnapshotChunkRef>& refs,
                          std::vector<StreamPiece> layer_pieces, KvState& state,
-                         const SnapshotLoadOptions& options, LoadedSnapshot* out) {
+                         const SnapshotLoadOptions& options, LoadedSnapshot* out,
+                         const std::function<void()>& prepared) {
   const uint64_t payload = ChunkPayloadBytes(shape, h.chunk_tokens);
   std::vector<File> chunks;
   chunks.reserve(refs.size());
@@ -377,6 +376,7 @@ Status LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
   FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
   const int64_t chunked = int64_t(h.chunked_tokens());
   std::vector<KvState::RowWrite> writes;
+  prepared();
   LayerStreamer streamer(pieces, options);
   FLASHKV_RETURN_IF_ERROR(streamer.Run([&](size_t i, const StreamBlock* block,
                                            const uint8_t* bytes) -> Status {
@@ -408,6 +408,12 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
                                   const SnapshotIdentity& identity, KvState& state,
                                   const SnapshotLoadOptions& options) {
   LoadedSnapshot out;
+  const auto started = std::chrono::steady_clock::now();
+  auto prepared = [&] {
+    out.prepare_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+  };
   FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(file));
   const SnapshotHeader& h = out.header;
   FLASHKV_ASSIGN_OR_RETURN(std::string table,
@@ -472,6 +478,7 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
   }
   if (refs.empty()) {
     FLASHKV_RETURN_IF_ERROR(state.SetTokenCount(h.n_tokens));
+    prepared();
     LayerStreamer streamer(pieces, options);
     FLASHKV_RETURN_IF_ERROR(
         streamer.Run([&](size_t layer, const StreamBlock*, const uint8_t* bytes) {
@@ -480,8 +487,8 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
     out.bytes_read += streamer.bytes_read();
     return out;
   }
-  FLASHKV_RETURN_IF_ERROR(
-      LoadChunkedLayers(chunk_dir, h, file_shape, refs, std::move(pieces), state, options, &out));
+  FLASHKV_RETURN_IF_ERROR(LoadChunkedLayers(chunk_dir, h, file_shape, refs, std::move(pieces),
+                                            state, options, &out, prepared));
   return out;
 }
 
