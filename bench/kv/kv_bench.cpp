@@ -128,6 +128,8 @@ int Run(const std::string& dir, int64_t n_tokens) {
     o.load.chunk_bytes = size_t(std::max(1, std::atoi(r))) << 20;
   if (const char* r = std::getenv("FLASHKV_BENCH_READERS")) o.load.readers = std::atoi(r);
   if (const char* d = std::getenv("FLASHKV_BENCH_DIRECT")) o.load.direct = std::atoi(d) != 0;
+  if (const char* w = std::getenv("FLASHKV_BENCH_STREAM"))
+    o.write.stream_chunks = std::atoi(w) != 0;
   if (const char* d = std::getenv("FLASHKV_BENCH_DIRECT_KB"))
     o.load.direct_read_bytes = size_t(std::max(4, std::atoi(d))) << 10;
   auto cache = DiskCache::Open(o);

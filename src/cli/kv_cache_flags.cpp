@@ -13,9 +13,9 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--kv-disk-direct", flags->direct,
-                  "on: write snapshots with O_DIRECT where the filesystem has it (fast, keeps "
-                  "the model's pages cached); off: through the page cache (a load right after "
-                  "a save is served from RAM)")
+                  "on: write snapshots and read their chunk files with O_DIRECT where the "
+                  "filesystem has it (fast, keeps the model's pages cached); off: through the "
+                  "page cache (a load right after a save is served from RAM)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--kv-disk-chunk-tokens", flags->chunk_tokens,
@@ -68,6 +68,7 @@ Expected<std::unique_ptr<DiskCache>> OpenDiskCache(const KvDiskFlags& flags,
   o.budget_bytes = flags.space_mb << 20;
   o.quarantine = flags.quarantine == "on";
   o.write.direct = flags.direct == "on";
+  o.load.direct = o.write.direct;
   o.identity = identity;
   o.chunk_tokens = flags.chunk_tokens;
   o.write_budget_bytes_per_day = uint64_t(flags.write_budget_gb_per_day * 1e9);

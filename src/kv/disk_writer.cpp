@@ -194,9 +194,14 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
     sink.chunk_dir = chunk_dir;
     sink.tmp_tag = fmt::format("{}.{}", ::getpid(), temp_seq_);
     sink.direct = write_.direct;
-    // The chunk files stream behind the capture, layer by layer, as version-1 files do.
+    // The chunk files stream behind the capture, layer by layer, as version-1 files do
+    // (or are written whole after it: SnapshotWriteOptions::stream_chunks).
     CaptureProgress& capture = *job.capture;
-    sink.ready = [&capture](uint64_t end) { return capture.WaitReady(end); };
+    if (write_.stream_chunks) {
+      sink.ready = [&capture](uint64_t end) { return capture.WaitReady(end); };
+    } else {
+      FLASHKV_RETURN_IF_ERROR(capture.WaitReady(UINT64_MAX));
+    }
     sink.existing = [&](const Sha1Digest& name) {
       std::optional<SnapshotChunkRef> ref = host_.use_chunk(name);
       if (ref) pinned.push_back(name);

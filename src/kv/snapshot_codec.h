@@ -72,6 +72,10 @@ struct SnapshotWriteOptions {
   size_t chunk_bytes = size_t(16) << 20;  // one pwrite; rounded up to 4 KiB
   int depth = 2;                          // chunks queued ahead of the I/O thread
   bool direct = true;                     // O_DIRECT where the filesystem has it
+  // Version 2: stream the chunk files behind the capture, layer by layer, all of them at
+  // once (true), or wait for the whole capture and write each chunk file whole, one
+  // after another (false: every file's blocks are written in one run).
+  bool stream_chunks = true;
 };
 
 class SnapshotImage;

@@ -81,6 +81,7 @@ TEST(KvCacheFlagsTest, OpenDiskCacheKeysTheCacheToTheModel) {
   EXPECT_EQ(o.budget_bytes, uint64_t{7} << 20);
   EXPECT_FALSE(o.quarantine);
   EXPECT_FALSE(o.write.direct);
+  EXPECT_FALSE(o.load.direct) << "restores follow the writes into the page cache";
   EXPECT_EQ(o.identity, CacheIdentity(*SetupFingerprint(*setup), setup->options));
 }
 

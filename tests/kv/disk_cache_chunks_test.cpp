@@ -153,6 +153,27 @@ TEST_F(DiskCacheChunksTest, ContinuedSavesWriteEachChunkOnceAndRestoreExactly) {
   EXPECT_EQ((*cache)->stats().chunks_written, before);
 }
 
+// Chunk files written whole after the capture (SnapshotWriteOptions::stream_chunks off)
+// instead of streamed behind it: the same chunks, each once, and exact restores.
+TEST_F(DiskCacheChunksTest, ChunksWrittenWholeAfterTheCaptureRestoreExactly) {
+  const auto ids = Tokens(256, 5);
+  DiskCacheOptions o = Options(dir_);
+  o.write.stream_chunks = false;
+  auto cache = DiskCache::Open(o);
+  ASSERT_TRUE(cache.ok());
+  std::map<int64_t, std::vector<std::vector<float>>> saved;
+  for (int64_t n : {70, 140, 256}) saved[n] = Save(**cache, ids, n, 2);
+  EXPECT_EQ((*cache)->stats().chunks_written, 256u / kChunk);
+  EXPECT_EQ(ChunkFiles(dir_), ReferencedChunks(dir_));
+  for (const auto& [n, layers] : saved) {
+    auto st = KvState::Create(be_, SmallShape(256));
+    ASSERT_TRUE(st.ok());
+    auto hit = LoadExactly(**cache, ids, n, *st);
+    ASSERT_TRUE(hit.ok()) << n << ": " << hit.status().ToString();
+    ExpectLayers(*st, layers);
+  }
+}
+
 TEST_F(DiskCacheChunksTest, SessionsSharingAPrefixShareItsChunks) {
   auto cache = DiskCache::Open(Options(dir_));
   ASSERT_TRUE(cache.ok());
