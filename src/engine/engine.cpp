@@ -48,7 +48,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
                                   .prefill_budget = std::max(1, options.prefill_chunk),
                                   .max_chunk = std::max(1, options.prefill_chunk),
                                   .round_robin = true}) {
-  if (remote_ != nullptr) fetcher_ = std::make_unique<RemoteFetcher>(*remote_, *disk_);
+  if (remote_ != nullptr) {
+    fetcher_ = std::make_unique<RemoteFetcher>(*remote_, *disk_);
+    metrics_.SetRemoteFetcher(fetcher_.get());
+  }
   if (disk_ != nullptr) LoadReplayFromDisk();
   // The first snapshots' capture buffers, page-locked ahead so that neither the first save
   // nor the first RAM put stalls decoding: sized for the largest state this context holds
@@ -62,6 +65,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
     if (ram_ != nullptr) ram_->PrepareHostBuffer(most);
   }
   PublishRamStats();
+}
+
+Engine::~Engine() {
+  if (fetcher_ != nullptr) metrics_.SetRemoteFetcher(nullptr);
 }
 
 void Engine::PublishRamStats() {

@@ -67,6 +67,8 @@ class Engine : public RequestRunner {
   // Everything passed in must outlive the engine.
   Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay, EngineMetrics& metrics,
          const EngineOptions& options);
+  // Takes the remote lookup thread back out of the metrics before it goes.
+  ~Engine() override;
 
   // The batched path (scheduler.h): a request is admitted only while CanAdmit(); every
   // admitted request ends with kDone or kError pushed by Admit or a later Step().

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kv/remote_fetcher.h"
+
 namespace flashkv {
 
 const char* CacheSourceName(CacheSource source) {
@@ -29,6 +31,8 @@ EngineStats EngineMetrics::Snapshot() const {
     out = s_;
     disk = disk_;
     remote = remote_;
+    // Read under the lock: SetRemoteFetcher(nullptr) (the engine going) waits for it.
+    if (fetcher_ != nullptr) out.remote_fetches_waiting = int64_t(fetcher_->waiting());
   }
   if (remote != nullptr) {
     out.remote_enabled = true;
@@ -49,6 +53,11 @@ void EngineMetrics::SetDiskCache(const DiskCache* disk) {
 void EngineMetrics::SetRemoteTier(const RemoteTier* remote) {
   std::lock_guard<std::mutex> lock(mu_);
   remote_ = remote;
+}
+
+void EngineMetrics::SetRemoteFetcher(const RemoteFetcher* fetcher) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fetcher_ = fetcher;
 }
 
 void EngineMetrics::SetRamStats(const RamCacheStats& stats) {

@@ -15,6 +15,8 @@
 
 namespace flashkv {
 
+class RemoteFetcher;
+
 // Where the reused part of a prompt came from.
 enum class CacheSource { kNone, kLive, kRam, kDisk, kRemote };
 // "none" | "live" | "ram" | "disk" | "remote"
@@ -80,6 +82,8 @@ struct EngineStats {
   // The shared tier, when there is one.
   bool remote_enabled = false;
   RemoteTierStats remote;
+  // Requests waiting on a shared-store lookup (queued or running; kv/remote_fetcher.h).
+  int64_t remote_fetches_waiting = 0;
 };
 
 class EngineMetrics {
@@ -107,6 +111,9 @@ class EngineMetrics {
   void SetDiskCache(const DiskCache* disk);
   // The same for the shared tier.
   void SetRemoteTier(const RemoteTier* remote);
+  // The engine's remote lookup thread, for remote_fetches_waiting (nullptr: none); the
+  // engine clears it before the fetcher goes.
+  void SetRemoteFetcher(const RemoteFetcher* fetcher);
   // The RAM tier is the worker's alone (not thread-safe), so the worker publishes its
   // stats here after every change.
   void SetRamStats(const RamCacheStats& stats);
@@ -116,6 +123,7 @@ class EngineMetrics {
   EngineStats s_;
   const DiskCache* disk_ = nullptr;
   const RemoteTier* remote_ = nullptr;
+  const RemoteFetcher* fetcher_ = nullptr;
 };
 
 }  // namespace flashkv

@@ -49,6 +49,11 @@ void RemoteFetcher::WaitForResult(std::chrono::milliseconds timeout) {
   cv_.wait_for(lock, timeout, [&] { return !done_.empty() || stop_; });
 }
 
+size_t RemoteFetcher::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size() + (running_ != 0 ? 1 : 0);
+}
+
 void RemoteFetcher::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {

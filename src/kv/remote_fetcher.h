@@ -45,6 +45,8 @@ class RemoteFetcher {
   std::optional<Expected<RemoteKept>> Take(uint64_t ticket);
   // Waits until some result is ready to take, or `timeout` passed.
   void WaitForResult(std::chrono::milliseconds timeout);
+  // Lookups queued or running (the requests waiting on the shared store; /metrics).
+  size_t waiting() const;
 
  private:
   struct Job {
@@ -56,7 +58,7 @@ class RemoteFetcher {
 
   RemoteTier& remote_;
   DiskCache& disk_;
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::deque<Job> queue_;
   std::map<uint64_t, Expected<RemoteKept>> done_;

@@ -59,6 +59,9 @@ void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {
       .Add("kind=\"foreign\"", r.foreign);
   Family(out, "flashkv_remote_upload_queue", "gauge", "Entries waiting to be mirrored.")
       .Add(r.queued);
+  Family(out, "flashkv_remote_fetches_waiting", "gauge",
+         "Requests waiting on a shared-store lookup (queued or running).")
+      .Add(s.remote_fetches_waiting);
   Family(out, "flashkv_remote_backoff", "gauge",
          "1 while the shared store is being retried with backoff, by what failed.")
       .Add("what=\"link\"", r.backoff ? 1 : 0)

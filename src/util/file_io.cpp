@@ -99,7 +99,10 @@ Expected<uint64_t> File::Size() const {
   return uint64_t(st.st_size);
 }
 
-Status File::ReadAt(uint64_t offset, void* dst, size_t n) const {
+// The read loop of ReadAt and ReadDirectAt: up to n bytes at `offset`, stopping at the
+// end of the file (r == 0) or, for O_DIRECT (`direct`), at the first short read — the
+// end of the file inside a block, after which the next offset would not be aligned.
+Expected<size_t> File::ReadUpTo(uint64_t offset, void* dst, size_t n, bool direct) const {
   auto* p = static_cast<uint8_t*>(dst);
   size_t done = 0;
   while (done < n) {
@@ -107,13 +110,19 @@ Status File::ReadAt(uint64_t offset, void* dst, size_t n) const {
     const ssize_t r = ::pread(fd_, p + done, want, off_t(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "reading", path_);
-    }
-    if (r == 0) {
-      return Corrupt("{}: truncated: wanted {} bytes at offset {}, the file ends at {}", path_, n,
-                     offset, offset + done);
+      return ErrnoStatus(errno, direct ? "reading (O_DIRECT)" : "reading", path_);
     }
     done += size_t(r);
+    if (r == 0 || (direct && size_t(r) < want)) break;
+  }
+  return done;
+}
+
+Status File::ReadAt(uint64_t offset, void* dst, size_t n) const {
+  FLASHKV_ASSIGN_OR_RETURN(size_t done, ReadUpTo(offset, dst, n, false));
+  if (done < n) {
+    return Corrupt("{}: truncated: wanted {} bytes at offset {}, the file ends at {}", path_, n,
+                   offset, offset + done);
   }
   return Status::Ok();
 }
@@ -133,21 +142,7 @@ Status File::SetDirectIo(bool on) {
 }
 
 Expected<size_t> File::ReadDirectAt(uint64_t offset, void* dst, size_t n) const {
-  auto* p = static_cast<uint8_t*>(dst);
-  size_t done = 0;
-  while (done < n) {
-    const size_t want = std::min(n - done, kMaxTransfer);
-    const ssize_t r = ::pread(fd_, p + done, want, off_t(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "reading (O_DIRECT)", path_);
-    }
-    done += size_t(r);
-    // A direct read stops short only at the end of the file; the next offset would not
-    // be aligned.
-    if (size_t(r) < want) break;
-  }
-  return done;
+  return ReadUpTo(offset, dst, n, true);
 }
 
 Status File::Write(const void* src, size_t n) {

@@ -72,6 +72,7 @@ class File {
 
  private:
   File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Expected<size_t> ReadUpTo(uint64_t offset, void* dst, size_t n, bool direct) const;
   int fd_ = -1;
   std::string path_;
 };

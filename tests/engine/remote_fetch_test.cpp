@@ -172,6 +172,7 @@ TEST_F(RemoteFetchTest, OtherSessionsKeepStreamingWhileALookupWaitsForTheStore) 
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(next_text(*streaming)) << i;
   EXPECT_FALSE(waiting->Next(std::chrono::milliseconds(0)).has_value());
   EXPECT_FALSE(waiting->finished());
+  EXPECT_EQ(metrics.Snapshot().remote_fetches_waiting, 1) << "/metrics shows the waiting request";
 
   proxy.Resume();
   auto out = Drain(*waiting);
@@ -183,6 +184,7 @@ TEST_F(RemoteFetchTest, OtherSessionsKeepStreamingWhileALookupWaitsForTheStore) 
   EXPECT_EQ(out.result->ids, cold);  // restored bit-exactly: the cold run's tokens
   EXPECT_GT(out.result->timing.restore_ms, 0.0);
   EXPECT_EQ(tier.stats().hits, 1u);
+  EXPECT_EQ(metrics.Snapshot().remote_fetches_waiting, 0);
 
   streaming->Cancel();
   Drain(*streaming);

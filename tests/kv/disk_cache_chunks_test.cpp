@@ -114,6 +114,19 @@ class DiskCacheChunksTest : public ::testing::Test {
     return cache.Load(DiskLookup{.tokens = ids, .text = {}, .min_tokens = n, .max_tokens = n}, st);
   }
 
+  // Every entry of `saved` (tokens → the layers saved) restores exactly, logits too.
+  void ExpectRestores(DiskCache& cache, const std::vector<int32_t>& ids,
+                      const std::map<int64_t, std::vector<std::vector<float>>>& saved) {
+    for (const auto& [n, layers] : saved) {
+      auto st = KvState::Create(be_, SmallShape(256));
+      ASSERT_TRUE(st.ok());
+      auto hit = LoadExactly(cache, ids, n, *st);
+      ASSERT_TRUE(hit.ok()) << n << ": " << hit.status().ToString();
+      ExpectLayers(*st, layers);
+      EXPECT_EQ(hit->logits, Logits(kVocab, float(n)));
+    }
+  }
+
   CpuBackend be_{nullptr};
   std::string dir_;
 };
@@ -139,14 +152,7 @@ TEST_F(DiskCacheChunksTest, ContinuedSavesWriteEachChunkOnceAndRestoreExactly) {
   auto cache = DiskCache::Open(Options(dir_));
   ASSERT_TRUE(cache.ok());
   EXPECT_EQ((*cache)->stats().quarantined, 0u);
-  for (const auto& [n, layers] : saved) {
-    auto st = KvState::Create(be_, SmallShape(256));
-    ASSERT_TRUE(st.ok());
-    auto hit = LoadExactly(**cache, ids, n, *st);
-    ASSERT_TRUE(hit.ok()) << n << ": " << hit.status().ToString();
-    ExpectLayers(*st, layers);
-    EXPECT_EQ(hit->logits, Logits(kVocab, float(n)));
-  }
+  ExpectRestores(**cache, ids, saved);
   // A save after the restart reuses the chunks the scan found.
   const uint64_t before = (*cache)->stats().chunks_written;
   (void)Save(**cache, Tokens(256, 3), 250, 1);
@@ -165,13 +171,7 @@ TEST_F(DiskCacheChunksTest, ChunksWrittenWholeAfterTheCaptureRestoreExactly) {
   for (int64_t n : {70, 140, 256}) saved[n] = Save(**cache, ids, n, 2);
   EXPECT_EQ((*cache)->stats().chunks_written, 256u / kChunk);
   EXPECT_EQ(ChunkFiles(dir_), ReferencedChunks(dir_));
-  for (const auto& [n, layers] : saved) {
-    auto st = KvState::Create(be_, SmallShape(256));
-    ASSERT_TRUE(st.ok());
-    auto hit = LoadExactly(**cache, ids, n, *st);
-    ASSERT_TRUE(hit.ok()) << n << ": " << hit.status().ToString();
-    ExpectLayers(*st, layers);
-  }
+  ExpectRestores(**cache, ids, saved);
 }
 
 TEST_F(DiskCacheChunksTest, SessionsSharingAPrefixShareItsChunks) {

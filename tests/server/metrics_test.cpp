@@ -295,6 +295,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
   s.remote.redirects = 63;
   s.remote.queued = 3;
   s.remote.backoff = true;
+  s.remote_fetches_waiting = 2;
   EXPECT_EQ(PrometheusText(s, {}), std::string(kEngineText) + kHttpHeader);
   s.remote_enabled = true;
   const std::string text = PrometheusText(s, {});
@@ -313,6 +314,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
            "flashkv_remote_errors_total{kind=\"damaged\"} 61\n",
            "flashkv_remote_errors_total{kind=\"foreign\"} 62\n",
            "flashkv_remote_upload_queue 3\n",
+           "flashkv_remote_fetches_waiting 2\n",
            "flashkv_remote_backoff{what=\"link\"} 1\n",
            "flashkv_remote_backoff{what=\"writes\"} 0\n",
        }) {
