@@ -15,8 +15,11 @@
 // fsync), then again warm. FLASHKV_BENCH_CHUNK_TOKENS sets DiskCacheOptions::chunk_tokens
 // (default: the cache's, 2048 — format v2, a manifest plus 2,048-token chunks; 0: one v1
 // file); sizes and rates count the manifest and every chunk it names.
-// FLASHKV_BENCH_READ_MB sets SnapshotLoadOptions::chunk_bytes (default 16: one read()),
-// FLASHKV_BENCH_READERS its reader threads; FLASHKV_BENCH_KEEP=1 keeps the cache directory.
+// FLASHKV_BENCH_READ_MB sets SnapshotLoadOptions::chunk_bytes (default 16: one buffered
+// read()), FLASHKV_BENCH_READERS its reader threads (default 4), FLASHKV_BENCH_DIRECT=0|1
+// its O_DIRECT chunk reads (default 1) and FLASHKV_BENCH_DIRECT_KB their size (1024);
+// FLASHKV_BENCH_STREAM=0 writes chunk files whole after the capture
+// (SnapshotWriteOptions::stream_chunks); FLASHKV_BENCH_KEEP=1 keeps the cache directory.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
