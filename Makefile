@@ -48,7 +48,7 @@ $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHKV_SANITIZE=ON -DFLASHKV_CUDA=OFF $(CMAKE_FLAGS)
 
 test-asan: deps $(BUILD_ASAN)/build.ninja
-	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target unit_tests
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # libFuzzer (clang): every parser in tests/fuzz/fuzz_targets.h, coverage-guided under ASan

@@ -42,4 +42,14 @@ function(flashkv_test name)
   endif()
   gtest_discover_tests(${_target} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}"
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  if("unit" IN_LIST ARG_LABELS)
+    flashkv_unit_target(${_target})
+  endif()
+endfunction()
+
+# flashkv_unit_target(target): what `ctest -L unit` runs is built by the `unit_tests`
+# target (tests/CMakeLists.txt), so `make test-asan` builds only that and not the CLI,
+# benches and integration tools its ctest run never starts.
+function(flashkv_unit_target target)
+  set_property(GLOBAL APPEND PROPERTY FLASHKV_UNIT_TARGETS ${target})
 endfunction()
