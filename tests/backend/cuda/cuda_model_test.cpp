@@ -1,10 +1,12 @@
 // The whole model on CUDA: the tiny fixtures against the CPU backend and the references,
 // chunked prefill bit-identity on the GPU, and KV state moved between backends (snapshot
 // sections: CUDA → CPU, CPU → CUDA, and CUDA save → restore → decode, which must equal an
-// uninterrupted CUDA run bit for bit). Label `gpu`.
+// uninterrupted CUDA run bit for bit), and a CUDA state through the disk tier's chunked
+// (version 2) snapshots and back. Label `gpu`.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,7 +15,9 @@
 
 #include "convert/hf_converter.h"
 #include "cuda_test_util.h"
+#include "kv/disk_cache.h"
 #include "model/model.h"
+#include "util/sha1.h"
 #include "util/thread_pool.h"
 
 namespace flashkv::testing {
@@ -349,6 +353,72 @@ TEST_F(CudaModelTest, KvStateMovesBetweenBackends) {
       EXPECT_GE(4 * same_argmax, 3 * decode);
     }
   }
+}
+
+// The disk tier's version-2 snapshot of a CUDA state: after a 300-token prefill the state
+// is saved as a manifest and 128-token content-addressed chunks (two, the rest in the
+// manifest's tail), then restored into fresh CUDA states by the default load path (several
+// chunk files at once, O_DIRECT where the filesystem has it) and by one reader through the
+// page cache. Each restore reads back bit for bit, carries the saved logits, and decodes
+// exactly like the uninterrupted run.
+TEST_F(CudaModelTest, ChunkedDiskSnapshotRestoresBitExactOnCuda) {
+  auto all = Ds4Prompt();
+  const std::vector<int32_t> prompt(all.begin(), all.begin() + 300);
+  const int decode = 12;
+  const int vocab = 1024;
+  auto mg = Load(*SharedCuda(), Ds4Tiny(), kOfficialQ8);
+  ASSERT_TRUE(mg);
+  const RunResult ref = RunModel(*mg, prompt, 0, decode);
+  auto sg = mg->NewState(int(prompt.size()) + decode);
+  ASSERT_TRUE(sg.ok());
+  std::vector<float> scratch(prompt.size() * vocab);
+  ASSERT_TRUE(mg->Forward(prompt, *sg, LogitsFor::kAll, scratch.data()).ok());
+  const std::vector<float> saved = ReadState(*sg);
+  const std::vector<float> last(ref.logits.begin() + (prompt.size() - 1) * vocab,
+                                ref.logits.begin() + prompt.size() * vocab);
+
+  const std::string dir = std::string(FLASHKV_BINARY_DIR) + "/test-tmp-cuda-disk-chunks";
+  std::filesystem::remove_all(dir);
+  for (bool buffered : {false, true}) {
+    DiskCacheOptions o;
+    o.dir = dir;
+    o.identity = SnapshotIdentity{Sha1Of("ds4-tiny official/q8"), "official/q8"};
+    o.chunk_tokens = 128;
+    if (buffered) {
+      o.load.readers = 1;
+      o.load.direct = false;
+    }
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    if (!buffered) {
+      SnapshotContent c;
+      c.tokens = prompt;
+      c.logits = last;
+      c.text = "cuda";
+      c.reason = SaveReason::kContinued;
+      auto key = (*cache)->Save(*sg, c);
+      ASSERT_TRUE(key.ok()) << key.status().ToString();
+      ASSERT_TRUE((*cache)->Flush().ok());
+    }
+    EXPECT_EQ((*cache)->stats().chunks, 2u);
+    auto st = mg->NewState(int(prompt.size()) + decode);
+    ASSERT_TRUE(st.ok());
+    auto hit = (*cache)->Load(
+        DiskLookup{.tokens = prompt, .text = {}, .min_tokens = 300, .max_tokens = 300}, *st);
+    ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+    EXPECT_EQ(hit->tokens, prompt);
+    EXPECT_TRUE(BitEqual(hit->logits, last));
+    EXPECT_TRUE(BitEqual(ReadState(*st), saved)) << (buffered ? "buffered" : "default");
+    std::vector<float> logits = ref.logits;
+    for (int step = 0; step < decode; ++step) {
+      const int32_t next = ref.greedy[step];
+      float* row = logits.data() + (prompt.size() + step) * size_t(vocab);
+      std::fill(row, row + vocab, 0.0f);
+      ASSERT_TRUE(mg->Forward({&next, 1}, *st, LogitsFor::kAll, row).ok());
+    }
+    EXPECT_TRUE(BitEqual(logits, ref.logits)) << (buffered ? "buffered" : "default");
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
