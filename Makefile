@@ -8,7 +8,7 @@ CMAKE_FLAGS  ?=
 TINY_MODEL   := models/flashkv-tiny.gguf
 FLASHKV      := $(BUILD)/flashkv
 
-.PHONY: all deps build tiny run test test-asan fuzz fuzz-deps bench format clean
+.PHONY: all deps build tiny run test test-asan fuzz fuzz-deps bench format clean cuda-archs
 
 all: build
 
@@ -80,3 +80,12 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+
+# The CUDA backend for every GPU generation docs/CUDA.md lists (Ampere, Ada, Hopper,
+# Blackwell): a compile check of the fat library, apart from the Hopper-only build CI runs.
+CUDA_ARCHS   ?= 80;86;89;90;120
+BUILD_ARCHS  ?= build-archs
+cuda-archs: deps
+	cmake -S . -B $(BUILD_ARCHS) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON \
+	  "-DFLASHKV_CUDA_ARCHS=$(CUDA_ARCHS)" $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ARCHS) -j $(JOBS) --target flashkv_backend_cuda

@@ -614,6 +614,43 @@ PY
       echo "node: not here (stage with STAGE_NODE=1 to carry it)"
     fi
   fi
+  if [[ $what == offload ]]; then
+    # Issue #28: the routed experts in host memory behind the device cache. A Flash-width
+    # GGUF of OFFLOAD_LAYERS layers (default 43, ~81 GB) in /dev/shm, then `flashkv bench`
+    # once per entry of OFFLOAD_RUNS: "auto" (the budget the device has), a number (GiB,
+    # --gpu-memory), "slotsN" (--expert-cache-slots N) or "resident" (no flag); each run's
+    # greedy probes (bench's "greedy probe" lines) must equal the first run's. Extra args go to bench.
+    local L=${OFFLOAD_LAYERS:-43} G=/dev/shm/flash-offload.gguf FK=/work/main/build-cuda/flashkv
+    df -h /dev/shm | tail -1
+    free -g | head -2
+    [[ -f $G ]] || { /usr/bin/time -f "make-tiny: %e s" "$FK" make-tiny --preset "flash:$L" "$G" \
+      > "$OUT/make-tiny.log" 2>&1 || { tail -5 "$OUT/make-tiny.log"; return 1; }; }
+    tail -2 "$OUT/make-tiny.log"
+    local first="" r
+    for r in ${OFFLOAD_RUNS:-auto}; do
+      local extra=()
+      case $r in
+        auto | resident) ;;
+        slots*) extra=(--expert-cache-slots "${r#slots}") ;;
+        *) extra=(--gpu-memory "$r") ;;
+      esac
+      "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \
+        --gen-tokens 32 --csv "$OUT/offload-$r.csv" "${extra[@]}" "$@" > "$OUT/offload-$r.log" 2>&1 || rc=1
+      grep -E "weights:|expert cache|model:|error|exhausted" "$OUT/offload-$r.log" | head -20
+      cat "$OUT/offload-$r.csv" 2>/dev/null | cut -c1-200
+      if [[ -z $first ]]; then
+        first=$r
+      elif [[ -f $OUT/offload-$r.csv && -f $OUT/offload-$first.csv ]]; then
+        if diff <(grep "greedy probe" "$OUT/offload-$first.log") \
+          <(grep "greedy probe" "$OUT/offload-$r.log") > /dev/null; then
+          echo "offload $r: greedy probes equal to $first"
+        else
+          echo "offload $r: greedy probes DIFFER from $first"
+          rc=1
+        fi
+      fi
+    done
+  fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \
       | tee "$OUT/bench.log" || rc=1
@@ -625,7 +662,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <vector>
+
 namespace flashkv {
 
 void DeviceBuffer::Release() {
@@ -37,6 +39,28 @@ Status Backend::PinHost(void*, size_t) {
 }
 
 void Backend::UnpinHost(void*) {}
+
+Expected<DevPtr<const uint8_t>> Backend::MapHost(const void* p, size_t) {
+  // A backend whose memory is the host's reads the range where it is.
+  return DevPtr<const uint8_t>(static_cast<const uint8_t*>(p));
+}
+
+void Backend::UnmapHost(const void*) {}
+
+void Backend::CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
+                          DevPtr<uint32_t> counts) {
+  if (n <= 0 || n_expert <= 0) return;
+  std::vector<int32_t> ids(size_t(n), -1);
+  std::vector<uint32_t> c(size_t(n_expert), 0);
+  // A failed read or write leaves the counts as they were: they steer the cache, never the
+  // logits, and the backend's own error reaches the caller at its next Synchronize.
+  if (!Read(selected, ids.data(), ids.size() * sizeof(int32_t)).ok()) return;
+  if (!Read(counts, c.data(), c.size() * sizeof(uint32_t)).ok()) return;
+  for (int32_t e : ids) {
+    if (e >= 0 && e < n_expert) ++c[size_t(e)];
+  }
+  (void)Write(counts, c.data(), c.size() * sizeof(uint32_t));
+}
 
 std::optional<Backend::MemoryInfo> Backend::DeviceMemory() const {
   return std::nullopt;

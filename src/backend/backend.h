@@ -45,8 +45,13 @@ struct Weight {
   std::array<uint64_t, 3> ne = {1, 1, 1};
   uint64_t row_bytes = 0;  // bytes of one ne[0]-row
   DevPtr<const uint8_t> data;
+  // A 3-D expert stack whose experts are not one block (routed experts kept in host memory
+  // behind a device cache, model/expert_cache.h): a backend array of ne[2] addresses, expert
+  // e's matrix at experts[e]; `data` is then null. Every kernel that takes an expert stack
+  // reads through it when set, so the bytes, not the code, decide where an expert lives.
+  DevPtr<const uint8_t* const> experts;
 
-  bool present() const { return static_cast<bool>(data); }
+  bool present() const { return static_cast<bool>(data) || static_cast<bool>(experts); }
   uint64_t in_dim() const { return ne[0]; }
   uint64_t out_dim() const { return ne[1]; }
   // Bytes of one [ne[1], ne[0]] matrix (one expert of a 3-D stack).
@@ -293,6 +298,13 @@ class Backend {
   // error leaves the range usable, only slower.
   virtual Status PinHost(void* p, size_t bytes);
   virtual void UnpinHost(void* p);
+  // The address at which kernels read the host range [p, p + bytes) in place (a GPU reads
+  // it across the host link, page-locked and mapped read-only; the CPU backend returns p).
+  // Undone by UnmapHost(p) before the memory goes. Used for routed experts that stay in
+  // host memory (model/expert_cache.h). Unsupported where the device cannot read host
+  // memory; an error leaves nothing mapped.
+  virtual Expected<DevPtr<const uint8_t>> MapHost(const void* p, size_t bytes);
+  virtual void UnmapHost(const void* p);
   // Free and total bytes of the memory Alloc draws from, when it is the backend's own (a
   // GPU's); nullopt when the backend allocates host memory.
   struct MemoryInfo {
@@ -416,6 +428,12 @@ class Backend {
   // ---- mixture of experts ----------------------------------------------------------
   virtual void RouterSelect(const RouterArgs& a) = 0;
   virtual void MoeExperts(const MoeArgs& a) = 0;
+  // counts[selected[i]] += 1 for i < n (the routing frequency an expert cache keeps,
+  // model/expert_cache.h); ids outside [0, n_expert) are not counted.
+  // The default reads both back, counts on the host and writes the counts (the order of
+  // ops is kept); a GPU backend runs it as a kernel.
+  virtual void CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
+                           DevPtr<uint32_t> counts);
 
   // ---- coarse ops (fusion points) ----------------------------------------------------
   // Each is a fixed chain of the fine ops above. The defaults (backend/coarse_ops.cpp) run

@@ -142,7 +142,11 @@ Status RunBench(BenchFlags f) {
   }
   FLASHKV_ASSIGN_OR_RETURN(CsvOut csv, CsvOut::Open(f.csv));
 
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
+  const int ctx_alloc =
+      f.sweep.ctx_alloc > 0 ? f.sweep.ctx_alloc : f.sweep.ctx_max + f.sweep.gen_tokens;
+  FLASHKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<Runtime> rt,
+      OpenRuntime(f.model, setup, DeviceReserve{ctx_alloc, 1, f.sweep.prefill_chunk}));
   if (const RandomModelInfo* r = rt->random_model()) {
     std::fprintf(stderr,
                  "bench: %s: %.2f GiB of random weights generated on %s in %.1f s; %.3f GB of "
@@ -150,8 +154,6 @@ Status RunBench(BenchFlags f) {
                  r->spec.Describe().c_str(), double(r->total_bytes) / double(1ull << 30),
                  backend.c_str(), r->seconds, double(r->bytes_per_token) / 1e9);
   }
-  const int ctx_alloc =
-      f.sweep.ctx_alloc > 0 ? f.sweep.ctx_alloc : f.sweep.ctx_max + f.sweep.gen_tokens;
   {
     // Only for the summary line: what the state of the sweep's capacity allocates.
     FLASHKV_ASSIGN_OR_RETURN(KvState probe_state, rt->model().NewState(ctx_alloc));
@@ -172,9 +174,33 @@ Status RunBench(BenchFlags f) {
   cb.on_progress = [&](int64_t done, int64_t frontier, const char* phase) {
     progress.Update(uint64_t(done), fmt::format("ctx {}: {}", frontier, phase));
   };
+  ExpertCacheStats cache_seen;  // the expert cache's figures at the last row
   cb.on_row = [&](const BenchRow& row) {
     csv.Line(FormatBenchCsvRow(row));
     plotted.push_back(ToCsvRow(row));
+    // The greedy tokens, so that two runs (another placement, another build) can be compared.
+    std::string probe;
+    for (int32_t t : row.probe) probe += fmt::format("{}{}", probe.empty() ? "" : " ", t);
+    std::fprintf(stderr, "bench: ctx %lld greedy probe: %s\n", (long long)row.ctx, probe.c_str());
+    if (ExpertCache* cache = rt->model().expert_cache(); cache != nullptr && cache->Fold().ok()) {
+      const ExpertCacheStats st = cache->stats();
+      const uint64_t hits = st.hits - cache_seen.hits, misses = st.misses - cache_seen.misses;
+      const double per_route =
+          misses > 0 ? double(st.miss_bytes - cache_seen.miss_bytes) / double(misses) : 0.0;
+      const auto& cfg = rt->model().config();
+      const double routes_per_token = double(cfg.n_expert_used) * double(cfg.n_layer);
+      const double rate = hits + misses > 0 ? double(hits) / double(hits + misses) : 0.0;
+      std::fprintf(stderr,
+                   "bench: expert cache at ctx %lld: %.1f %% of %llu routes hit %lld of %lld "
+                   "experts on the device; %.3f GB of experts a decoded token reads from host "
+                   "memory at that rate; %llu experts traded (%.2f GB)\n",
+                   (long long)row.ctx, 100.0 * rate, (unsigned long long)(hits + misses),
+                   (long long)st.slots, (long long)st.experts,
+                   (1.0 - rate) * routes_per_token * per_route / 1e9,
+                   (unsigned long long)(st.swaps - cache_seen.swaps),
+                   double(st.swap_bytes - cache_seen.swap_bytes) / 1e9);
+      cache_seen = st;
+    }
   };
   auto rows = RunBenchSweep(rt->model(), *tokenizer, tokens, f.sweep, cb);
   progress.Finish();

@@ -80,7 +80,9 @@ Status RunOnce(const RunFlags& f) {
   // Options from the file, then the flags; the tokenizer from the same file.
   FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
   const Tokenizer& tokenizer = setup.tokenizer;
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
+  FLASHKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<Runtime> rt,
+      OpenRuntime(f.model, setup, DeviceReserve{f.ctx > 0 ? f.ctx : 32768, 1, f.chunk}));
 
   GenerationRequest req;
   req.prompt_text = f.prompt;

@@ -153,7 +153,10 @@ Status RunServe(const ServeFlags& f) {
 
   FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
   const Tokenizer& tokenizer = setup.tokenizer;
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup));
+  // Where the routed experts must stay in host memory, the device keeps room for the live
+  // sessions asked for (4 when auto: more wait in the RAM and disk tiers).
+  const DeviceReserve reserve{f.ctx, live_flag ? int(*live_flag) : 4, f.prefill_chunk};
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup, reserve));
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
 
   // Tier 1: the live pool, sized from the device memory the weights left.
@@ -165,7 +168,7 @@ Status RunServe(const ServeFlags& f) {
                  live_sessions, double(session_bytes) / double(1 << 30));
   } else {
     LivePoolInputs in;
-    in.device = rt->backend().DeviceMemory();
+    in.device = rt->DeviceMemoryLeft();
     in.session_bytes = session_bytes;
     in.ctx = f.ctx;
     in.prefill_chunk = f.prefill_chunk;

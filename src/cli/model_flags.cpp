@@ -1,10 +1,17 @@
 #include "cli/model_flags.h"
 
+#include <algorithm>
+#include <exception>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "cli/gpus_flag.h"
 #include "cli/project_files.h"
+#include "engine/memory_plan.h"
+#include "kv/kv_state.h"
 #include "kv/model_fingerprint.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "model/random_model.h"
 #include "tokenizer/vocab.h"
@@ -31,6 +38,14 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
   cmd->add_option("--expert-shards", flags->expert_shards,
                   "spread the routed experts over N CPU backends in this process: the CPU "
                   "form of several --gpus (answers do not change; for tests)");
+  cmd->add_option("--gpu-memory", flags->gpu_memory,
+                  "auto | GiB: device memory flashkv may use (auto: what the GPU has free); when "
+                  "the model does not fit, the routed experts stay in host memory behind a "
+                  "device cache of the hottest experts (docs/CUDA.md)")
+      ->capture_default_str();
+  cmd->add_option("--expert-cache-slots", flags->expert_cache_slots,
+                  "keep the routed experts in host memory with at most N of them cached on the "
+                  "device, even when the model fits (benchmarks, tests)");
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -107,8 +122,34 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
                     std::move(*tokenizer), std::nullopt,    std::move(description)};
 }
 
-Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup) {
+Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
+                                               const DeviceReserve& reserve) {
   RuntimeOptions ro;
+  if (flags.gpu_memory != "auto") {
+    double gib = 0;
+    try {
+      size_t used = 0;
+      gib = std::stod(flags.gpu_memory, &used);
+      if (used != flags.gpu_memory.size()) gib = -1;
+    } catch (const std::exception&) {
+      gib = -1;
+    }
+    if (!(gib > 0) || gib > 1e6) {
+      return InvalidArgument("--gpu-memory: expected auto or a positive number of GiB, got '{}'",
+                             flags.gpu_memory);
+    }
+    ro.gpu_memory_bytes = uint64_t(gib * double(uint64_t(1) << 30));
+  }
+  if (flags.expert_cache_slots >= 0) {
+    ro.force_expert_cache = true;
+    ro.expert_cache_slots = flags.expert_cache_slots;
+  }
+  ro.keep_free = [reserve](const ModelConfig& config, const Backend::MemoryInfo& device) {
+    const uint64_t kv =
+        reserve.ctx > 0 ? KvState::AllocatedBytes(StateShapeFor(config, reserve.ctx)) : 0;
+    return ActivationReserveBytes(device, reserve.prefill_chunk) +
+           uint64_t(std::max(reserve.sessions, 0)) * kv;
+  };
   ro.model_path = setup.path;
   ro.threads = flags.threads;
   ro.backend = flags.backend;

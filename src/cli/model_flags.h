@@ -25,14 +25,25 @@
 namespace flashkv::cli {
 
 struct ModelFlags {
-  std::string model;             // empty: DefaultModelPath()
-  int threads = 0;               // <= 0: one per core
-  std::string backend = "auto";  // Runtime::ResolveBackend
-  std::string gpus;              // cli/gpus_flag.h; empty: one GPU, device 0
-  int expert_shards = 0;         // CPU backends for the routed experts; <= 1: one
-  std::string numerics;          // empty: DefaultModelOptions for the file
-  std::string act_quant;         // empty: DefaultModelOptions for the file
-  std::string tokenizer;         // random: sources only (empty: models/tokenizer/tokenizer.json)
+  std::string model;                // empty: DefaultModelPath()
+  int threads = 0;                  // <= 0: one per core
+  std::string backend = "auto";     // Runtime::ResolveBackend
+  std::string gpus;                 // cli/gpus_flag.h; empty: one GPU, device 0
+  int expert_shards = 0;            // CPU backends for the routed experts; <= 1: one
+  std::string numerics;             // empty: DefaultModelOptions for the file
+  std::string act_quant;            // empty: DefaultModelOptions for the file
+  std::string tokenizer;            // random: sources only (empty: models/tokenizer/tokenizer.json)
+  std::string gpu_memory = "auto";  // --gpu-memory: auto (what the device has free) or GiB
+  int64_t expert_cache_slots = -1;  // --expert-cache-slots: >= 0 forces the expert cache
+};
+
+// What the caller keeps free on the device after the weights, when --gpu-memory (or the
+// device's size) makes the routed experts stay in host memory (model/expert_cache_plan.h):
+// the forward pass's activations and `sessions` live sessions of KV at `ctx`.
+struct DeviceReserve {
+  int ctx = 0;  // 0: no KV
+  int sessions = 1;
+  int prefill_chunk = 2048;
 };
 
 // --model/-m and --threads/-t.
@@ -65,7 +76,9 @@ Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
 // Loads the weights of `setup` onto the flags' backend with its options. --gpus is checked
 // against the devices present first, and makes --backend auto mean cuda.
-Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup);
+// `reserve`: what stays free when the routed experts must move to host memory.
+Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
+                                               const DeviceReserve& reserve = {});
 
 // The fingerprint a KV snapshot of this model carries: ModelFingerprint of the file (it
 // reads the first bytes of every tensor, so only commands that use snapshots ask for it),

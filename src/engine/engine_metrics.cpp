@@ -130,6 +130,12 @@ void EngineMetrics::RecordLiveEviction() {
   ++s_.live_evictions;
 }
 
+void EngineMetrics::SetExpertCacheStats(const ExpertCacheStats& stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.expert_cache_enabled = true;
+  s_.expert_cache = stats;
+}
+
 void EngineMetrics::RecordStep(int sessions, int rows) {
   std::lock_guard<std::mutex> lock(mu_);
   ++s_.steps;

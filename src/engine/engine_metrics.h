@@ -12,6 +12,7 @@
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
 #include "kv/remote_tier.h"
+#include "model/expert_cache.h"
 
 namespace flashkv {
 
@@ -84,6 +85,9 @@ struct EngineStats {
   RemoteTierStats remote;
   // Requests waiting on a shared-store lookup (queued or running; kv/remote_fetcher.h).
   int64_t remote_fetches_waiting = 0;
+  // The routed experts' device cache, when they live in host memory (model/expert_cache.h).
+  bool expert_cache_enabled = false;
+  ExpertCacheStats expert_cache;
 };
 
 class EngineMetrics {
@@ -117,6 +121,8 @@ class EngineMetrics {
   // The RAM tier is the worker's alone (not thread-safe), so the worker publishes its
   // stats here after every change.
   void SetRamStats(const RamCacheStats& stats);
+  // The expert cache is the worker's too: it publishes the cache's figures after each step.
+  void SetExpertCacheStats(const ExpertCacheStats& stats);
 
  private:
   mutable std::mutex mu_;

@@ -248,6 +248,8 @@ void Engine::Step() {
   }
   const Status st = model_.ForwardBatch(chunks_);
   metrics_.RecordStep(int(rows_.size()), n_rows);
+  if (const ExpertCache* cache = model_.expert_cache())
+    metrics_.SetExpertCacheStats(cache->stats());
   if (!st.ok()) {
     // A failed step may have written part of any of its chunks: those states are unusable.
     for (const Row& row : rows_) {

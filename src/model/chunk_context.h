@@ -22,6 +22,7 @@
 namespace flashkv {
 
 class ExpertShards;  // model/sharded_moe.h
+class ExpertCache;   // model/expert_cache.h
 
 // One session's chunk of a step: its tokens are rows [row0, row0 + n_tokens) of the step,
 // and `act` views the activations from row0 on, so a block sees the chunk as if it ran alone.
@@ -62,6 +63,7 @@ struct StepContext {
   std::vector<CompressorArgs>& compress;  // a layer's per-session compressor updates (kept)
   std::vector<WindowStoreArgs>& stores;   // a layer's per-session window stores (kept)
   ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
+  ExpertCache* cache = nullptr;           // set: each MoE block counts its routes for it
 
   ActQuantMode aq() const { return opt.act_quant; }
 };

@@ -68,6 +68,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
     logit_rows += LogitRows(ch);
   }
   FLASHKV_RETURN_IF_ERROR(EnsureActivations(rows, std::max(logit_rows, 1)));
+  // Trades cold cached experts for hot ones between steps, before this step's first op.
+  if (cache_) FLASHKV_RETURN_IF_ERROR(cache_->BeforeStep());
 
   // Every row's token and its position in its session: the row-wise RoPE of a layer reads
   // the positions, so the rows of all sessions rotate in one call.
@@ -100,6 +102,7 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   StepContext step{backend_, config_,  options_,    weights_,   act_,    MakeHcParams(config_),
                    rows,     sessions, k.attention, k.compress, k.stores};
   step.experts = experts_.get();
+  step.cache = cache_.get();
 
   // X = embedding broadcast to n_hc streams
   EmbedRows(step);

@@ -42,6 +42,21 @@ Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backen
   return m;
 }
 
+Expected<std::unique_ptr<Model>> Model::LoadWithExpertCache(const std::string& path,
+                                                            Backend& backend,
+                                                            const ExpertCacheOptions& cache,
+                                                            const ModelOptions* options) {
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                           LoadFile(path, backend, options, /*place_routed_experts=*/false));
+  auto made = ExpertCache::Create(m->config_, m->weights_, *m->file_, backend, cache);
+  if (!made.ok()) return made.status().WithContext(path);
+  m->cache_ = std::move(*made);
+  const ExpertCacheStats st = m->cache_->stats();
+  spdlog::info("model: routed experts in host memory ({:.2f} GiB), {} of {} on the device",
+               double(st.host_bytes) / double(1ull << 30), st.slots, st.experts);
+  return m;
+}
+
 Expected<std::unique_ptr<Model>> Model::FromWeights(const std::string& name, ModelConfig config,
                                                     ModelWeights weights,
                                                     std::vector<DeviceBuffer> storage,
@@ -77,17 +92,21 @@ void Model::FinishLoad(const std::string& source) {
   }
 }
 
-KvShape Model::StateShape(int ctx_size) const {
+KvShape StateShapeFor(const ModelConfig& config, int ctx_size) {
   KvShape s;
-  s.head_dim = config_.head_dim;
-  s.n_swa = config_.n_swa;
-  s.indexer_dim = config_.indexer_head_dim;
+  s.head_dim = config.head_dim;
+  s.n_swa = config.n_swa;
+  s.indexer_dim = config.indexer_head_dim;
   s.ctx_size = ctx_size;
-  for (int l = 0; l < config_.n_layer; ++l) {
+  for (int l = 0; l < config.n_layer; ++l) {
     s.layers.push_back(
-        KvLayerShape{config_.compress_ratio(l), config_.is_overlapping(l), config_.has_indexer(l)});
+        KvLayerShape{config.compress_ratio(l), config.is_overlapping(l), config.has_indexer(l)});
   }
   return s;
+}
+
+KvShape Model::StateShape(int ctx_size) const {
+  return StateShapeFor(config_, ctx_size);
 }
 
 Expected<KvState> Model::NewState(int ctx_size) const {

@@ -21,6 +21,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_state.h"
 #include "model/activations.h"
+#include "model/expert_cache.h"
 #include "model/model_config.h"
 #include "model/model_options.h"
 #include "model/model_weights.h"
@@ -45,6 +46,10 @@ struct SessionChunk {
   LogitsFor logits_for = LogitsFor::kNone;
   float* logits = nullptr;  // n_vocab floats per row that logits_for asks for
 };
+
+// The KV a session of `config` holds at ctx_size tokens (Model::StateShape, before a model
+// is loaded: the memory planners size the device's budget with it).
+KvShape StateShapeFor(const ModelConfig& config, int ctx_size);
 
 class Model {
  public:
@@ -131,6 +136,16 @@ class Model {
   // The routed experts' shards; null on one backend.
   const ExpertShards* expert_shards() const { return experts_.get(); }
 
+  // Load() with the routed experts in host memory behind a device cache of options.slots
+  // whole experts (model/expert_cache.h): logits equal Load()'s bit for bit. `backend` must
+  // read host memory in place (Backend::MapHost).
+  static Expected<std::unique_ptr<Model>> LoadWithExpertCache(
+      const std::string& path, Backend& backend, const ExpertCacheOptions& cache,
+      const ModelOptions* options = nullptr);
+  // The routed experts' device cache; null when they are all on the device.
+  ExpertCache* expert_cache() { return cache_.get(); }
+  const ExpertCache* expert_cache() const { return cache_.get(); }
+
  private:
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
   static Expected<std::unique_ptr<Model>> LoadFile(const std::string& path, Backend& backend,
@@ -160,6 +175,8 @@ class Model {
   // Null: the routed experts run on backend_. Shared by the Models of several home devices
   // (LoadSharingExperts).
   std::shared_ptr<ExpertShards> experts_;
+  // Declared last, destroyed first: it unmaps host memory the kernels read.
+  std::unique_ptr<ExpertCache> cache_;
 };
 
 }  // namespace flashkv

@@ -104,7 +104,7 @@ class Binder {
     }
     if (!b.place) {
       FLASHKV_ASSIGN_OR_RETURN(const uint64_t row_bytes, RowBytes(t->type, b.ne[0]));
-      *b.slot = Weight{b.name, t->type, b.ne, row_bytes, {}};
+      *b.slot = Weight{b.name, t->type, b.ne, row_bytes, {}, {}};
       return Status::Ok();
     }
     WeightSource src{b.name, t->type, b.ne, t->data, t->nbytes};
@@ -368,7 +368,8 @@ uint64_t PlacedWeightBytes(const ModelConfig& c, const ModelWeights& weights) {
   uint64_t total = 0;
   auto add = [&](const std::vector<Binding>& table) {
     for (const Binding& b : table) {
-      if (b.slot->present()) total += b.slot->matrix_bytes() * b.slot->ne[2];
+      // Stacks read through a table (the expert cache's) are counted by their owner.
+      if (b.slot->data) total += b.slot->matrix_bytes() * b.slot->ne[2];
     }
   };
   add(GlobalTable(c, w));

@@ -1,6 +1,7 @@
 // The MoE FFN sublayer (docs/DS4_MODEL.md §5): router (hash or biased top-k), routed experts with
 // the clamped SwiGLU, the shared expert, then HC_post. Reads act.x_hc, writes act.x_hc_next.
 #include "model/chunk_context.h"
+#include "model/expert_cache.h"
 #include "model/sharded_moe.h"
 
 namespace flashkv {
@@ -55,6 +56,9 @@ void FfnSublayer(StepContext& s, int l) {
     s.experts->MoeBlock(be, l, moe);
   } else {
     be.MoeBlock(moe);
+  }
+  if (s.cache != nullptr) {
+    be.CountRoutes(a.experts, T * cfg.n_expert_used, cfg.n_expert, s.cache->counts(l));
   }
 }
 

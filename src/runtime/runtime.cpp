@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "model/expert_cache_plan.h"
+
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -14,6 +16,59 @@
 #endif
 
 namespace flashkv {
+namespace {
+
+// Where the routed experts of the GGUF at `path` go (model/expert_cache_plan.h): nullopt
+// when every weight goes on the device as before. Only for one home backend without expert
+// shards; a backend without device memory of its own offloads only when forced (tests).
+Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
+    const RuntimeOptions& o, const std::optional<Backend::MemoryInfo>& device,
+    std::string* explanation) {
+  if (!device && !o.force_expert_cache) return std::optional<ExpertCacheOptions>();
+  FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(o.model_path));
+  auto config = ModelConfig::FromGguf(file);
+  if (!config.ok()) return config.status().WithContext(o.model_path);
+  const GgufWeightTally tally = TallyGgufWeights(file);
+  uint64_t part[3] = {0, 0, 0};
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (!IsRoutedExpertTensor(t.name) || t.ne.size() < 3 || t.ne[2] == 0) continue;
+    const int i = t.name.ends_with("gate_exps.weight") ? 0
+                  : t.name.ends_with("up_exps.weight") ? 1
+                                                       : 2;
+    part[i] = std::max(part[i], t.nbytes / t.ne[2]);
+  }
+  ExpertCacheInputs in;
+  in.resident_bytes = tally.other_bytes;
+  in.routed_bytes = tally.routed_bytes;
+  in.slot_bytes = ExpertSlotBytes(part[0], part[1], part[2]);
+  in.n_experts_total = int64_t(config->n_layer) * config->n_expert;
+  in.force = o.force_expert_cache;
+  in.max_slots = o.expert_cache_slots;
+  if (device) {
+    in.budget_bytes = o.gpu_memory_bytes > 0 ? std::min(o.gpu_memory_bytes, device->free_bytes)
+                                             : device->free_bytes;
+    in.keep_free_bytes = o.keep_free ? o.keep_free(*config, *device) : 0;
+  } else {
+    in.budget_bytes = in.resident_bytes + in.routed_bytes;  // host memory: the slots it asks for
+  }
+  FLASHKV_ASSIGN_OR_RETURN(ExpertCachePlan plan, PlanExpertCache(in));
+  *explanation = plan.explanation;
+  if (!plan.offload) return std::optional<ExpertCacheOptions>();
+  ExpertCacheOptions cache;
+  cache.slots = plan.slots;
+  return std::optional<ExpertCacheOptions>(cache);
+}
+
+}  // namespace
+
+std::optional<Backend::MemoryInfo> Runtime::DeviceMemoryLeft() const {
+  std::optional<Backend::MemoryInfo> m = backend_->DeviceMemory();
+  if (!m || budget_ == 0) return m;
+  const uint64_t used = free_at_open_ > m->free_bytes ? free_at_open_ - m->free_bytes : 0;
+  m->free_bytes = std::min(m->free_bytes, budget_ > used ? budget_ - used : 0);
+  m->total_bytes = std::min(m->total_bytes, budget_);
+  return m;
+}
 
 bool Runtime::HasBackend(const std::string& name) {
   if (name == "cpu" || name == "auto") return true;
@@ -110,7 +165,22 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
 #endif
     if (rt->exchange_ == nullptr) rt->exchange_ = std::make_unique<HostRowExchange>();
   }
+  {
+    const std::optional<Backend::MemoryInfo> dev = rt->backend_->DeviceMemory();
+    if (dev) {
+      rt->free_at_open_ = dev->free_bytes;
+      if (options.gpu_memory_bytes > 0 && options.gpu_memory_bytes < dev->free_bytes) {
+        rt->budget_ = options.gpu_memory_bytes;
+      }
+    }
+  }
   if (IsRandomModelSource(options.model_path)) {
+    if (options.force_expert_cache) {
+      return Unsupported(
+          "{}: random models generate their weights on the device; the expert cache reads "
+          "them from a GGUF file (make-tiny --preset flash writes one)",
+          options.model_path);
+    }
     FLASHKV_ASSIGN_OR_RETURN(RandomModelSpec spec, ParseRandomModelSource(options.model_path));
     RandomModelInfo info{spec};
     RandomWeights counts;
@@ -137,9 +207,18 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return rt;
   }
   const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
-  auto model = shards.empty() ? Model::Load(options.model_path, *rt->backend_, options.model)
-                              : Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
-                                                          *rt->exchange_, options.model);
+  std::optional<ExpertCacheOptions> cache;
+  if (shards.empty()) {
+    auto planned = PlanPlacement(options, before, &rt->placement_);
+    if (!planned.ok()) return planned.status().WithContext(options.model_path);
+    cache = *planned;
+    if (!rt->placement_.empty()) spdlog::info("weights: {}", rt->placement_);
+  }
+  auto model =
+      !shards.empty() ? Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
+                                                  *rt->exchange_, options.model)
+      : cache ? Model::LoadWithExpertCache(options.model_path, *rt->backend_, *cache, options.model)
+              : Model::Load(options.model_path, *rt->backend_, options.model);
   if (!model.ok()) {
     // Out of device memory: say how much the weights are and what the device had.
     if (model.status().code() == StatusCode::kResourceExhausted && before) {

@@ -8,6 +8,7 @@
 // Must not: hold sequences (KvState and sessions are the caller's).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,17 @@ struct RuntimeOptions {
   // CPU backends the routed experts are spread over (the CPU form of several --gpus, so
   // that CI runs expert parallel); <= 1: one backend. The first is home.
   int expert_shards = 0;
+  // Device memory flashkv may use (--gpu-memory); 0: what the device has free. When the
+  // weights do not fit it beside keep_free, the routed experts stay in host memory behind a
+  // device cache of whole experts (model/expert_cache_plan.h, model/expert_cache.h).
+  uint64_t gpu_memory_bytes = 0;
+  // Device bytes to leave free after the weights (activations and the KV of the live
+  // sessions the caller plans), from the file's config and the device; unset: none.
+  std::function<uint64_t(const ModelConfig&, const Backend::MemoryInfo&)> keep_free;
+  // Tests and benchmarks: the expert cache even when everything fits, at most this many
+  // slots (-1: what the budget leaves).
+  bool force_expert_cache = false;
+  int64_t expert_cache_slots = -1;
 };
 
 // What Open built for a random: source (for logs and benchmark records).
@@ -54,6 +66,11 @@ class Runtime {
   Model& model() { return *model_; }
   // Set when the model source was random:..., else null.
   const RandomModelInfo* random_model() const { return random_ ? &*random_ : nullptr; }
+  // The home device's memory as the budget sees it: free bytes capped by what --gpu-memory
+  // leaves after everything loaded since Open began; nullopt on a host-memory backend.
+  std::optional<Backend::MemoryInfo> DeviceMemoryLeft() const;
+  // How the routed experts were placed (the start-up log line); empty without a budget plan.
+  const std::string& placement() const { return placement_; }
 
   // Whether `name` can be opened by this build ("cpu" and "auto" always; "cuda" when
   // compiled in).
@@ -77,6 +94,9 @@ class Runtime {
   std::unique_ptr<RowExchange> exchange_;                // between them, when N > 1
   std::unique_ptr<Model> model_;
   std::optional<RandomModelInfo> random_;
+  uint64_t budget_ = 0;        // --gpu-memory, when below what the device had free
+  uint64_t free_at_open_ = 0;  // the device's free bytes before the weights
+  std::string placement_;
 };
 
 }  // namespace flashkv

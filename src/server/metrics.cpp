@@ -34,6 +34,32 @@ class Family {
 };
 
 // The shared tier's own families (kv/remote_tier.h).
+// The routed experts' device cache (model/expert_cache.h), when they live in host memory.
+// Routes are counted on the device and folded in every few steps, so the counters trail by
+// at most that many steps.
+void AppendExpertCacheMetrics(const EngineStats& s, std::string* out) {
+  const ExpertCacheStats& c = s.expert_cache;
+  Family(out, "flashkv_expert_cache_slots", "gauge",
+         "Routed experts held on the device (the rest are read from host memory).")
+      .Add(c.slots);
+  Family(out, "flashkv_expert_cache_experts", "gauge",
+         "Routed experts of the model (layers x experts).")
+      .Add(c.experts);
+  Family(out, "flashkv_expert_cache_routes_total", "counter",
+         "Token-to-expert routes by where the expert was: on the device (hit) or in host memory.")
+      .Add("result=\"hit\"", c.hits)
+      .Add("result=\"miss\"", c.misses);
+  Family(out, "flashkv_expert_cache_host_read_bytes_total", "counter",
+         "Expert bytes the missed routes read from host memory (one expert each).")
+      .Add(c.miss_bytes);
+  Family(out, "flashkv_expert_cache_swaps_total", "counter",
+         "Hot experts copied into the device cache in place of cold ones.")
+      .Add(c.swaps);
+  Family(out, "flashkv_expert_cache_swap_bytes_total", "counter",
+         "Bytes copied into the device cache by those trades.")
+      .Add(c.swap_bytes);
+}
+
 void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {
   const RemoteTierStats& r = s.remote;
   Family(out, "flashkv_remote_bytes_total", "counter",
@@ -235,6 +261,7 @@ std::string PrometheusText(const EngineStats& s,
   }
 
   if (s.remote_enabled) AppendRemoteTierMetrics(s, &out);
+  if (s.expert_cache_enabled) AppendExpertCacheMetrics(s, &out);
 
   Family http_family(&out, "flashkv_http_requests_total", "counter",
                      "HTTP requests by endpoint and status code.");

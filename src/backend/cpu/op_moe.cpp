@@ -39,7 +39,7 @@ void CpuBackend::MoeExperts(const MoeArgs& a) {
   const size_t in_bytes = size_t(ActQuantBytes(q_in, D));
   const size_t mid_bytes = size_t(ActQuantBytes(q_mid, F));
   auto matmul = [&](const Weight& w, int64_t e, const uint8_t* acts, int64_t n_tok, float* y) {
-    const uint8_t* we = w.data.get() + e * w.matrix_bytes();
+    const uint8_t* we = w.experts ? w.experts.get()[e] : w.data.get() + e * w.matrix_bytes();
     const int64_t rows = int64_t(w.ne[1]);
     const int64_t n = int64_t(w.ne[0]);
     if (q8) {

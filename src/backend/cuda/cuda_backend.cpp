@@ -431,6 +431,40 @@ void CudaBackend::UnpinHost(void* p) {
   if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
+Expected<DevPtr<const uint8_t>> CudaBackend::MapHost(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return InvalidArgument("mapping an empty host range");
+  MakeCurrent(s_->device);
+  unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
+  int read_only = 0;
+  if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, s_->device) ==
+          cudaSuccess &&
+      read_only != 0) {
+    flags |= cudaHostRegisterReadOnly;
+  }
+  void* host = const_cast<void*>(p);
+  cudaError_t e = cudaHostRegister(host, bytes, flags);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(
+        fmt::format("mapping {:.2f} GiB of host memory for the device (page-locked{})",
+                    double(bytes) / double(1ull << 30), read_only ? ", read-only" : "")
+            .c_str(),
+        e);
+  }
+  void* dev = nullptr;
+  e = cudaHostGetDevicePointer(&dev, host, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    cudaHostUnregister(host);
+    return CudaStatus("the device address of mapped host memory", e);
+  }
+  return DevPtr<const uint8_t>(static_cast<const uint8_t*>(dev));
+}
+
+void CudaBackend::UnmapHost(const void* p) {
+  UnpinHost(const_cast<void*>(p));
+}
+
 std::optional<Backend::MemoryInfo> CudaBackend::DeviceMemory() const {
   size_t free_bytes = 0, total_bytes = 0;
   MakeCurrent(s_->device);  // the figures are the current device's

@@ -92,6 +92,10 @@ class CudaBackend final : public Backend {
   // cudaHostRegister / cudaHostUnregister; DeviceMemory is cudaMemGetInfo.
   Status PinHost(void* p, size_t bytes) override;
   void UnpinHost(void* p) override;
+  // cudaHostRegister (mapped; read-only where the device supports it, so a read-only file
+  // mapping qualifies) and cudaHostGetDevicePointer: kernels read the range across PCIe.
+  Expected<DevPtr<const uint8_t>> MapHost(const void* p, size_t bytes) override;
+  void UnmapHost(const void* p) override;
   std::optional<MemoryInfo> DeviceMemory() const override;
   Expected<Weight> PlaceWeight(const WeightSource& src) override;
 
@@ -182,6 +186,8 @@ class CudaBackend final : public Backend {
 
   void RouterSelect(const RouterArgs& a) override;
   void MoeExperts(const MoeArgs& a) override;
+  void CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
+                   DevPtr<uint32_t> counts) override;
 
   // Coarse ops: fused kernels when fused() and the shapes fit (fused_ops.cpp), else the
   // Backend defaults over the ops above.

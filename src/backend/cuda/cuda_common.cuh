@@ -16,6 +16,16 @@ namespace flashkv::cuda {
 
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
+// Expert `e`'s matrix in a 3-D expert stack: one block (`base` + e·expert_bytes), or, for
+// routed experts kept in host memory behind a device cache, the stack's table of addresses
+// (Weight::experts, model/expert_cache.h): cached experts in device memory, the others read
+// in place across the host link. The kernels compute the same either way.
+__device__ __forceinline__ const uint8_t* ExpertMatrix(const uint8_t* base,
+                                                       const uint8_t* const* table, int e,
+                                                       uint64_t expert_bytes) {
+  return table != nullptr ? table[e] : base + uint64_t(e) * expert_bytes;
+}
+
 __device__ __forceinline__ float HalfBitsToFloat(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }

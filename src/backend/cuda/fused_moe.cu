@@ -78,6 +78,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) MoeRouteKernel(RouteArgs a) 
 struct GateUpArgs2 {
   const uint8_t* gate;  // [n_expert, n_ff, row_bytes]
   const uint8_t* up;
+  const uint8_t* const* gate_experts;  // tables instead of gate / up (Weight::experts)
+  const uint8_t* const* up_experts;
   uint64_t row_bytes;
   uint64_t expert_bytes;
   const uint8_t* sh_gate;  // [n_ff_shared, sh_row_bytes]
@@ -131,8 +133,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2) MoeGateUpKer
     PdlWait();
     int e = a.selected[slot];
     if (e < 0 || e >= a.n_expert) e = 0;  // TileBuildKernel's rule
-    const uint64_t off = uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes;
-    const uint8_t* w[2] = {a.gate + off, a.up + off};
+    const uint64_t off = uint64_t(row0) * a.row_bytes;
+    const uint8_t* w[2] = {ExpertMatrix(a.gate, a.gate_experts, e, a.expert_bytes) + off,
+                           ExpertMatrix(a.up, a.up_experts, e, a.expert_bytes) + off};
     TileRowDots<TE, 2>(w, nr, int(a.row_bytes), a.n_embd, TileX{a.xq_experts}, smem, grid_smem,
                        a.iq2_grid, gu);
     if (int(threadIdx.x) < nr) {
@@ -167,7 +170,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2) MoeGateUpKer
 
 // ---- down, slot sum, shared sum, HC_post ----------------------------------------------------
 struct DownArgs {
-  const uint8_t* down;  // [n_expert, n_embd, row_bytes]
+  const uint8_t* down;                 // [n_expert, n_embd, row_bytes]
+  const uint8_t* const* down_experts;  // a table instead of down (Weight::experts)
   uint64_t row_bytes;
   uint64_t expert_bytes;
   const uint8_t* sh_down;  // [n_embd, sh_row_bytes]
@@ -210,7 +214,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) MoeDownKernel(Do
     // start copying before TileRowDots' wait (pdl_dev.cuh).
     int e = a.selected[slot];
     if (e < 0 || e >= a.n_expert) e = 0;
-    const uint8_t* w[1] = {a.down + uint64_t(e) * a.expert_bytes + uint64_t(row0) * a.row_bytes};
+    const uint8_t* w[1] = {ExpertMatrix(a.down, a.down_experts, e, a.expert_bytes) +
+                           uint64_t(row0) * a.row_bytes};
     TileRowDots<TD, 1>(w, nr, int(a.row_bytes), a.n_ff,
                        TileX{a.midq + uint64_t(slot) * a.mid_row_bytes}, smem, nullptr, a.iq2_grid,
                        y);
@@ -347,6 +352,8 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   GateUpArgs2 g{};
   g.gate = gate.data.get();
   g.up = up.data.get();
+  g.gate_experts = gate.experts.get();
+  g.up_experts = up.experts.get();
   g.row_bytes = gate.row_bytes;
   g.expert_bytes = gate.matrix_bytes();
   g.sh_gate = sg.data.get();
@@ -385,6 +392,7 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
 
   DownArgs dn{};
   dn.down = down.data.get();
+  dn.down_experts = down.experts.get();
   dn.row_bytes = down.row_bytes;
   dn.expert_bytes = down.matrix_bytes();
   dn.sh_down = sd.data.get();

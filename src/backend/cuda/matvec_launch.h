@@ -16,6 +16,9 @@ namespace flashkv::cuda {
 // entries pairs[start …]; entry p reads x row p / pair_div and writes y row p.
 struct MatVecArgs {
   const uint8_t* w = nullptr;  // [experts, rows, row_bytes]
+  // Tile mode over an expert stack held as a table (Weight::experts): expert e's matrix is
+  // w_experts[e] and `w` is unused (ExpertMatrix, cuda_common.cuh).
+  const uint8_t* const* w_experts = nullptr;
   uint64_t row_bytes = 0;
   uint64_t expert_bytes = 0;
   int rows = 0;  // output rows
@@ -41,7 +44,8 @@ struct MatVecArgs {
 struct GateUpArgs {
   MatVecArgs mv;  // w = gate; y = mid [pairs, rows]
   const uint8_t* w_up = nullptr;
-  const float* route_w = nullptr;  // [pairs]
+  const uint8_t* const* up_experts = nullptr;  // as mv.w_experts, for the up stack
+  const float* route_w = nullptr;              // [pairs]
   float clamp = 0.0f;
 };
 

@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kTpWarps * 32) MatVecTPKernel(MatVecArgs a) {
   const TpLane l = TpResolve(a);
   const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
   const uint8_t* xr = a.x + uint64_t(l.xrow) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
-  const uint8_t* wrow[1] = {a.w + uint64_t(l.expert) * a.expert_bytes +
+  const uint8_t* wrow[1] = {ExpertMatrix(a.w, a.w_experts, l.expert, a.expert_bytes) +
                             uint64_t(row) * a.row_bytes};
   float r[1];
   TpRowDots<T, 1>(wrow, xr, l.valid, a.n, ws_all[warp], a.iq2_grid, r);
@@ -253,8 +253,9 @@ __global__ void __launch_bounds__(kTpWarps * 32) GateUpTPKernel(GateUpArgs g) {
   if (a.tiles != nullptr && a.tiles[3 * blockIdx.y + 2] == 0) return;
   const TpLane l = TpResolve(a);
   const uint8_t* xr = a.x + uint64_t(l.xrow) * a.x_row_bytes;
-  const uint64_t off = uint64_t(l.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  const uint8_t* wrows[2] = {a.w + off, g.w_up + off};
+  const uint64_t off = uint64_t(row) * a.row_bytes;
+  const uint8_t* wrows[2] = {ExpertMatrix(a.w, a.w_experts, l.expert, a.expert_bytes) + off,
+                             ExpertMatrix(g.w_up, g.up_experts, l.expert, a.expert_bytes) + off};
   float gu[2];
   TpRowDots<T, 2>(wrows, xr, l.valid, a.n, ws_all[warp], a.iq2_grid, gu);
   if (l.valid) {

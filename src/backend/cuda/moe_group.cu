@@ -15,9 +15,10 @@ namespace {
 
 template <int NR>
 struct GroupLaunch {
-  MatVecArgs a;          // tile mode: a.tiles, a.pairs, a.pair_div
-  const uint8_t* w_up;   // NR == 2: the up weight (a.w is gate)
-  const float* route_w;  // NR == 2: [pairs]
+  MatVecArgs a;                      // tile mode: a.tiles, a.pairs, a.pair_div
+  const uint8_t* w_up;               // NR == 2: the up weight (a.w is gate)
+  const uint8_t* const* up_experts;  // NR == 2: its table (GateUpArgs::up_experts)
+  const float* route_w;              // NR == 2: [pairs]
   float clamp;
   int tile_rows;
 };
@@ -35,10 +36,10 @@ __global__ void __launch_bounds__(kTileThreads, NR == 2 ? kTileMinBlocks - 2 : k
   if (count <= 0) return;
   const int row0 = blockIdx.x * l.tile_rows;
   const int rows = min(l.tile_rows, a.rows - row0);
-  const uint64_t off = uint64_t(tile[0]) * a.expert_bytes + uint64_t(row0) * a.row_bytes;
+  const uint64_t off = uint64_t(row0) * a.row_bytes;
   const uint8_t* w[NR];
-  w[0] = a.w + off;
-  if constexpr (NR == 2) w[1] = l.w_up + off;
+  w[0] = ExpertMatrix(a.w, a.w_experts, tile[0], a.expert_bytes) + off;
+  if constexpr (NR == 2) w[1] = ExpertMatrix(l.w_up, l.up_experts, tile[0], a.expert_bytes) + off;
   TileIssue<NR>(w, rows, int(a.row_bytes), tile_smem);
   TileTables<T>(grid_smem, a.iq2_grid);
   CpAsyncWait<0>();
@@ -100,12 +101,12 @@ int MoeGroupMaxTokens() {
 }
 
 bool LaunchMoeGroupGateUp(CudaBackend::State& s, DType type, const GateUpArgs& g) {
-  const GroupLaunch<2> l{g.mv, g.w_up, g.route_w, g.clamp, 0};
+  const GroupLaunch<2> l{g.mv, g.w_up, g.up_experts, g.route_w, g.clamp, 0};
   return LaunchGroupTyped<2>(s, type, l, g.mv.weight_bytes);
 }
 
 bool LaunchMoeGroupDown(CudaBackend::State& s, DType type, const MatVecArgs& a) {
-  const GroupLaunch<1> l{a, nullptr, nullptr, 0.0f, 0};
+  const GroupLaunch<1> l{a, nullptr, nullptr, nullptr, 0.0f, 0};
   return LaunchGroupTyped<1>(s, type, l, a.weight_bytes);
 }
 

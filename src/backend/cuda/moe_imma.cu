@@ -76,8 +76,9 @@ struct RawItem {
 __device__ __forceinline__ const uint8_t* ItemBlock(const GateUpArgs& g, int m, int expert, int row,
                                                     int sb) {
   const MatVecArgs& a = g.mv;
-  const uint8_t* base = m == 0 ? a.w : g.w_up;
-  return base + uint64_t(expert) * a.expert_bytes + uint64_t(row) * a.row_bytes + uint64_t(66) * sb;
+  const uint8_t* base = m == 0 ? ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes)
+                               : ExpertMatrix(g.w_up, g.up_experts, expert, a.expert_bytes);
+  return base + uint64_t(row) * a.row_bytes + uint64_t(66) * sb;
 }
 
 // Item i of this thread: matrix i / kItemsPerMatrix, row and group from the thread index
@@ -365,7 +366,7 @@ __device__ __forceinline__ void LoadRawQ2(const MatVecArgs& a, int expert, int r
   using P = Q2Part<BN>;
   const int r = P::Row(), h = P::Half(), k0 = P::Word0();
   // 84-byte blocks in rows of a multiple of 84 bytes: every word below is 4-byte aligned.
-  const uint8_t* blk = a.w + uint64_t(expert) * a.expert_bytes +
+  const uint8_t* blk = ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes) +
                        uint64_t(min(row0 + r, a.rows - 1)) * a.row_bytes + uint64_t(84) * sb;
 #pragma unroll
   for (int k = 0; k < P::kWords; ++k) raw.q[k] = LoadU32(blk + 16 + 32 * h + 4 * (k0 + k));

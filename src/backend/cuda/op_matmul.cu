@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) MatVecKernel(MatVecArgs a
   for (int t = 0; t < NT; ++t) {
     xb[t] = a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes + uint64_t(slice) * a.x_group_bytes;
   }
-  const uint8_t* wrow[1] = {a.w + uint64_t(tr.expert) * a.expert_bytes +
+  const uint8_t* wrow[1] = {ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes) +
                             uint64_t(row) * a.row_bytes};
   float r[1];
   RowDots<T, kQ8, NT, 1>(a, wrow, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), r,
@@ -146,7 +146,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) MatVecSplitKernel(MatVecArgs
     xf[t] = reinterpret_cast<const float*>(a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes +
                                            uint64_t(slice) * a.x_group_bytes);
   }
-  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const uint8_t* wrow =
+      ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes) + uint64_t(row) * a.row_bytes;
   const float sum = SplitRowDotsF32<T, NT>(wrow, xf, tr.nt, a.n, a.iq2_grid, part);
   if (threadIdx.x < tr.nt) a.y[uint64_t(tr.yrow[threadIdx.x]) * a.y_row_floats + row] = sum;
 }
@@ -164,8 +165,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GateUpKernel(GateUpArgs g
   const uint8_t* xb[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) xb[t] = a.x + uint64_t(tr.xrow[t]) * a.x_row_bytes;
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
-  const uint8_t* wrows[2] = {a.w + off, g.w_up + off};
+  const uint64_t off = uint64_t(row) * a.row_bytes;
+  const uint8_t* wrows[2] = {ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes) + off,
+                             ExpertMatrix(g.w_up, g.up_experts, tr.expert, a.expert_bytes) + off};
   float gu[2];
   RowDots<T, kQ8, NT, 2>(a, wrows, xb, tr.nt, fold_all + warp * (kQ8 ? kFoldFloats : 0), gu);
 #pragma unroll
@@ -199,7 +201,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks)
     PdlWait();
     return;
   }
-  const uint8_t* w = a.w + uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* w = ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes);
   const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
   float* y = a.y + uint64_t(tr.yrow[0]) * a.y_row_floats;
   const int tile_rows = l.tile_rows;
@@ -230,7 +232,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
   PdlWait();  // the tiles and route weights are the predecessor's (pdl_dev.cuh)
   const TileRows tr = ResolveTile<1>(a);
   if (tr.nt <= 0) return;
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes;
+  const uint8_t* wg = ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes);
+  const uint8_t* wu = ExpertMatrix(g.w_up, g.up_experts, tr.expert, a.expert_bytes);
   const uint8_t* x = a.x + uint64_t(tr.xrow[0]) * a.x_row_bytes;
   const int p = tr.yrow[0];
   float* y = a.y + uint64_t(p) * a.y_row_floats;
@@ -240,9 +243,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
       (a.rows + tile_rows - 1) / tile_rows, a.n, tile_smem, l.buf_bytes, grid_smem, a.iq2_grid,
       [&](int t) {
         const int row0 = t * tile_rows;
-        const uint64_t o = off + uint64_t(row0) * a.row_bytes;
+        const uint64_t o = uint64_t(row0) * a.row_bytes;
         return TileJob<2>{
-            {a.w + o, g.w_up + o}, row0, min(tile_rows, a.rows - row0), int(a.row_bytes), TileX{x}};
+            {wg + o, wu + o}, row0, min(tile_rows, a.rows - row0), int(a.row_bytes), TileX{x}};
       },
       [&](const TileJob<2>& j, const float(&gu)[2]) {
         if (int(threadIdx.x) < j.rows) {

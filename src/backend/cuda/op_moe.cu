@@ -137,8 +137,28 @@ __global__ void SlotSumKernel(SlotSumArgs a) {
   a.out[i] = acc;
 }
 
+struct CountRoutesArgs {
+  const int32_t* selected;
+  uint32_t* counts;
+  int n;
+  int n_expert;
+};
+__global__ void CountRoutesKernel(CountRoutesArgs a) {
+  const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
+  if (i >= a.n) return;
+  const int e = a.selected[i];
+  if (e >= 0 && e < a.n_expert) atomicAdd(a.counts + e, 1u);
+}
+
 }  // namespace
 }  // namespace cuda
+
+void CudaBackend::CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
+                              DevPtr<uint32_t> counts) {
+  if (n <= 0 || n_expert <= 0) return;
+  s_->Launch(cuda::CountRoutesKernel, dim3(cuda::CeilDiv(n, 256)), dim3(256), 0,
+             cuda::CountRoutesArgs{selected.get(), counts.get(), n, n_expert});
+}
 
 void CudaBackend::RouterSelect(const RouterArgs& a) {
   if (a.n_tokens <= 0) return;
@@ -177,8 +197,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   const int plain_nt = a.n_tokens == 1 ? 1 : 8;
   const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
   const bool imma_gu = !group && s.imma > 0 && gate.type == DType::kIQ2_XXS;
-  const bool imma_dn =
-      !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
+  const bool imma_dn = !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
   const int tile_nt =
       imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom) : plain_nt;
   const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
@@ -224,6 +243,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
 
   cuda::GateUpArgs gu;
   gu.mv.w = gate.data.get();
+  gu.mv.w_experts = gate.experts.get();
   gu.mv.row_bytes = gate.row_bytes;
   gu.mv.expert_bytes = gate.matrix_bytes();
   gu.mv.rows = F;
@@ -243,6 +263,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   const uint64_t experts_read = uint64_t(std::min(E, n_pairs));
   gu.mv.weight_bytes = 2 * experts_read * gate.matrix_bytes();
   gu.w_up = up.data.get();
+  gu.up_experts = up.experts.get();
   gu.route_w = a.weights.get();
   gu.clamp = a.clamp;
   if (up.type != gate.type || up.row_bytes != gate.row_bytes ||
@@ -261,6 +282,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   }
   cuda::MatVecArgs dn = gu.mv;
   dn.w = down.data.get();
+  dn.w_experts = down.experts.get();
   dn.row_bytes = down.row_bytes;
   dn.expert_bytes = down.matrix_bytes();
   dn.rows = D;

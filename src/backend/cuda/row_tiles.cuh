@@ -54,7 +54,8 @@ __device__ __forceinline__ void RowTileMatVec(const MatVecArgs& a, Dot dot) {
   if (row >= a.rows) return;
   const RowTile tr = ResolveRowTile<kTokens>(a);
   const int slice = a.rows_per_group > 0 ? row / a.rows_per_group : 0;
-  const uint8_t* wrow = a.w + uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const uint8_t* wrow =
+      ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes) + uint64_t(row) * a.row_bytes;
   for (int t = 0; t < tr.nt; ++t) {
     int xr, yr;
     TileEntryRows(a, tr, t, &xr, &yr);
@@ -71,13 +72,15 @@ __device__ __forceinline__ void RowTileGateUp(const GateUpArgs& g, Dot dot) {
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (row >= a.rows) return;
   const RowTile tr = ResolveRowTile<kTokens>(a);
-  const uint64_t off = uint64_t(tr.expert) * a.expert_bytes + uint64_t(row) * a.row_bytes;
+  const uint64_t off = uint64_t(row) * a.row_bytes;
+  const uint8_t* wg = ExpertMatrix(a.w, a.w_experts, tr.expert, a.expert_bytes) + off;
+  const uint8_t* wu = ExpertMatrix(g.w_up, g.up_experts, tr.expert, a.expert_bytes) + off;
   for (int t = 0; t < tr.nt; ++t) {
     int xr, p;
     TileEntryRows(a, tr, t, &xr, &p);
     const uint8_t* x = a.x + uint64_t(xr) * a.x_row_bytes;
-    const float gate = dot(a.w + off, x, a.n);
-    const float up = dot(g.w_up + off, x, a.n);
+    const float gate = dot(wg, x, a.n);
+    const float up = dot(wu, x, a.n);
     if ((threadIdx.x & 31) == 0)
       a.y[uint64_t(p) * a.y_row_floats + row] =
           __fmul_rn(ClampedSwiGlu(gate, up, g.clamp), g.route_w[p]);

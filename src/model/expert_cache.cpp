@@ -1,0 +1,215 @@
+#include "model/expert_cache.h"
+
+#include <unistd.h>
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "model/expert_cache_plan.h"
+
+namespace flashkv {
+namespace {
+
+uint64_t AlignUp(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// How many experts' copies go to the backend in one WriteMany.
+constexpr size_t kCopiesPerBatch = 96;
+
+}  // namespace
+
+Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& config,
+                                                           ModelWeights& weights,
+                                                           const GgufFile& file, Backend& backend,
+                                                           const ExpertCacheOptions& options) {
+  const int L = config.n_layer;
+  const int E = config.n_expert;
+  if (L <= 0 || E <= 0 || weights.layers.size() != size_t(L)) {
+    return InvalidArgument("expert cache: {} layers of weights for {} layers of {} experts",
+                           weights.layers.size(), L, E);
+  }
+  const int64_t total = int64_t(L) * E;
+  if (options.slots < 0 || options.slots > total) {
+    return InvalidArgument("expert cache: {} slots for {} experts", options.slots, total);
+  }
+  std::unique_ptr<ExpertCache> c(new ExpertCache(backend, options, L, E));
+  c->stacks_.resize(size_t(L));
+  uint64_t part_bytes[3] = {0, 0, 0};
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  for (int l = 0; l < L; ++l) {
+    LayerWeights& w = weights.layers[size_t(l)];
+    Weight* ws[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};
+    for (int i = 0; i < 3; ++i) {
+      const Weight& st = *ws[i];
+      const GgufTensorInfo* t = file.FindTensor(st.name);
+      if (t == nullptr || t->type != st.type || st.ne[2] != uint64_t(E) ||
+          t->nbytes < st.matrix_bytes() * st.ne[2]) {
+        return Corrupt("expert cache: {} is not the bound {}-expert stack", st.name, E);
+      }
+      Stack& s = c->stacks_[size_t(l)][size_t(i)];
+      s.host = t->data;
+      s.matrix_bytes = st.matrix_bytes();
+      part_bytes[i] = std::max(part_bytes[i], s.matrix_bytes);
+      lo = lo == nullptr ? s.host : std::min(lo, s.host);
+      hi = std::max(hi, s.host + s.matrix_bytes * uint64_t(E));
+      c->stats_.host_bytes += s.matrix_bytes * uint64_t(E);
+    }
+  }
+  // One mapping over the stacks' page-aligned span of the file (registrations of ranges that
+  // share a page would collide).
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const auto lo_a = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(lo) / page * page);
+  const auto hi_a =
+      reinterpret_cast<const uint8_t*>(AlignUp(reinterpret_cast<uintptr_t>(hi), page));
+  FLASHKV_ASSIGN_OR_RETURN(DevPtr<const uint8_t> dev, backend.MapHost(lo_a, size_t(hi_a - lo_a)));
+  c->mapped_ = lo_a;
+  uint64_t offset = 0;
+  for (int i = 0; i < 3; ++i) {
+    for (auto& layer : c->stacks_) layer[size_t(i)].slot_offset = offset;
+    offset += AlignUp(part_bytes[i], kExpertSlotAlign);
+  }
+  c->slot_bytes_ = ExpertSlotBytes(part_bytes[0], part_bytes[1], part_bytes[2]);
+  for (auto& layer : c->stacks_) {
+    for (Stack& s : layer) s.device = dev.get() + (s.host - lo_a);
+  }
+  c->stats_.slots = options.slots;
+  c->stats_.experts = total;
+  c->stats_.slot_bytes = c->slot_bytes_;
+
+  if (options.slots > 0) {
+    auto slots = backend.Alloc(size_t(c->slot_bytes_) * size_t(options.slots));
+    if (!slots.ok()) {
+      return slots.status().WithContext(fmt::format("expert cache: {} slots of {:.2f} MiB",
+                                                    options.slots,
+                                                    double(c->slot_bytes_) / (1 << 20)));
+    }
+    c->slots_ = std::move(*slots);
+  }
+  FLASHKV_ASSIGN_OR_RETURN(c->tables_, backend.Alloc(size_t(total) * 3 * sizeof(void*)));
+  FLASHKV_ASSIGN_OR_RETURN(c->counts_, backend.Alloc(size_t(total) * sizeof(uint32_t)));
+  c->table_host_.assign(size_t(total) * 3, nullptr);
+  c->slot_of_.assign(size_t(total), -1);
+  c->holder_.resize(size_t(options.slots));
+  c->counts_host_.assign(size_t(total), 0);
+  for (int l = 0; l < L; ++l) {
+    for (int e = 0; e < E; ++e) c->PointAtHost(ExpertId{l, e});
+  }
+  // No routing seen yet: spread the slots evenly over the layers, experts 0, 1, … of each.
+  std::vector<HostCopy> copies;
+  for (int64_t s = 0; s < options.slots; ++s) {
+    FLASHKV_RETURN_IF_ERROR(c->Load(ExpertId{int(s % L), int(s / L)}, s, copies));
+    if (copies.size() >= 3 * kCopiesPerBatch || s + 1 == options.slots) {
+      FLASHKV_RETURN_IF_ERROR(backend.WriteMany(copies.data(), copies.size()));
+      copies.clear();
+    }
+  }
+  FLASHKV_RETURN_IF_ERROR(c->WriteTables());
+  const auto* tables = reinterpret_cast<const uint8_t* const*>(c->tables_.as<void>().get());
+  for (int l = 0; l < L; ++l) {
+    LayerWeights& w = weights.layers[size_t(l)];
+    Weight* ws[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};
+    for (int i = 0; i < 3; ++i) {
+      ws[i]->data = DevPtr<const uint8_t>();
+      ws[i]->experts = DevPtr<const uint8_t* const>(tables + (size_t(l) * 3 + size_t(i)) * E);
+    }
+  }
+  return c;
+}
+
+ExpertCache::~ExpertCache() {
+  if (mapped_ != nullptr) {
+    (void)be_.Synchronize();  // no kernel may still read the mapping
+    be_.UnmapHost(mapped_);
+  }
+}
+
+DevPtr<uint32_t> ExpertCache::counts(int layer) const {
+  return counts_.as<uint32_t>() + size_t(layer) * size_t(n_expert_);
+}
+
+const uint8_t* ExpertCache::SlotAddress(int64_t slot) const {
+  return slots_.as<const uint8_t>().get() + uint64_t(slot) * slot_bytes_;
+}
+
+void ExpertCache::PointAtHost(ExpertId id) {
+  for (int i = 0; i < 3; ++i) {
+    const Stack& s = stacks_[size_t(id.layer)][size_t(i)];
+    table_host_[(size_t(id.layer) * 3 + size_t(i)) * size_t(n_expert_) + size_t(id.expert)] =
+        s.device + s.matrix_bytes * uint64_t(id.expert);
+  }
+}
+
+Status ExpertCache::Load(ExpertId id, int64_t slot, std::vector<HostCopy>& copies) {
+  if (slot < 0 || slot >= int64_t(holder_.size())) {
+    return Internal("expert cache: slot {} of {}", slot, holder_.size());
+  }
+  const uint8_t* base = SlotAddress(slot);
+  for (int i = 0; i < 3; ++i) {
+    const Stack& s = stacks_[size_t(id.layer)][size_t(i)];
+    uint8_t* dst = const_cast<uint8_t*>(base + s.slot_offset);
+    copies.push_back(HostCopy{DevPtr<void>(dst),
+                              const_cast<uint8_t*>(s.host + s.matrix_bytes * uint64_t(id.expert)),
+                              size_t(s.matrix_bytes)});
+    table_host_[(size_t(id.layer) * 3 + size_t(i)) * size_t(n_expert_) + size_t(id.expert)] =
+        base + s.slot_offset;
+  }
+  slot_of_[Index(id.layer, id.expert)] = slot;
+  holder_[size_t(slot)] = id;
+  return Status::Ok();
+}
+
+Status ExpertCache::WriteTables() {
+  return be_.Write(tables_.as<void>(), table_host_.data(), table_host_.size() * sizeof(void*));
+}
+
+Status ExpertCache::BeforeStep() {
+  ++stats_.steps;
+  if (opt_.fold_interval <= 0 || stats_.steps % uint64_t(opt_.fold_interval) != 0) {
+    return Status::Ok();
+  }
+  return Fold();
+}
+
+Status ExpertCache::Fold() {
+  const size_t n = counts_host_.size();
+  FLASHKV_RETURN_IF_ERROR(
+      be_.Read(counts_.as<const void>(), counts_host_.data(), n * sizeof(uint32_t)));
+  cached_mask_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t c = counts_host_[i];
+    const int layer = int(i / size_t(n_expert_));
+    if (slot_of_[i] >= 0) {
+      stats_.hits += c;
+      cached_mask_[i] = 1;
+    } else {
+      stats_.misses += c;
+      for (const Stack& s : stacks_[size_t(layer)])
+        stats_.miss_bytes += uint64_t(c) * s.matrix_bytes;
+    }
+  }
+  heat_.Add(counts_host_);
+  std::fill(counts_host_.begin(), counts_host_.end(), 0u);
+  FLASHKV_RETURN_IF_ERROR(be_.Write(counts_.as<void>(), counts_host_.data(), n * sizeof(uint32_t)));
+  if (holder_.empty()) return Status::Ok();
+
+  const std::vector<ExpertSwap> swaps = heat_.PlanSwaps(cached_mask_, opt_.max_swaps, opt_.margin);
+  if (swaps.empty()) return Status::Ok();
+  std::vector<HostCopy> copies;
+  for (const ExpertSwap& sw : swaps) {
+    const int64_t slot = slot_of_[Index(sw.evict.layer, sw.evict.expert)];
+    slot_of_[Index(sw.evict.layer, sw.evict.expert)] = -1;
+    PointAtHost(sw.evict);
+    FLASHKV_RETURN_IF_ERROR(Load(sw.admit, slot, copies));
+    for (const Stack& s : stacks_[size_t(sw.admit.layer)]) stats_.swap_bytes += s.matrix_bytes;
+  }
+  stats_.swaps += swaps.size();
+  // Stream order: every earlier step's kernels, then the slots' new bytes, then the tables
+  // that point at them; the next step's kernels come after both.
+  FLASHKV_RETURN_IF_ERROR(be_.WriteMany(copies.data(), copies.size()));
+  return WriteTables();
+}
+
+}  // namespace flashkv

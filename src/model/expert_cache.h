@@ -1,0 +1,119 @@
+// ExpertCache: a model's routed experts kept in host memory, read by the device in place
+// (Backend::MapHost: the GGUF mapping itself, page-locked, no second copy), with the hottest
+// whole experts copied into device slots. Each layer's gate, up and down stacks become
+// tables of addresses (Weight::experts): an expert's entry points into its slot when cached,
+// else at its bytes in host memory. The kernels are the same either way and read the same
+// bytes, so a run's logits equal the fully resident run's bit for bit — only the time
+// differs. Routing frequency comes from CountRoutes after every MoE block; every
+// `fold_interval` steps BeforeStep folds the counts into ExpertHeat and trades at most
+// `max_swaps` cold cached experts for hot uncached ones (copy into the slot, then point the
+// tables at it, all in stream order between steps, so no kernel sees a half-written slot).
+// Must not: decide the budget (model/expert_cache_plan.h) or outlive the file's mapping.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gguf/gguf_file.h"
+#include "model/expert_heat.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace flashkv {
+
+struct ExpertCacheOptions {
+  int64_t slots = 0;       // experts the device holds (0: every expert read from host memory)
+  int fold_interval = 16;  // steps between folds of the route counts
+  int max_swaps = 32;      // experts traded per fold at most
+  double decay = 0.9;      // heat kept per fold
+  double margin = 1.0;     // routes of heat an admission must win by
+};
+
+struct ExpertCacheStats {
+  int64_t slots = 0;
+  int64_t experts = 0;  // layers × experts per layer
+  uint64_t slot_bytes = 0;
+  uint64_t host_bytes = 0;  // routed-expert bytes read from host memory on a miss
+  uint64_t hits = 0;        // routes to a cached expert (counted when folded)
+  uint64_t misses = 0;      // routes to an expert read from host memory
+  uint64_t miss_bytes = 0;  // host bytes those misses named (one expert's gate+up+down each)
+  uint64_t swaps = 0;       // experts copied into slots after the first fill
+  uint64_t swap_bytes = 0;
+  uint64_t steps = 0;
+};
+
+class ExpertCache {
+ public:
+  // Points `weights`' routed stacks (bound but not placed: BindModelWeights with
+  // place_routed_experts false) at tables over `file`'s mapping and `options.slots` device
+  // slots, filled with experts spread evenly over the layers (no routing seen yet). `file`
+  // and `backend` must outlive the cache; the cache must outlive `weights`' use.
+  static Expected<std::unique_ptr<ExpertCache>> Create(const ModelConfig& config,
+                                                       ModelWeights& weights, const GgufFile& file,
+                                                       Backend& backend,
+                                                       const ExpertCacheOptions& options);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Where layer l's MoE block counts its routes (Backend::CountRoutes).
+  DevPtr<uint32_t> counts(int layer) const;
+  int n_expert() const { return n_expert_; }
+
+  // Before a step's first op: every fold_interval steps, Fold().
+  Status BeforeStep();
+  // Reads and clears the route counts, updates hits/misses and the heat, and trades experts.
+  Status Fold();
+
+  ExpertCacheStats stats() const { return stats_; }
+  bool cached(int layer, int expert) const {
+    return slot_of_[size_t(layer) * size_t(n_expert_) + size_t(expert)] >= 0;
+  }
+
+ private:
+  ExpertCache(Backend& be, const ExpertCacheOptions& o, int n_layer, int n_expert)
+      : be_(be),
+        opt_(o),
+        n_layer_(n_layer),
+        n_expert_(n_expert),
+        heat_(n_layer, n_expert, o.decay) {}
+
+  // One stack of one layer: its host bytes and the device's address for them.
+  struct Stack {
+    const uint8_t* host = nullptr;
+    const uint8_t* device = nullptr;  // MapHost's address of `host`
+    uint64_t matrix_bytes = 0;
+    uint64_t slot_offset = 0;  // where this part sits in a slot
+  };
+  size_t Index(int layer, int expert) const {
+    return size_t(layer) * size_t(n_expert_) + size_t(expert);
+  }
+  const uint8_t* SlotAddress(int64_t slot) const;
+  // Copies expert `id` into `slot` and points the host tables at it (the caller writes them).
+  Status Load(ExpertId id, int64_t slot, std::vector<HostCopy>& copies);
+  void PointAtHost(ExpertId id);
+  Status WriteTables();
+
+  Backend& be_;
+  ExpertCacheOptions opt_;
+  int n_layer_;
+  int n_expert_;
+  const uint8_t* mapped_ = nullptr;  // host range mapped for the device (UnmapHost at the end)
+  std::vector<std::array<Stack, 3>> stacks_;  // [layer][gate, up, down]
+  uint64_t slot_bytes_ = 0;
+  DeviceBuffer slots_;
+  DeviceBuffer tables_;  // [layer][3][expert] addresses
+  DeviceBuffer counts_;  // [layer][expert] routes since the last fold
+  std::vector<const uint8_t*> table_host_;
+  std::vector<int64_t> slot_of_;  // [layer · n_expert + expert] → slot, or -1
+  std::vector<ExpertId> holder_;  // slot → expert
+  std::vector<uint32_t> counts_host_;
+  std::vector<uint8_t> cached_mask_;
+  ExpertHeat heat_;
+  ExpertCacheStats stats_;
+};
+
+}  // namespace flashkv

@@ -1,0 +1,74 @@
+#include "model/expert_cache_plan.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace flashkv {
+namespace {
+
+double Gib(uint64_t bytes) {
+  return double(bytes) / double(uint64_t(1) << 30);
+}
+
+uint64_t AlignUp(uint64_t v) {
+  return (v + kExpertSlotAlign - 1) / kExpertSlotAlign * kExpertSlotAlign;
+}
+
+}  // namespace
+
+Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in) {
+  ExpertCachePlan plan;
+  const uint64_t all = in.resident_bytes + in.routed_bytes;
+  if (!in.force && all + in.keep_free_bytes <= in.budget_bytes) {
+    plan.explanation = fmt::format(
+        "every weight on the device: {:.2f} GiB of weights + {:.2f} GiB kept free <= {:.2f} GiB",
+        Gib(all), Gib(in.keep_free_bytes), Gib(in.budget_bytes));
+    return plan;
+  }
+  if (in.resident_bytes + in.keep_free_bytes > in.budget_bytes) {
+    return ResourceExhausted(
+        "{:.2f} GiB of weights besides the routed experts and {:.2f} GiB kept free for "
+        "activations and KV do not fit the {:.2f} GiB the device may use (--gpu-memory, or what "
+        "the device has free); lower --ctx or the live sessions, or use a larger GPU",
+        Gib(in.resident_bytes), Gib(in.keep_free_bytes), Gib(in.budget_bytes));
+  }
+  if (in.slot_bytes == 0 || in.n_experts_total <= 0) {
+    return InvalidArgument("expert cache: no routed experts to place");
+  }
+  const uint64_t left = in.budget_bytes - in.resident_bytes - in.keep_free_bytes;
+  int64_t slots = std::min<int64_t>(int64_t(left / in.slot_bytes), in.n_experts_total);
+  if (in.max_slots >= 0) slots = std::min(slots, in.max_slots);
+  plan.offload = true;
+  plan.slots = slots;
+  plan.explanation = fmt::format(
+      "routed experts in host memory ({:.2f} GiB) behind a device cache of {} of {} experts "
+      "({:.1f} %, {:.2f} GiB): budget {:.2f} GiB - {:.2f} GiB resident weights - {:.2f} GiB kept "
+      "free for activations and KV = {:.2f} GiB, {:.2f} MiB an expert{}",
+      Gib(in.routed_bytes), slots, in.n_experts_total,
+      100.0 * double(slots) / double(in.n_experts_total), Gib(uint64_t(slots) * in.slot_bytes),
+      Gib(in.budget_bytes), Gib(in.resident_bytes), Gib(in.keep_free_bytes), Gib(left),
+      double(in.slot_bytes) / double(1 << 20),
+      in.max_slots >= 0 && slots == in.max_slots ? " (capped by the caller)" : "");
+  return plan;
+}
+
+bool IsRoutedExpertTensor(std::string_view name) {
+  return name.starts_with("blk.") &&
+         (name.ends_with(".ffn_gate_exps.weight") || name.ends_with(".ffn_up_exps.weight") ||
+          name.ends_with(".ffn_down_exps.weight"));
+}
+
+GgufWeightTally TallyGgufWeights(const GgufFile& file) {
+  GgufWeightTally t;
+  for (const GgufTensorInfo& info : file.tensors()) {
+    (IsRoutedExpertTensor(info.name) ? t.routed_bytes : t.other_bytes) += info.nbytes;
+  }
+  return t;
+}
+
+uint64_t ExpertSlotBytes(uint64_t gate_bytes, uint64_t up_bytes, uint64_t down_bytes) {
+  return AlignUp(gate_bytes) + AlignUp(up_bytes) + AlignUp(down_bytes);
+}
+
+}  // namespace flashkv

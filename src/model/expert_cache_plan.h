@@ -1,0 +1,53 @@
+// Where the routed experts go under a device-memory budget (--gpu-memory): all on the device
+// when the weights fit beside what must stay free (activations, the KV the caller plans
+// for), else in host memory behind a device cache of whole experts (model/expert_cache.h),
+// which takes what the budget leaves after everything else. The explanation is the
+// arithmetic, for the start-up log, so a user can see why a number came out as it did.
+// Must not: allocate or touch a backend (pure arithmetic, tested on the CPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "util/status.h"
+
+namespace flashkv {
+
+// What the planner weighs, in bytes.
+struct ExpertCacheInputs {
+  uint64_t budget_bytes = 0;     // device memory flashkv may use now (free, or --gpu-memory)
+  uint64_t resident_bytes = 0;   // every weight but the routed experts
+  uint64_t routed_bytes = 0;     // every layer's routed-expert stacks
+  uint64_t slot_bytes = 0;       // one cache slot: one expert's gate, up and down (aligned)
+  uint64_t keep_free_bytes = 0;  // activations and KV, left free after the weights
+  int64_t n_experts_total = 0;   // layers × experts per layer
+  bool force = false;            // offload even when everything fits (tests, benchmarks)
+  int64_t max_slots = -1;        // >= 0: at most this many slots (tests, benchmarks)
+};
+
+struct ExpertCachePlan {
+  bool offload = false;  // false: every weight on the device, as without a budget
+  int64_t slots = 0;     // offload: experts the device holds (0..n_experts_total)
+  std::string explanation;
+};
+
+// kResourceExhausted, naming the numbers, when not even the resident weights fit beside
+// keep_free_bytes.
+Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in);
+
+// The routed-expert tensors of a DS4 GGUF (blk.N.ffn_{gate,up,down}_exps.weight) and the rest,
+// in bytes, from the tensor table alone (no weight byte is read).
+struct GgufWeightTally {
+  uint64_t routed_bytes = 0;
+  uint64_t other_bytes = 0;
+};
+GgufWeightTally TallyGgufWeights(const GgufFile& file);
+bool IsRoutedExpertTensor(std::string_view name);
+
+// Bytes of one cache slot for these stack sizes (each part aligned to 256 bytes, where the
+// kernels' 16-byte loads need at least 16).
+uint64_t ExpertSlotBytes(uint64_t gate_bytes, uint64_t up_bytes, uint64_t down_bytes);
+inline constexpr uint64_t kExpertSlotAlign = 256;
+
+}  // namespace flashkv

@@ -1,0 +1,121 @@
+// The routed experts in host memory behind a device cache on CUDA (model/expert_cache.h):
+// kernels read cached experts from device slots and the rest across PCIe from the mapped
+// GGUF; the bits must equal the fully resident model's — chunked prefill (the tensor-core
+// and token-parallel expert kernels), one-token decode (the fused MoE kernels) and batched
+// decode rows (the grouped expert kernels) — with experts trading places every two steps.
+// Label `gpu`.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_test_util.h"
+#include "model/expert_cache.h"
+#include "model/model.h"
+
+namespace flashkv::testing {
+namespace {
+
+std::string Ds4Tiny() {
+  return std::string(FLASHKV_FIXTURES_DIR) + "/ds4-tiny/ds4-tiny.gguf";
+}
+
+std::vector<int32_t> Prompt(int n) {
+  std::vector<int32_t> t(size_t(n));
+  for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 131 + 17) % 1000);
+  return t;
+}
+
+bool Same(const std::vector<float>& a, const std::vector<float>& b) {
+  return !a.empty() && a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A 300-token prefill in chunks of 64, 12 decode steps, then three sessions decoding
+// together for 6 steps: every logit, in order.
+std::vector<float> Run(Model& m) {
+  const int V = m.config().n_vocab;
+  const auto prompt = Prompt(300);
+  std::vector<float> out;
+  auto st = m.NewState(400);
+  EXPECT_TRUE(st.ok());
+  if (!st.ok()) return out;
+  std::vector<float> logits(prompt.size() * size_t(V));
+  Status s = m.Forward(prompt, *st, LogitsFor::kAll, logits.data(), 64);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  out.insert(out.end(), logits.begin(), logits.end());
+  std::vector<float> row(size_t(V));
+  int32_t next = 5;
+  for (int i = 0; i < 12 && s.ok(); ++i) {
+    s = m.Forward({&next, 1}, *st, LogitsFor::kLast, row.data());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    out.insert(out.end(), row.begin(), row.end());
+    next = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+  }
+  std::vector<KvState> states;
+  for (int k = 0; k < 3; ++k) {
+    auto more = m.NewState(64);
+    EXPECT_TRUE(more.ok());
+    if (!more.ok()) return out;
+    states.push_back(std::move(*more));
+    s = m.Forward(std::span(prompt).subspan(size_t(10 * k), 20), states.back(), LogitsFor::kNone,
+                  nullptr);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  std::vector<float> rows(3 * size_t(V));
+  std::vector<int32_t> toks = {7, 70, 700};
+  for (int step = 0; step < 6 && s.ok(); ++step) {
+    std::vector<SessionChunk> chunks;
+    for (int k = 0; k < 3; ++k) {
+      chunks.push_back(SessionChunk{std::span(toks).subspan(size_t(k), 1), &states[size_t(k)],
+                                    LogitsFor::kLast, rows.data() + size_t(k) * size_t(V)});
+    }
+    s = m.ForwardBatch(chunks);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    out.insert(out.end(), rows.begin(), rows.end());
+    for (int k = 0; k < 3; ++k) toks[size_t(k)] = int32_t((toks[size_t(k)] * 7 + step) % 1000);
+  }
+  return out;
+}
+
+TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
+  FLASHKV_REQUIRE_GPU();
+  for (ModelOptions o : {ModelOptions{NumericsMode::kOfficial, ActQuantMode::kQ8},
+                         ModelOptions{NumericsMode::kHf, ActQuantMode::kOff}}) {
+    auto resident = Model::Load(Ds4Tiny(), *SharedCuda(), &o);
+    ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+    const std::vector<float> want = Run(**resident);
+    const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
+    resident->reset();
+    for (int64_t slots : {int64_t(0), int64_t(5), total / 2, total}) {
+      ExpertCacheOptions c;
+      c.slots = slots;
+      c.fold_interval = 2;
+      c.max_swaps = 8;
+      c.margin = 0.0;
+      auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      EXPECT_TRUE(Same(Run(**m), want))
+          << slots << " slots, act-quant " << ActQuantModeName(o.act_quant);
+      ASSERT_TRUE((*m)->expert_cache()->Fold().ok());
+      const ExpertCacheStats st = (*m)->expert_cache()->stats();
+      EXPECT_GT(st.hits + st.misses, 0u);
+      if (slots > 0 && slots < total) {
+        EXPECT_GT(st.swaps, 0u);
+      }
+      if (slots == 0) {
+        EXPECT_EQ(st.hits, 0u);
+      }
+      if (slots == total) {
+        EXPECT_EQ(st.misses, 0u);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashkv::testing

@@ -1,0 +1,192 @@
+// The routed experts in host memory behind a device cache (model/expert_cache.h,
+// model/expert_cache_plan.h, model/expert_heat.h): the budget arithmetic, the heat and its
+// trades, and on the CPU backend — whose "device" reads host memory where it lies, so the
+// cache's tables, slots, copies and trades all run — logits equal to the fully resident
+// model's bit for bit whatever the cache holds, before and after experts trade places.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/expert_cache.h"
+#include "model/expert_cache_plan.h"
+#include "model/expert_heat.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace flashkv {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+
+ExpertCacheInputs Flash() {
+  ExpertCacheInputs in;
+  in.resident_bytes = 7 * kGiB;
+  in.routed_bytes = 73 * kGiB;
+  in.slot_bytes = 7 * kMiB;
+  in.n_experts_total = 43 * 256;
+  in.keep_free_bytes = 6 * kGiB;
+  return in;
+}
+
+TEST(ExpertCachePlanTest, EverythingOnTheDeviceWhenItFits) {
+  ExpertCacheInputs in = Flash();
+  in.budget_bytes = 139 * kGiB;
+  auto plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_FALSE(plan->offload);
+  EXPECT_NE(plan->explanation.find("every weight on the device"), std::string::npos);
+}
+
+TEST(ExpertCachePlanTest, SlotsTakeWhatTheBudgetLeaves) {
+  ExpertCacheInputs in = Flash();
+  in.budget_bytes = 78 * kGiB;
+  auto plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->offload);
+  EXPECT_EQ(plan->slots, int64_t((78 - 7 - 6) * kGiB / (7 * kMiB)));
+  EXPECT_NE(plan->explanation.find("of 11008 experts"), std::string::npos) << plan->explanation;
+  // A budget of 20 GiB still runs: fewer slots.
+  in.budget_bytes = 20 * kGiB;
+  plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->slots, int64_t(7 * kGiB / (7 * kMiB)));
+  // Never more slots than experts, and a caller's cap holds.
+  in.budget_bytes = 1000 * kGiB;
+  in.force = true;
+  plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->slots, in.n_experts_total);
+  in.max_slots = 5;
+  plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->slots, 5);
+}
+
+TEST(ExpertCachePlanTest, RefusedWhenTheResidentWeightsDoNotFit) {
+  ExpertCacheInputs in = Flash();
+  in.budget_bytes = 12 * kGiB;
+  auto plan = PlanExpertCache(in);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(plan.status().message().find("7.00 GiB of weights besides the routed experts"),
+            std::string::npos)
+      << plan.status().message();
+}
+
+TEST(ExpertCachePlanTest, SlotPartsAreAligned) {
+  EXPECT_EQ(ExpertSlotBytes(1, 256, 257), 256u + 256u + 512u);
+  EXPECT_TRUE(IsRoutedExpertTensor("blk.3.ffn_down_exps.weight"));
+  EXPECT_FALSE(IsRoutedExpertTensor("blk.3.ffn_down_shexp.weight"));
+}
+
+TEST(ExpertHeatTest, DecaysAndTradesColdForHot) {
+  ExpertHeat heat(2, 4, 0.5);
+  // Layer 0 expert 3 and layer 1 expert 0 are hot; the cache holds experts 0 and 1 of layer 0.
+  std::vector<uint32_t> counts = {0, 1, 0, 8, 6, 0, 0, 0};
+  heat.Add(counts);
+  heat.Add(counts);
+  EXPECT_DOUBLE_EQ(heat.heat(ExpertId{0, 3}), 12.0);  // 8 · 0.5 + 8
+  std::vector<uint8_t> cached = {1, 1, 0, 0, 0, 0, 0, 0};
+  auto swaps = heat.PlanSwaps(cached, 8, 1.0);
+  ASSERT_EQ(swaps.size(), 2u);
+  EXPECT_EQ(swaps[0].admit, (ExpertId{0, 3}));
+  EXPECT_EQ(swaps[0].evict, (ExpertId{0, 0}));  // the coldest first
+  EXPECT_EQ(swaps[1].admit, (ExpertId{1, 0}));
+  EXPECT_EQ(swaps[1].evict, (ExpertId{0, 1}));
+  // The cap, and the margin: equal heat never trades.
+  EXPECT_EQ(heat.PlanSwaps(cached, 1, 1.0).size(), 1u);
+  ExpertHeat flat(1, 4, 0.9);
+  flat.Add(std::vector<uint32_t>{3, 3, 3, 3});
+  EXPECT_TRUE(flat.PlanSwaps(std::vector<uint8_t>{1, 1, 0, 0}, 4, 1.0).empty());
+}
+
+constexpr int kCtx = 64;
+constexpr int kPrompt = 24;
+constexpr int kDecode = 24;
+
+std::vector<int32_t> Tokens(int n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 53 + 7) % 1000);
+  return t;
+}
+
+// Every logit of a chunked prefill and of one-token decode steps after it.
+std::vector<float> RunAll(Model& m) {
+  auto st = m.NewState(kCtx);
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  if (!st.ok()) return {};
+  const int V = m.config().n_vocab;
+  const auto tokens = Tokens(kPrompt + kDecode);
+  std::vector<float> out(size_t(kPrompt + kDecode) * size_t(V));
+  Status s = m.Forward(std::span(tokens).first(kPrompt), *st, LogitsFor::kAll, out.data(), 7);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  for (int i = 0; i < kDecode; ++i) {
+    s = m.Forward(std::span(tokens).subspan(size_t(kPrompt + i), 1), *st, LogitsFor::kLast,
+                  out.data() + size_t(kPrompt + i) * size_t(V));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return !a.empty() && a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
+  CpuBackend be(nullptr);
+  auto resident = Model::Load(testing::Ds4TinyPath(), be);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const std::vector<float> want = RunAll(**resident);
+  const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
+  for (int64_t slots : {int64_t(0), int64_t(3), total / 2, total}) {
+    ExpertCacheOptions o;
+    o.slots = slots;
+    o.fold_interval = 2;  // trade often: the logits must not notice
+    o.max_swaps = 4;
+    o.margin = 0.0;
+    auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_TRUE(SameBits(RunAll(**m), want)) << slots << " slots";
+    ExpertCache& cache = *(*m)->expert_cache();
+    ASSERT_TRUE(cache.Fold().ok());
+    const ExpertCacheStats st = cache.stats();
+    EXPECT_EQ(st.slots, slots);
+    // Every route of every layer was counted once: 1 + kDecode steps' rows × n_used × layers.
+    const auto& cfg = (*m)->config();
+    EXPECT_EQ(st.hits + st.misses,
+              uint64_t(kPrompt + kDecode) * uint64_t(cfg.n_expert_used) * uint64_t(cfg.n_layer));
+    if (slots == 0) {
+      EXPECT_EQ(st.hits, 0u);
+    }
+    if (slots == total) {
+      EXPECT_EQ(st.misses, 0u);
+    }
+    if (slots > 0 && slots < total) {
+      EXPECT_GT(st.swaps, 0u) << "no expert ever traded";
+    }
+    int64_t held = 0;
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      for (int e = 0; e < cfg.n_expert; ++e) held += cache.cached(l, e) ? 1 : 0;
+    }
+    EXPECT_EQ(held, slots);
+  }
+}
+
+TEST(ExpertCacheModelTest, SlotsOutsideTheExpertCountAreRefused) {
+  CpuBackend be(nullptr);
+  ExpertCacheOptions o;
+  o.slots = 1 << 30;
+  auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("slots for"), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace flashkv
