@@ -25,7 +25,7 @@ std::string Ds4Tiny() {
 }
 
 std::vector<int32_t> Prompt(int n) {
-  std::vector<int32_t> t(size_t(n));
+  std::vector<int32_t> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 131 + 17) % 1000);
   return t;
 }
@@ -37,7 +37,7 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
 
 // A 300-token prefill in chunks of 64, 12 decode steps, then three sessions decoding
 // together for 6 steps: every logit, in order.
-std::vector<float> Run(Model& m) {
+std::vector<float> RunAll(Model& m) {
   const int V = m.config().n_vocab;
   const auto prompt = Prompt(300);
   std::vector<float> out;
@@ -48,7 +48,7 @@ std::vector<float> Run(Model& m) {
   Status s = m.Forward(prompt, *st, LogitsFor::kAll, logits.data(), 64);
   EXPECT_TRUE(s.ok()) << s.ToString();
   out.insert(out.end(), logits.begin(), logits.end());
-  std::vector<float> row(size_t(V));
+  std::vector<float> row(static_cast<size_t>(V));
   int32_t next = 5;
   for (int i = 0; i < 12 && s.ok(); ++i) {
     s = m.Forward({&next, 1}, *st, LogitsFor::kLast, row.data());
@@ -66,7 +66,7 @@ std::vector<float> Run(Model& m) {
                   nullptr);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
-  std::vector<float> rows(3 * size_t(V));
+  std::vector<float> rows(3 * static_cast<size_t>(V));
   std::vector<int32_t> toks = {7, 70, 700};
   for (int step = 0; step < 6 && s.ok(); ++step) {
     std::vector<SessionChunk> chunks;
@@ -88,7 +88,7 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
                          ModelOptions{NumericsMode::kHf, ActQuantMode::kOff}}) {
     auto resident = Model::Load(Ds4Tiny(), *SharedCuda(), &o);
     ASSERT_TRUE(resident.ok()) << resident.status().ToString();
-    const std::vector<float> want = Run(**resident);
+    const std::vector<float> want = RunAll(**resident);
     const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
     resident->reset();
     for (int64_t slots : {int64_t(0), int64_t(5), total / 2, total}) {
@@ -99,7 +99,7 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
       c.margin = 0.0;
       auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
-      EXPECT_TRUE(Same(Run(**m), want))
+      EXPECT_TRUE(Same(RunAll(**m), want))
           << slots << " slots, act-quant " << ActQuantModeName(o.act_quant);
       ASSERT_TRUE((*m)->expert_cache()->Fold().ok());
       const ExpertCacheStats st = (*m)->expert_cache()->stats();
