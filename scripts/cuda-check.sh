@@ -618,7 +618,8 @@ PY
     # Issue #28: the routed experts in host memory behind the device cache. A Flash-width
     # GGUF of OFFLOAD_LAYERS layers (default 43, ~81 GB) in /dev/shm, then `flashkv bench`
     # once per entry of OFFLOAD_RUNS: "auto" (the budget the device has), a number (GiB,
-    # --gpu-memory), "slotsN" (--expert-cache-slots N) or "resident" (no flag); each run's
+    # --gpu-memory), "slotsN" (--expert-cache-slots N), "nostage" (auto, prefill reading
+    # uncached experts in place: --expert-stage-rows 0) or "resident" (no flag); each run's
     # greedy probes (bench's "greedy probe" lines) must equal the first run's. Extra args go to bench.
     local L=${OFFLOAD_LAYERS:-43} G=/dev/shm/flash-offload.gguf FK=/work/main/build-cuda/flashkv
     df -h /dev/shm | tail -1
@@ -632,6 +633,7 @@ PY
       case $r in
         auto | resident) ;;
         slots*) extra=(--expert-cache-slots "${r#slots}") ;;
+        nostage) extra=(--expert-stage-rows 0) ;;
         *) extra=(--gpu-memory "$r") ;;
       esac
       "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \

@@ -305,6 +305,16 @@ class Backend {
   // memory; an error leaves nothing mapped.
   virtual Expected<DevPtr<const uint8_t>> MapHost(const void* p, size_t bytes);
   virtual void UnmapHost(const void* p);
+  // Uploads beside the ops (the expert cache's prefill staging, model/expert_cache.h).
+  // MarkOps: a point in the op stream, after every op queued so far (a ticket, never 0).
+  // UploadAfter: host → device copies (host ranges page-locked: MapHost or PinHost) that start
+  // once the ops before mark `after` are done (0: at once) and overlap later ops; nothing
+  // queued before WaitUpload(ticket) may read the device ranges. WaitUpload: ops queued after
+  // it wait, on the device, for that upload. Each ticket is used once. The defaults copy at
+  // once in op order (WriteMany), which is the same for a backend that runs ops as called.
+  virtual Expected<uint64_t> MarkOps();
+  virtual Expected<uint64_t> UploadAfter(uint64_t after, const HostCopy* copies, size_t n);
+  virtual Status WaitUpload(uint64_t ticket);
   // Free and total bytes of the memory Alloc draws from, when it is the backend's own (a
   // GPU's); nullopt when the backend allocates host memory.
   struct MemoryInfo {

@@ -46,6 +46,11 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
   cmd->add_option("--expert-cache-slots", flags->expert_cache_slots,
                   "keep the routed experts in host memory with at most N of them cached on the "
                   "device, even when the model fits (benchmarks, tests)");
+  cmd->add_option("--expert-stage-rows", flags->expert_stage_rows,
+                  "with experts in host memory: steps of at least N rows copy each layer's "
+                  "uncached experts to the device ahead of its MoE block; 0: kernels read them "
+                  "across PCIe in place")
+      ->capture_default_str();
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -140,6 +145,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
     }
     ro.gpu_memory_bytes = uint64_t(gib * double(uint64_t(1) << 30));
   }
+  ro.expert_stage_min_rows = flags.expert_stage_rows;
   if (flags.expert_cache_slots >= 0) {
     ro.force_expert_cache = true;
     ro.expert_cache_slots = flags.expert_cache_slots;

@@ -64,6 +64,7 @@ struct StepContext {
   std::vector<WindowStoreArgs>& stores;   // a layer's per-session window stores (kept)
   ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
   ExpertCache* cache = nullptr;           // set: each MoE block counts its routes for it
+  bool staged_experts = false;            // the MoE blocks read cache->StagedStack
 
   ActQuantMode aq() const { return opt.act_quant; }
 };

@@ -106,14 +106,32 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
       copies.clear();
     }
   }
+  if (options.stage_experts > 0) {
+    const int64_t per = std::min<int64_t>(options.stage_experts, E);
+    for (DeviceBuffer& b : c->staging_) {
+      auto made = backend.Alloc(size_t(c->slot_bytes_) * size_t(per));
+      if (!made.ok()) return made.status().WithContext("expert cache: a prefill staging buffer");
+      b = std::move(*made);
+    }
+    FLASHKV_ASSIGN_OR_RETURN(c->staged_tables_, backend.Alloc(size_t(total) * 3 * sizeof(void*)));
+    c->upload_ticket_.assign(size_t(L), 0);
+    c->stats_.stage_experts = per;
+  }
   FLASHKV_RETURN_IF_ERROR(c->WriteTables());
   const auto* tables = reinterpret_cast<const uint8_t* const*>(c->tables_.as<void>().get());
+  const auto* staged = reinterpret_cast<const uint8_t* const*>(c->staged_tables_.as<void>().get());
+  c->staged_weights_.resize(size_t(L));
   for (int l = 0; l < L; ++l) {
     LayerWeights& w = weights.layers[size_t(l)];
     Weight* ws[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};
     for (int i = 0; i < 3; ++i) {
       ws[i]->data = DevPtr<const uint8_t>();
       ws[i]->experts = DevPtr<const uint8_t* const>(tables + (size_t(l) * 3 + size_t(i)) * E);
+      Weight& sw = c->staged_weights_[size_t(l)][size_t(i)];
+      sw = *ws[i];
+      if (staged != nullptr) {
+        sw.experts = DevPtr<const uint8_t* const>(staged + (size_t(l) * 3 + size_t(i)) * E);
+      }
     }
   }
   return c;
@@ -162,7 +180,69 @@ Status ExpertCache::Load(ExpertId id, int64_t slot, std::vector<HostCopy>& copie
 }
 
 Status ExpertCache::WriteTables() {
-  return be_.Write(tables_.as<void>(), table_host_.data(), table_host_.size() * sizeof(void*));
+  FLASHKV_RETURN_IF_ERROR(
+      be_.Write(tables_.as<void>(), table_host_.data(), table_host_.size() * sizeof(void*)));
+  if (staged_tables_.empty()) return Status::Ok();
+  BuildStagedTables();
+  return be_.Write(staged_tables_.as<void>(), staged_host_.data(),
+                   staged_host_.size() * sizeof(void*));
+}
+
+void ExpertCache::BuildStagedTables() {
+  staged_host_ = table_host_;
+  stage_list_.assign(size_t(n_layer_), {});
+  const int64_t cap = std::min<int64_t>(opt_.stage_experts, n_expert_);
+  for (int l = 0; l < n_layer_; ++l) {
+    const uint8_t* buffer = staging_[l % 2].as<const uint8_t>().get();
+    std::vector<int>& list = stage_list_[size_t(l)];
+    for (int e = 0; e < n_expert_ && int64_t(list.size()) < cap; ++e) {
+      if (slot_of_[Index(l, e)] >= 0) continue;
+      const uint8_t* base = buffer + uint64_t(list.size()) * slot_bytes_;
+      for (int i = 0; i < 3; ++i) {
+        staged_host_[(size_t(l) * 3 + size_t(i)) * size_t(n_expert_) + size_t(e)] =
+            base + stacks_[size_t(l)][size_t(i)].slot_offset;
+      }
+      list.push_back(e);
+    }
+  }
+}
+
+Status ExpertCache::UploadLayer(int layer, uint64_t after) {
+  std::vector<HostCopy> copies;
+  const uint8_t* buffer = staging_[layer % 2].as<const uint8_t>().get();
+  const std::vector<int>& list = stage_list_[size_t(layer)];
+  for (size_t p = 0; p < list.size(); ++p) {
+    for (const Stack& s : stacks_[size_t(layer)]) {
+      copies.push_back(HostCopy{
+          DevPtr<void>(const_cast<uint8_t*>(buffer + uint64_t(p) * slot_bytes_ + s.slot_offset)),
+          const_cast<uint8_t*>(s.host + s.matrix_bytes * uint64_t(list[p])),
+          size_t(s.matrix_bytes)});
+      stats_.staged_bytes += s.matrix_bytes;
+    }
+  }
+  FLASHKV_ASSIGN_OR_RETURN(upload_ticket_[size_t(layer)],
+                           be_.UploadAfter(after, copies.data(), copies.size()));
+  return Status::Ok();
+}
+
+Status ExpertCache::BeginStagedStep() {
+  ++stats_.staged_steps;
+  // The buffers were last read by the previous step's layers: after every op so far.
+  for (int l = 0; l < std::min(2, n_layer_); ++l) {
+    FLASHKV_ASSIGN_OR_RETURN(const uint64_t mark, be_.MarkOps());
+    FLASHKV_RETURN_IF_ERROR(UploadLayer(l, mark));
+  }
+  return Status::Ok();
+}
+
+Status ExpertCache::BeforeStagedFfn(int layer) {
+  return be_.WaitUpload(upload_ticket_[size_t(layer)]);
+}
+
+Status ExpertCache::AfterStagedFfn(int layer) {
+  if (layer + 2 >= n_layer_) return Status::Ok();
+  FLASHKV_ASSIGN_OR_RETURN(const uint64_t mark, be_.MarkOps());
+  return UploadLayer(layer + 2, mark);
 }
 
 Status ExpertCache::BeforeStep() {

@@ -8,6 +8,12 @@
 // `fold_interval` steps BeforeStep folds the counts into ExpertHeat and trades at most
 // `max_swaps` cold cached experts for hot uncached ones (copy into the slot, then point the
 // tables at it, all in stream order between steps, so no kernel sees a half-written slot).
+// Prefill staging: a step of at least stage_min_rows rows touches nearly every expert of
+// every layer, which in-place reads across PCIe serve slowly (docs/PERFORMANCE.md). Such a step
+// copies each layer's uncached experts (up to stage_experts of them) into one of two staging
+// buffers on an upload stream — layer l+2's while layers l+1 and l+2 compute, after layer l's
+// MoE block is done with the buffer — and that layer's MoE block reads a second set of tables
+// that point into the buffer (StagedStack). Same bytes, same kernels: the same logits.
 // Must not: decide the budget (model/expert_cache_plan.h) or outlive the file's mapping.
 #pragma once
 
@@ -25,11 +31,13 @@
 namespace flashkv {
 
 struct ExpertCacheOptions {
-  int64_t slots = 0;       // experts the device holds (0: every expert read from host memory)
-  int fold_interval = 16;  // steps between folds of the route counts
-  int max_swaps = 32;      // experts traded per fold at most
-  double decay = 0.9;      // heat kept per fold
-  double margin = 1.0;     // routes of heat an admission must win by
+  int64_t slots = 0;          // experts the device holds (0: every expert read from host memory)
+  int fold_interval = 16;     // steps between folds of the route counts
+  int max_swaps = 32;         // experts traded per fold at most
+  double decay = 0.9;         // heat kept per fold
+  double margin = 1.0;        // routes of heat an admission must win by
+  int64_t stage_experts = 0;  // per staging buffer (0: no prefill staging)
+  int stage_min_rows = 256;   // steps of at least this many rows stage (<= 0: never)
 };
 
 struct ExpertCacheStats {
@@ -43,6 +51,9 @@ struct ExpertCacheStats {
   uint64_t swaps = 0;       // experts copied into slots after the first fill
   uint64_t swap_bytes = 0;
   uint64_t steps = 0;
+  int64_t stage_experts = 0;  // per staging buffer
+  uint64_t staged_steps = 0;  // steps that staged their layers' uncached experts
+  uint64_t staged_bytes = 0;  // bytes those steps copied
 };
 
 class ExpertCache {
@@ -67,6 +78,20 @@ class ExpertCache {
   Status BeforeStep();
   // Reads and clears the route counts, updates hits/misses and the heat, and trades experts.
   Status Fold();
+
+  // Prefill staging, for a step of `rows` rows: whether it stages; then BeginStagedStep
+  // before its first layer, and around each layer's MoE block BeforeStagedFfn (its uploads
+  // must be done) and AfterStagedFfn (its buffer is free for layer l + 2). The block reads
+  // StagedStack(l, 0 gate | 1 up | 2 down) instead of the model's stacks.
+  bool Staging(int rows) const {
+    return opt_.stage_experts > 0 && opt_.stage_min_rows > 0 && rows >= opt_.stage_min_rows;
+  }
+  Status BeginStagedStep();
+  Status BeforeStagedFfn(int layer);
+  Status AfterStagedFfn(int layer);
+  const Weight& StagedStack(int layer, int i) const {
+    return staged_weights_[size_t(layer)][size_t(i)];
+  }
 
   ExpertCacheStats stats() const { return stats_; }
   bool cached(int layer, int expert) const {
@@ -96,6 +121,10 @@ class ExpertCache {
   Status Load(ExpertId id, int64_t slot, std::vector<HostCopy>& copies);
   void PointAtHost(ExpertId id);
   Status WriteTables();
+  // The staged tables from the cached set: layer l's uncached experts at positions 0, 1, …
+  // of buffer l % 2 (up to stage_experts), the rest as in the main tables.
+  void BuildStagedTables();
+  Status UploadLayer(int layer, uint64_t after);
 
   Backend& be_;
   ExpertCacheOptions opt_;
@@ -107,6 +136,12 @@ class ExpertCache {
   DeviceBuffer slots_;
   DeviceBuffer tables_;  // [layer][3][expert] addresses
   DeviceBuffer counts_;  // [layer][expert] routes since the last fold
+  DeviceBuffer staging_[2];
+  DeviceBuffer staged_tables_;  // [layer][3][expert], as tables_
+  std::vector<const uint8_t*> staged_host_;
+  std::vector<std::array<Weight, 3>> staged_weights_;  // the stacks over staged_tables_
+  std::vector<std::vector<int>> stage_list_;           // per layer: experts in buffer order
+  std::vector<uint64_t> upload_ticket_;                // per layer, within a staged step
   std::vector<const uint8_t*> table_host_;
   std::vector<int64_t> slot_of_;  // [layer · n_expert + expert] → slot, or -1
   std::vector<ExpertId> holder_;  // slot → expert

@@ -37,19 +37,36 @@ Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in) {
     return InvalidArgument("expert cache: no routed experts to place");
   }
   const uint64_t left = in.budget_bytes - in.resident_bytes - in.keep_free_bytes;
-  int64_t slots = std::min<int64_t>(int64_t(left / in.slot_bytes), in.n_experts_total);
+  const int64_t fit = int64_t(left / in.slot_bytes);
+  int64_t slots = std::min<int64_t>(fit, in.n_experts_total);
   if (in.max_slots >= 0) slots = std::min(slots, in.max_slots);
+  // Two staging buffers of a layer's uncached experts (+ kStageSpare) come out of the slots
+  // when they must: the slots shrink until both fit beside them.
+  int64_t stage = 0;
+  if (in.n_layer > 0 && in.n_expert > 0) {
+    auto stage_for = [&](int64_t s) {
+      const int64_t uncached = int64_t(in.n_expert) - s / in.n_layer;
+      return uncached <= 0 ? int64_t(0) : std::min<int64_t>(in.n_expert, uncached + kStageSpare);
+    };
+    for (int i = 0; i < 3; ++i) {
+      stage = stage_for(slots);
+      slots = std::max<int64_t>(0, std::min(slots, fit - 2 * stage));
+    }
+    stage = std::min(stage, std::max<int64_t>(0, (fit - slots) / 2));
+  }
   plan.offload = true;
   plan.slots = slots;
+  plan.stage_experts = stage;
   plan.explanation = fmt::format(
       "routed experts in host memory ({:.2f} GiB) behind a device cache of {} of {} experts "
-      "({:.1f} %, {:.2f} GiB): budget {:.2f} GiB - {:.2f} GiB resident weights - {:.2f} GiB kept "
-      "free for activations and KV = {:.2f} GiB, {:.2f} MiB an expert{}",
+      "({:.1f} %, {:.2f} GiB) and 2 prefill staging buffers of {} experts ({:.2f} GiB): budget "
+      "{:.2f} GiB - {:.2f} GiB resident weights - {:.2f} GiB kept free for activations and KV = "
+      "{:.2f} GiB, {:.2f} MiB an expert{}",
       Gib(in.routed_bytes), slots, in.n_experts_total,
       100.0 * double(slots) / double(in.n_experts_total), Gib(uint64_t(slots) * in.slot_bytes),
-      Gib(in.budget_bytes), Gib(in.resident_bytes), Gib(in.keep_free_bytes), Gib(left),
-      double(in.slot_bytes) / double(1 << 20),
-      in.max_slots >= 0 && slots == in.max_slots ? " (capped by the caller)" : "");
+      stage, Gib(2 * uint64_t(stage) * in.slot_bytes), Gib(in.budget_bytes), Gib(in.resident_bytes),
+      Gib(in.keep_free_bytes), Gib(left), double(in.slot_bytes) / double(1 << 20),
+      in.max_slots >= 0 && slots == in.max_slots ? " (slots capped by the caller)" : "");
   return plan;
 }
 

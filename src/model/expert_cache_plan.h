@@ -24,11 +24,18 @@ struct ExpertCacheInputs {
   int64_t n_experts_total = 0;   // layers × experts per layer
   bool force = false;            // offload even when everything fits (tests, benchmarks)
   int64_t max_slots = -1;        // >= 0: at most this many slots (tests, benchmarks)
+  // Prefill staging (model/expert_cache.h): two buffers that take a layer's uncached experts
+  // ahead of its MoE block. 0 layers: none.
+  int n_layer = 0;
+  int n_expert = 0;
 };
 
 struct ExpertCachePlan {
   bool offload = false;  // false: every weight on the device, as without a budget
   int64_t slots = 0;     // offload: experts the device holds (0..n_experts_total)
+  // offload: experts each of the two staging buffers holds (a layer's uncached experts, and
+  // kStageSpare more for the layers the heat leaves with more than their share); 0: none.
+  int64_t stage_experts = 0;
   std::string explanation;
 };
 
@@ -49,5 +56,6 @@ bool IsRoutedExpertTensor(std::string_view name);
 // kernels' 16-byte loads need at least 16).
 uint64_t ExpertSlotBytes(uint64_t gate_bytes, uint64_t up_bytes, uint64_t down_bytes);
 inline constexpr uint64_t kExpertSlotAlign = 256;
+inline constexpr int64_t kStageSpare = 16;
 
 }  // namespace flashkv

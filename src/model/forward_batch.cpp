@@ -70,6 +70,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   FLASHKV_RETURN_IF_ERROR(EnsureActivations(rows, std::max(logit_rows, 1)));
   // Trades cold cached experts for hot ones between steps, before this step's first op.
   if (cache_) FLASHKV_RETURN_IF_ERROR(cache_->BeforeStep());
+  // A prefill-sized step copies each layer's uncached experts ahead of its MoE block.
+  const bool staged = cache_ && cache_->Staging(rows);
+  if (staged) FLASHKV_RETURN_IF_ERROR(cache_->BeginStagedStep());
 
   // Every row's token and its position in its session: the row-wise RoPE of a layer reads
   // the positions, so the rows of all sessions rotate in one call.
@@ -103,6 +106,7 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
                    rows,     sessions, k.attention, k.compress, k.stores};
   step.experts = experts_.get();
   step.cache = cache_.get();
+  step.staged_experts = staged;
 
   // X = embedding broadcast to n_hc streams
   EmbedRows(step);
@@ -110,7 +114,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   for (int l = 0; l < config_.n_layer; ++l) {
     AttentionSublayer(step, l);
     std::swap(act_.x_hc, act_.x_hc_next);
+    if (staged) FLASHKV_RETURN_IF_ERROR(cache_->BeforeStagedFfn(l));
     FfnSublayer(step, l);
+    if (staged) FLASHKV_RETURN_IF_ERROR(cache_->AfterStagedFfn(l));
     std::swap(act_.x_hc, act_.x_hc_next);
     if (observer_) {
       observer_buf_.resize(size_t(rows) * hc_dim);

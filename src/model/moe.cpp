@@ -36,6 +36,11 @@ void FfnSublayer(StepContext& s, int l) {
   moe.gate = &w.ffn_gate_exps;
   moe.up = &w.ffn_up_exps;
   moe.down = &w.ffn_down_exps;
+  if (s.staged_experts) {
+    moe.gate = &s.cache->StagedStack(l, 0);
+    moe.up = &s.cache->StagedStack(l, 1);
+    moe.down = &s.cache->StagedStack(l, 2);
+  }
   moe.clamp = cfg.swiglu_limit(l);
   moe.routed = a.moe_out;
   // shared = W2_s(silu(min(W1_s x, λ)) ⊙ clamp(W3_s x, ±λ)); f = routed + shared

@@ -44,6 +44,9 @@ struct RuntimeOptions {
   // slots (-1: what the budget leaves).
   bool force_expert_cache = false;
   int64_t expert_cache_slots = -1;
+  // Steps of at least this many rows copy each layer's uncached experts ahead of its MoE
+  // block (prefill staging, model/expert_cache.h); <= 0: never, kernels read them in place.
+  int expert_stage_min_rows = 256;
 };
 
 // What Open built for a random: source (for logs and benchmark records).

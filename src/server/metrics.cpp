@@ -58,6 +58,9 @@ void AppendExpertCacheMetrics(const EngineStats& s, std::string* out) {
   Family(out, "flashkv_expert_cache_swap_bytes_total", "counter",
          "Bytes copied into the device cache by those trades.")
       .Add(c.swap_bytes);
+  Family(out, "flashkv_expert_cache_staged_bytes_total", "counter",
+         "Uncached experts' bytes copied ahead of prefill steps' MoE blocks (prefill staging).")
+      .Add(c.staged_bytes);
 }
 
 void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {

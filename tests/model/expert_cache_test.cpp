@@ -68,6 +68,28 @@ TEST(ExpertCachePlanTest, SlotsTakeWhatTheBudgetLeaves) {
   EXPECT_EQ(plan->slots, 5);
 }
 
+TEST(ExpertCachePlanTest, StagingBuffersComeOutOfTheSlots) {
+  ExpertCacheInputs in = Flash();
+  in.budget_bytes = 78 * kGiB;
+  in.n_layer = 43;
+  in.n_expert = 256;
+  auto plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const int64_t fit = int64_t((78 - 7 - 6) * kGiB / (7 * kMiB));
+  // Each buffer takes a layer's uncached experts and kStageSpare more; both fit beside the slots.
+  EXPECT_EQ(plan->stage_experts, 256 - plan->slots / 43 + kStageSpare);
+  EXPECT_LE(plan->slots + 2 * plan->stage_experts, fit);
+  EXPECT_GT(plan->slots + 2 * plan->stage_experts, fit - 4);
+  EXPECT_NE(plan->explanation.find("2 prefill staging buffers of"), std::string::npos);
+  // Everything cached: nothing to stage.
+  in.budget_bytes = 200 * kGiB;
+  in.force = true;
+  plan = PlanExpertCache(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->slots, in.n_experts_total);
+  EXPECT_EQ(plan->stage_experts, 0);
+}
+
 TEST(ExpertCachePlanTest, RefusedWhenTheResidentWeightsDoNotFit) {
   ExpertCacheInputs in = Flash();
   in.budget_bytes = 12 * kGiB;
@@ -145,15 +167,24 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
   ASSERT_TRUE(resident.ok()) << resident.status().ToString();
   const std::vector<float> want = RunAll(**resident);
   const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
-  for (int64_t slots : {int64_t(0), int64_t(3), total / 2, total}) {
+  const int E = (*resident)->config().n_expert;
+  struct Case {
+    int64_t slots;
+    int64_t stage;  // experts per staging buffer: all of a layer's, a few (the rest in place)
+  };
+  for (Case c : {Case{0, 0}, Case{3, 0}, Case{total / 2, 0}, Case{total, 0}, Case{0, E},
+                 Case{total / 2, E}, Case{total / 2, 2}}) {
+    const int64_t slots = c.slots;
     ExpertCacheOptions o;
     o.slots = slots;
     o.fold_interval = 2;  // trade often: the logits must not notice
     o.max_swaps = 4;
     o.margin = 0.0;
+    o.stage_experts = c.stage;
+    o.stage_min_rows = 7;  // the prompt's chunks of 7 stage, decode steps do not
     auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    EXPECT_TRUE(SameBits(RunAll(**m), want)) << slots << " slots";
+    EXPECT_TRUE(SameBits(RunAll(**m), want)) << slots << " slots, staging " << c.stage;
     ExpertCache& cache = *(*m)->expert_cache();
     ASSERT_TRUE(cache.Fold().ok());
     const ExpertCacheStats st = cache.stats();
@@ -176,6 +207,12 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
       for (int e = 0; e < cfg.n_expert; ++e) held += cache.cached(l, e) ? 1 : 0;
     }
     EXPECT_EQ(held, slots);
+    if (c.stage > 0 && slots < total) {
+      EXPECT_EQ(st.staged_steps, uint64_t(kPrompt / 7));  // the last chunk has 3 rows
+      EXPECT_GT(st.staged_bytes, 0u);
+    } else {
+      EXPECT_EQ(st.staged_bytes, 0u);
+    }
   }
 }
 

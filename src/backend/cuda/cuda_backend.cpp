@@ -92,6 +92,11 @@ CudaBackend::~CudaBackend() {
   if (!s_) return;
   s_->Flush();
   cudaStreamSynchronize(s_->stream);
+  if (s_->upload_stream != nullptr) {
+    cudaStreamSynchronize(s_->upload_stream);
+    cudaStreamDestroy(s_->upload_stream);
+  }
+  for (auto& [ticket, ev] : s_->upload_events) cudaEventDestroy(ev);
   if (s_->copy_stream != nullptr) {
     cudaStreamSynchronize(s_->copy_stream);
     s_->async_copies.clear();
@@ -463,6 +468,85 @@ Expected<DevPtr<const uint8_t>> CudaBackend::MapHost(const void* p, size_t bytes
 
 void CudaBackend::UnmapHost(const void* p) {
   UnpinHost(const_cast<void*>(p));
+}
+
+namespace {
+
+// The event of `ticket`, taken out of the table (each ticket is used once).
+cudaEvent_t TakeUploadEvent(CudaBackend::State& s, uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(s.async_mu);
+  auto it = s.upload_events.find(ticket);
+  if (it == s.upload_events.end()) return nullptr;
+  cudaEvent_t e = it->second;
+  s.upload_events.erase(it);
+  return e;
+}
+
+// Records an event on `stream` under a new ticket.
+Expected<uint64_t> RecordUploadEvent(CudaBackend::State& s, cudaStream_t stream) {
+  cudaEvent_t ev = nullptr;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ev, stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (ev != nullptr) cudaEventDestroy(ev);
+    return CudaStatus("recording an upload event", e);
+  }
+  std::lock_guard<std::mutex> lock(s.async_mu);
+  const uint64_t t = ++s.next_ticket;
+  s.upload_events.emplace(t, ev);
+  return t;
+}
+
+}  // namespace
+
+Expected<uint64_t> CudaBackend::MarkOps() {
+  s_->Flush();
+  return RecordUploadEvent(*s_, s_->stream);
+}
+
+Expected<uint64_t> CudaBackend::UploadAfter(uint64_t after, const HostCopy* copies, size_t n) {
+  State& s = *s_;
+  MakeCurrent(s.device);
+  cudaError_t e = cudaSuccess;
+  if (s.upload_stream == nullptr) {
+    e = cudaStreamCreateWithFlags(&s.upload_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      s.upload_stream = nullptr;
+      return CudaStatus("creating the upload stream", e);
+    }
+  }
+  if (after != 0) {
+    cudaEvent_t ev = TakeUploadEvent(s, after);
+    if (ev == nullptr) return Internal("cuda backend: no op mark {}", after);
+    e = cudaStreamWaitEvent(s.upload_stream, ev, 0);
+    cudaEventDestroy(ev);  // the wait holds what it needs
+  }
+  for (size_t i = 0; i < n && e == cudaSuccess; ++i) {
+    if (copies[i].bytes == 0) continue;
+    e = cudaMemcpyAsync(copies[i].device.get(), copies[i].host, copies[i].bytes,
+                        cudaMemcpyHostToDevice, s.upload_stream);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus("host to device upload", e);
+  }
+  return RecordUploadEvent(s, s.upload_stream);
+}
+
+Status CudaBackend::WaitUpload(uint64_t ticket) {
+  State& s = *s_;
+  s.Flush();
+  cudaEvent_t ev = TakeUploadEvent(s, ticket);
+  if (ev == nullptr) return Internal("cuda backend: no upload {}", ticket);
+  const cudaError_t e = cudaStreamWaitEvent(s.stream, ev, 0);
+  cudaEventDestroy(ev);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus("waiting for an upload", e);
+  }
+  return Status::Ok();
 }
 
 std::optional<Backend::MemoryInfo> CudaBackend::DeviceMemory() const {

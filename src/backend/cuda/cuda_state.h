@@ -69,6 +69,9 @@ struct CudaBackend::State {
   std::mutex async_mu;
   std::map<uint64_t, std::shared_ptr<AsyncCopy>> async_copies;
   uint64_t next_ticket = 1;
+  // MarkOps / UploadAfter: events by ticket, and the uploads' own stream (made on first use).
+  std::map<uint64_t, cudaEvent_t> upload_events;
+  cudaStream_t upload_stream = nullptr;
 
   std::vector<void*> weight_allocs;    // freed with the backend
   const uint64_t* iq2_grid = nullptr;  // device copy of kIq2xxsGrid [256]

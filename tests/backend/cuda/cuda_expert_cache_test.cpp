@@ -91,16 +91,28 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
     const std::vector<float> want = RunAll(**resident);
     const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
     resident->reset();
-    for (int64_t slots : {int64_t(0), int64_t(5), total / 2, total}) {
+    const int E = (*resident)->config().n_expert;
+    // (slots, experts per staging buffer): in place, then staged through the upload stream
+    // (the chunks of 64 rows stage; all of a layer's uncached experts, or 3 and the rest in
+    // place).
+    for (auto [slots, stage] : {std::pair<int64_t, int64_t>{0, 0},
+                                {5, 0},
+                                {total / 2, 0},
+                                {total, 0},
+                                {0, E},
+                                {total / 2, E},
+                                {total / 2, 3}}) {
       ExpertCacheOptions c;
       c.slots = slots;
       c.fold_interval = 2;
       c.max_swaps = 8;
       c.margin = 0.0;
+      c.stage_experts = stage;
+      c.stage_min_rows = 64;
       auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
-      EXPECT_TRUE(Same(RunAll(**m), want))
-          << slots << " slots, act-quant " << ActQuantModeName(o.act_quant);
+      EXPECT_TRUE(Same(RunAll(**m), want)) << slots << " slots, staging " << stage << ", act-quant "
+                                           << ActQuantModeName(o.act_quant);
       ASSERT_TRUE((*m)->expert_cache()->Fold().ok());
       const ExpertCacheStats st = (*m)->expert_cache()->stats();
       EXPECT_GT(st.hits + st.misses, 0u);
@@ -112,6 +124,10 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
       }
       if (slots == total) {
         EXPECT_EQ(st.misses, 0u);
+      }
+      if (stage > 0) {
+        EXPECT_EQ(st.staged_steps, 4u);  // the 300-token prompt's chunks of 64
+        EXPECT_GT(st.staged_bytes, 0u);
       }
     }
   }
