@@ -1,6 +1,7 @@
 #include "constrain/json_matcher.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace flashkv {
 namespace {
@@ -339,6 +340,16 @@ bool JsonMatcher::Feed(uint8_t c) {
     }
   }
   return false;
+}
+
+bool JsonMatcher::InPlainString(int64_t* room) const {
+  if (stack_.empty()) return false;
+  const Frame& f = stack_.back();
+  if (f.key) return false;
+  const GrammarNode& n = g_->nodes[size_t(f.node)];
+  if (n.kind != Kind::kString || f.state != 1 || f.a != 0) return false;
+  *room = n.max_length < 0 ? INT64_MAX : n.max_length - f.n;
+  return true;
 }
 
 bool JsonMatcher::can_end() const {

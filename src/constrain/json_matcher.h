@@ -28,6 +28,11 @@ class JsonMatcher {
   // The value could end here (complete, or a top-level number or literal that could also
   // go on).
   bool can_end() const;
+  // Inside a string, between characters (no escape or multi-byte character open): true,
+  // with how many more characters fit (INT64_MAX: no limit). Any run of characters without
+  // '"', '\\' or control characters, whole UTF-8 characters, that fits is then accepted
+  // (the token mask's fast path, token_constraint.h).
+  bool InPlainString(int64_t* room) const;
 
  private:
   struct Frame {

@@ -173,11 +173,25 @@ TEST(JsonConstraintTest, WhatCannotBeEnforcedIsRefusedByName) {
 std::vector<std::string> Vocab() {
   std::vector<std::string> v;
   for (int b = 0; b < 256; ++b) v.push_back(std::string(1, char(b)));
-  for (const char* piece : {"\":", "\",\"", "},{",      "\"}",      "{\"",  "[\"",  "\"]",
-                            "12",  "3.",    "e-",       "true",     "fal",  "se",   "null",
-                            "nu",  "name",  "age",      "\":\"",    " \"",  "\": ", "\n",
-                            "bc",  "\"a\"", ",\"ok\":", "\xc3\xa9", "\xc3", "\xa9", "1}",
-                            "0,",  ",[",    "]}",       "<|eos|>"}) {
+  for (const char* piece : {"\":",      "\",\"",
+                            "},{",      "\"}",
+                            "{\"",      "[\"",
+                            "\"]",      "12",
+                            "3.",       "e-",
+                            "true",     "fal",
+                            "se",       "null",
+                            "nu",       "name",
+                            "age",      "\":\"",
+                            " \"",      "\": ",
+                            "\n",       "bc",
+                            "\"a\"",    ",\"ok\":",
+                            "\xc3\xa9", "\xc3",
+                            "\xa9",     "1}",
+                            "0,",       ",[",
+                            "]}",       "ab\"",
+                            "x\\n",     "\xe4\xbd\xa0\xe5",
+                            "\xa5\xbd", "abcdefgh",
+                            "<|eos|>"}) {
     v.push_back(piece);
   }
   return v;
@@ -195,6 +209,7 @@ TEST(JsonConstraintTest, RandomWalksThroughTheMaskAlwaysEndInAValidValue) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     TokenConstraint c(grammar, trie, eos);
+    JsonMatcher shadow(grammar);  // the same value, fed byte by byte
     std::string out;
     bool ended = false;
     for (int step = 0; step < 400 && !ended; ++step) {
@@ -209,6 +224,15 @@ TEST(JsonConstraintTest, RandomWalksThroughTheMaskAlwaysEndInAValidValue) {
         }
       }
       ASSERT_GT(c.Mask(logits), 0u) << seed << ": stuck after " << out;
+      // The mask (fast path inside strings included) is exactly "all bytes fit".
+      for (size_t i = 0; i < vocab.size(); ++i) {
+        bool fits = int32_t(i) == eos ? shadow.can_end() : usable[i];
+        if (int32_t(i) != eos && fits) {
+          JsonMatcher m = shadow;
+          for (char ch : vocab[i]) fits = fits && m.Feed(uint8_t(ch));
+        }
+        ASSERT_EQ(!std::isinf(logits[i]), fits) << seed << " token " << i << " after " << out;
+      }
       size_t best = 0;
       for (size_t i = 1; i < logits.size(); ++i) {
         if (logits[i] > logits[best]) best = i;
@@ -218,6 +242,7 @@ TEST(JsonConstraintTest, RandomWalksThroughTheMaskAlwaysEndInAValidValue) {
         break;
       }
       ASSERT_TRUE(c.Accept(vocab[best])) << seed;
+      for (char ch : vocab[best]) ASSERT_TRUE(shadow.Feed(uint8_t(ch)));
       out += vocab[best];
       ended = c.done();
     }
