@@ -288,3 +288,17 @@ test('tool_choice required forces a call; unsupported parts and fields are 400s'
     });
   }
 });
+
+// Issue 32: two temperature-0 runs in thinking mode gave different text (thinking mode
+// ignored temperature and drew at 1 with a random seed).
+test('temperature 0 is deterministic in thinking mode too', async () => {
+  const req = {
+    model: 'deepseek-reasoner', temperature: 0, max_tokens: 16,
+    messages: [{ role: 'user', content: 'Think about the moon.' }],
+  };
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.ok(a.choices[0].message.reasoning_content.length > 0, 'it thought');
+  assert.equal(a.choices[0].message.reasoning_content, b.choices[0].message.reasoning_content);
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+});
