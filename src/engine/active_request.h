@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "constrain/token_constraint.h"
 #include "engine/generation.h"
 #include "engine/output_stream.h"
 #include "engine/request_handle.h"
@@ -54,6 +55,9 @@ struct ActiveRequest {
   Clock::time_point last_token;
   int64_t max_new = 0;
   int64_t sampled = 0;
+  std::vector<TokenLogprob> unsent_logprobs;    // for the next kChat / kText event
+  std::unique_ptr<TokenConstraint> constraint;  // request.constraint's state
+  std::vector<float> masked_logits;             // the logits row with the constraint's mask
   FinishReason finish = FinishReason::kLength;
   std::optional<RewindPoint> rewind;  // eval.rewind: the prompt's end, put back by Finish
 };

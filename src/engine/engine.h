@@ -27,6 +27,7 @@
 #include <optional>
 #include <string_view>
 
+#include "constrain/token_constraint.h"
 #include "engine/active_request.h"
 #include "engine/engine_metrics.h"
 #include "engine/generation.h"
@@ -146,6 +147,9 @@ class Engine : public RequestRunner {
   // Gives the request's session back and forgets the request (`a` is gone afterwards).
   void Release(ActiveRequest& a);
   ActiveRequest* FindActive(int64_t id);
+  // The vocabulary's bytes as a trie for constrained decoding, built at the first
+  // constrained request (the worker's alone, like every step).
+  std::shared_ptr<const TokenTrie> ConstraintTrie(bool with_specials);
   // What the client will resend as the start of its next prompt, when that differs from
   // the session's own text: chat/visible_text.h's texts, each with the pending tail.
   std::vector<VisibleKey> VisibleKeysAfter(const Session& session, const GenerationRequest& request,
@@ -157,6 +161,7 @@ class Engine : public RequestRunner {
   EngineMetrics& metrics_;
   const EngineOptions options_;
   const int n_vocab_;
+  std::shared_ptr<const TokenTrie> constraint_trie_[2];  // without, with special tokens
   SessionPool pool_;
   RamCache* ram_;
   DiskCache* disk_;

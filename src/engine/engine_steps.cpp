@@ -10,6 +10,37 @@
 #include "engine/worker_clock.h"
 
 namespace flashkv {
+namespace {
+
+// The logprobs of the tokens sampled since the last text event ride on the first of
+// `events` that carries text, so a stream sends them with (or just before) their text.
+void AttachLogprobs(ActiveRequest& a, std::vector<GenerationEvent>* events) {
+  if (a.unsent_logprobs.empty()) return;
+  for (GenerationEvent& ev : *events) {
+    if (ev.kind != GenerationEvent::Kind::kChat && ev.kind != GenerationEvent::Kind::kText) {
+      continue;
+    }
+    ev.logprobs = std::move(a.unsent_logprobs);
+    a.unsent_logprobs.clear();
+    return;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenTrie> Engine::ConstraintTrie(bool with_specials) {
+  std::shared_ptr<const TokenTrie>& trie = constraint_trie_[with_specials ? 1 : 0];
+  if (trie) return trie;
+  const size_t n = tokenizer_.vocab_size();
+  std::vector<std::string> bytes(n);
+  std::vector<bool> usable(n);
+  for (size_t id = 0; id < n; ++id) {
+    bytes[id] = std::string(tokenizer_.TokenBytes(int32_t(id)));
+    usable[id] = with_specials || !tokenizer_.IsSpecial(int32_t(id));
+  }
+  trie = std::make_shared<const TokenTrie>(bytes, usable);
+  return trie;
+}
 
 ActiveRequest* Engine::FindActive(int64_t id) {
   for (const std::unique_ptr<ActiveRequest>& a : active_) {
@@ -67,6 +98,10 @@ void Engine::StartDecode(ActiveRequest& a) {
       std::make_unique<Sampler>(req.sampling, req.eval.never_eos ? tokenizer_.eos_id() : -1);
   a.decoder = std::make_unique<StreamDecoder>(tokenizer_);
   a.output = std::make_unique<OutputStream>(req);
+  if (req.constraint) {
+    a.constraint = std::make_unique<TokenConstraint>(
+        req.constraint, ConstraintTrie(req.constraint_prefix), tokenizer_.eos_id());
+  }
   if (req.eval.rewind) {
     // Taken before the decode clock starts: the probe's time is the decode alone.
     Expected<RewindPoint> point = RewindPoint::Capture(session, &result.rewind);
@@ -95,6 +130,7 @@ bool Engine::SampleNext(ActiveRequest& a) {
   Session& session = pool_.at(a.slot);
   GenerationResult& result = *a.result;
   auto push = [&a](std::vector<GenerationEvent> events) {
+    AttachLogprobs(a, &events);
     for (GenerationEvent& ev : events) a.request.Push(std::move(ev));
   };
   if (a.request.cancelled()) {
@@ -106,7 +142,17 @@ bool Engine::SampleNext(ActiveRequest& a) {
     return false;
   }
   KeepSampledRow(a.request.request(), session.logits());
-  const int32_t id = PickNextToken(*a.output, *a.sampler, session.logits());
+  std::span<const float> logits = session.logits();
+  if (a.constraint) {
+    a.masked_logits.assign(logits.begin(), logits.end());
+    if (a.constraint->Mask(a.masked_logits) == 0) {
+      a.finish = FinishReason::kError;
+      result.error = "no token can continue the structured output";
+      return false;
+    }
+    logits = a.masked_logits;
+  }
+  const int32_t id = PickNextToken(*a.output, *a.sampler, logits);
   ++a.sampled;
   result.ids.push_back(id);
   const WorkerClock::time_point now = WorkerClock::now();
@@ -117,10 +163,26 @@ bool Engine::SampleNext(ActiveRequest& a) {
         std::chrono::duration<double, std::milli>(now - a.last_token).count());
   }
   a.last_token = now;
+  const bool ends = id == tokenizer_.eos_id() && EosEndsDecode(a.request.request());
+  if (const int top = a.request.request().logprobs; top >= 0 && !ends) {
+    TokenLogprobs lp = LogprobsOf(session.logits(), id, top);
+    TokenLogprob entry;
+    entry.token = tokenizer_.TokenBytes(id);
+    entry.logprob = lp.logprob;
+    for (const auto& [alt, logprob] : lp.top)
+      entry.top.emplace_back(tokenizer_.TokenBytes(alt), logprob);
+    entry.reasoning = a.output->reasoning_open();
+    result.logprobs.push_back(entry);
+    a.unsent_logprobs.push_back(std::move(entry));
+  }
   session.AddPending(id, tokenizer_.TokenBytes(id));
-  if (id == tokenizer_.eos_id() && EosEndsDecode(a.request.request())) {
+  if (ends) {
     a.finish = FinishReason::kStop;
     return false;
+  }
+  if (a.constraint) {
+    (void)a.constraint->Accept(tokenizer_.TokenBytes(id));  // masked: it fits
+    if (a.constraint->done() && a.request.request().constraint_prefix) a.constraint.reset();
   }
   ++result.completion_tokens;
   if (a.output->reasoning_open()) ++result.reasoning_tokens;
@@ -132,6 +194,10 @@ bool Engine::SampleNext(ActiveRequest& a) {
   }
   if (a.output->tool_block_closed()) {
     a.finish = FinishReason::kToolCalls;
+    return false;
+  }
+  if (a.constraint && a.constraint->done()) {
+    a.finish = FinishReason::kStop;  // the value is complete: nothing may follow it
     return false;
   }
   if (a.sampled >= a.max_new && !a.request.request().eval.evaluate_last) {
@@ -146,6 +212,7 @@ void Engine::Finish(ActiveRequest& a) {
   const GenerationRequest& req = a.request.request();
   GenerationResult* result = a.result.get();
   auto push = [&a](std::vector<GenerationEvent> events) {
+    AttachLogprobs(a, &events);
     for (GenerationEvent& ev : events) a.request.Push(std::move(ev));
   };
   push(a.output->Feed(a.decoder->Flush()));

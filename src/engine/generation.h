@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chat/chat_message.h"
 #include "chat/output_parser.h"
 #include "chat/prompt_renderer.h"
+#include "constrain/json_grammar.h"
 #include "engine/engine_metrics.h"
 #include "engine/evaluation.h"
 #include "engine/request_timing.h"
@@ -34,6 +36,15 @@ struct GenerationRequest {
   int max_tokens = 0;                    // generated tokens at most; <= 0: to the context end
   std::vector<std::string> stop;         // stop sequences over the generated text
   SamplerOptions sampling;
+  // Log-probabilities of each sampled token (< 0: none), with this many most likely
+  // alternatives (0..20): the APIs' logprobs / top_logprobs.
+  int logprobs = -1;
+  // Structured output: every token must continue a JSON value of this grammar (null:
+  // none); generation ends when the value is complete.
+  std::shared_ptr<const JsonGrammar> constraint;
+  // The constraint holds only until its value is complete, then the output is free (a
+  // forced tool call's opening: the model writes the call itself). Special tokens count.
+  bool constraint_prefix = false;
   // The conversation the prompt was rendered from, so the worker can key the session by
   // the text the client will resend next turn (visible keys). Empty for completions.
   std::vector<ChatMessage> history;
@@ -43,6 +54,15 @@ struct GenerationRequest {
   bool replays_reasoning = true;
   // For the commands that evaluate the model (engine/evaluation.h); off for a reply.
   EvaluationOptions eval;
+};
+
+// One sampled token's log-probability (engine/sampler.h LogprobsOf) with its bytes, as the
+// APIs report it. A token's bytes may be part of a UTF-8 character.
+struct TokenLogprob {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most likely first
+  bool reasoning = false;  // sampled while the reasoning was open (</think> included)
 };
 
 enum class FinishReason {
@@ -72,9 +92,10 @@ struct GenerationResult {
   std::vector<std::string> tool_call_ids;  // one per parsed.tool_calls, as streamed
   std::string stop_sequence;               // the stop sequence that ended it, if any
   CacheInfo cache;
-  std::vector<int32_t> ids;       // every sampled id, in order (a final EOS included)
-  int64_t completion_tokens = 0;  // sampled tokens (reasoning and DSML included)
-  int64_t reasoning_tokens = 0;   // of those, the ones before </think> closed (it included)
+  std::vector<int32_t> ids;            // every sampled id, in order (a final EOS included)
+  std::vector<TokenLogprob> logprobs;  // request.logprobs >= 0: each sampled id but an ending EOS
+  int64_t completion_tokens = 0;       // sampled tokens (reasoning and DSML included)
+  int64_t reasoning_tokens = 0;        // of those, the ones before </think> closed (it included)
   RequestTiming timing;
   RewindTiming rewind;  // with eval.rewind
   std::string error;    // why, when finish is kError
@@ -96,6 +117,10 @@ struct GenerationEvent {
   ChatEvent chat{ChatEvent::Kind::kContent, {}, -1};
   std::string tool_call_id;
   std::string text;
+  // kChat / kText, when the request asked for logprobs: the tokens sampled since the last
+  // event that carried some (bytes held back, e.g. by the stop matcher, arrive later, so
+  // these need not match this event's text). The result holds them all.
+  std::vector<TokenLogprob> logprobs;
   std::shared_ptr<const GenerationResult> result;
   Status error;
 };

@@ -8,6 +8,34 @@ namespace flashkv {
 Sampler::Sampler(const SamplerOptions& options, int32_t exclude_id)
     : options_(options), exclude_id_(exclude_id), rng_(options.seed) {}
 
+TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t picked, int top_n) {
+  TokenLogprobs out;
+  out.id = picked;
+  if (logits.empty()) return out;
+  // log p_i = x_i - (max + log Σ exp(x_j - max)), summed in double.
+  float max_logit = logits[0];
+  for (float x : logits) max_logit = std::max(max_logit, x);
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(double(x) - double(max_logit));
+  const double log_z = double(max_logit) + std::log(sum);
+  if (picked >= 0 && size_t(picked) < logits.size()) {
+    out.logprob = float(double(logits[size_t(picked)]) - log_z);
+  }
+  const size_t n = std::min(size_t(std::max(top_n, 0)), logits.size());
+  if (n == 0) return out;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(n), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  out.top.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    out.top.emplace_back(ids[i], float(double(logits[size_t(ids[i])]) - log_z));
+  }
+  return out;
+}
+
 int32_t Sampler::Greedy(std::span<const float> logits, int32_t exclude) {
   int32_t best = -1;
   for (size_t i = 0; i < logits.size(); ++i) {

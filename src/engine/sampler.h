@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace flashkv {
@@ -23,6 +24,18 @@ struct SamplerOptions {
   float min_p = 0.0f;        // <= 0: off
   uint64_t seed = 0;
 };
+
+// The log-probability of a picked token and of the most likely alternatives, as the
+// OpenAI APIs report them: log-softmax of the model's logits row itself (temperature 1, no
+// filter), so the numbers do not depend on the request's sampling knobs.
+struct TokenLogprobs {
+  int32_t id = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first, lowest id on ties
+};
+
+// logits: [n_vocab]; `top_n` alternatives (0..20 in the APIs) besides the pick.
+TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t picked, int top_n);
 
 class Sampler {
  public:

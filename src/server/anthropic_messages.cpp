@@ -302,6 +302,26 @@ Expected<ApiRequest> ParseAnthropicRequest(const Json& body) {
       return InvalidArgument("'tool_choice' must be an object, not {}", JsonTypeName(*tc));
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(*tc, "type"));
     if (type == "none") req.tools.clear();
+    if (type == "any") FLASHKV_RETURN_IF_ERROR(ForceToolCall({}, "tool_choice", &req));
+    if (type == "tool") {
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(*tc, "name"));
+      if (name) FLASHKV_RETURN_IF_ERROR(ForceToolCall({*name}, "tool_choice.name", &req));
+    }
+    // A forced call does not think, so the client's sampling knobs apply.
+    if (req.constraint) {
+      FLASHKV_RETURN_IF_ERROR(
+          ParseSampling(OnlyKeys(body, {"temperature", "top_p", "top_k"}), &req));
+    }
+  }
+  if (auto oc = body.find("output_config"); oc != body.end() && oc->is_object()) {
+    if (auto format = oc->find("format"); format != oc->end()) {
+      FLASHKV_RETURN_IF_ERROR(ParseStructuredOutput(&*format, "output_config.format", &req));
+      // Constrained requests do not think, so the client's sampling knobs apply.
+      if (req.constraint) {
+        FLASHKV_RETURN_IF_ERROR(
+            ParseSampling(OnlyKeys(body, {"temperature", "top_p", "top_k"}), &req));
+      }
+    }
   }
   return req;
 }

@@ -1,11 +1,14 @@
 #include "server/api_request.h"
 
+#include <algorithm>
+
+#include "chat/dsml.h"
 #include "chat/tool_schema.h"
 
 namespace flashkv {
 
 Expected<ThinkingMode> ParseThinking(const Json& body, const std::optional<std::string>& effort,
-                                     const std::string& model) {
+                                     const std::string& model, ThinkingMode fallback) {
   std::optional<ThinkingMode> mode;
   if (auto it = body.find("thinking"); it != body.end() && !it->is_null()) {
     if (it->is_boolean()) {
@@ -46,7 +49,7 @@ Expected<ThinkingMode> ParseThinking(const Json& body, const std::optional<std::
   if (model == "deepseek-reasoner")
     return mode == ThinkingMode::kMax ? ThinkingMode::kMax : ThinkingMode::kHigh;
   if (!mode && model == "deepseek-chat") return ThinkingMode::kNone;
-  return mode.value_or(ThinkingMode::kHigh);
+  return mode.value_or(fallback);
 }
 
 Status ParseSampling(const Json& body, ApiRequest* out) {
@@ -74,6 +77,10 @@ Status ParseSampling(const Json& body, ApiRequest* out) {
     if (min_p) s.min_p = float(*min_p);
     // A top_k above 1024 cannot change the pick in practice; capping bounds the sort.
     if (top_k && *top_k > 0) s.top_k = int(std::min<int64_t>(*top_k, 1024));
+  } else if (temperature && *temperature == 0) {
+    // Greedy is the one knob thinking mode honours: without it two temperature-0 runs of
+    // the same prompt drew different text (issue 32).
+    s.temperature = 0.0f;
   }
   if (seed && *seed != 0) {
     s.seed = uint64_t(*seed);
@@ -135,6 +142,98 @@ Expected<std::optional<int64_t>> ParseMaxTokens(const Json& body,
   return std::optional<int64_t>();
 }
 
+Status ParseStructuredOutput(const Json* format, std::string_view where, ApiRequest* req) {
+  if (format == nullptr || !format->is_object()) return Status::Ok();
+  auto type_it = format->find("type");
+  if (type_it == format->end() || type_it->is_null()) return Status::Ok();
+  if (!type_it->is_string()) return InvalidArgument("'{}.type' must be a string", where);
+  const std::string type = type_it->get<std::string>();
+  if (type == "text") return Status::Ok();
+  std::string ask;
+  if (type == "json_object") {
+    req->constraint = AnyJsonObjectGrammar();
+    ask = "Reply with one JSON object only: no prose, no code fence.";
+  } else if (type == "json_schema") {
+    const Json* schema = nullptr;
+    std::string at = std::string(where) + ".schema";
+    if (auto js = format->find("json_schema"); js != format->end() && js->is_object()) {
+      if (auto sc = js->find("schema"); sc != js->end()) schema = &*sc;
+      at = std::string(where) + ".json_schema.schema";
+    } else if (auto sc = format->find("schema"); sc != format->end()) {
+      schema = &*sc;
+    }
+    if (schema == nullptr || schema->is_null()) {
+      req->constraint = AnyJsonObjectGrammar();
+      ask = "Reply with one JSON object only: no prose, no code fence.";
+    } else {
+      Expected<std::shared_ptr<const JsonGrammar>> g = CompileJsonSchema(*schema);
+      if (!g.ok()) {
+        return Status(g.status().code(), "'" + at + "': " + g.status().message());
+      }
+      req->constraint = *g;
+      ask =
+          "Reply with one JSON value only: no prose, no code fence. It must match this JSON "
+          "Schema:\n" +
+          DumpJson(*schema);
+    }
+  } else {
+    return Status::Ok();  // the request schema names the allowed types
+  }
+  if (!req->tools.empty()) {
+    return Unsupported(
+        "'{}' with 'tools' is not supported: the answer is either JSON or a tool "
+        "call; drop one (or send tool_choice \"none\")",
+        where);
+  }
+  req->thinking = ThinkingMode::kNone;
+  // The model cannot see the mask: the system prompt says what it must write.
+  if (!req->messages.empty() && req->messages.front().role == ChatRole::kSystem) {
+    req->messages.front().content += "\n\n" + ask;
+  } else {
+    ChatMessage system;
+    system.role = ChatRole::kSystem;
+    system.content = ask;
+    req->messages.insert(req->messages.begin(), std::move(system));
+  }
+  return Status::Ok();
+}
+
+Status ForceToolCall(std::vector<std::string> names, std::string_view where, ApiRequest* req) {
+  if (req->tools.empty())
+    return InvalidArgument("'{}' forces a tool call but 'tools' is empty", where);
+  std::vector<std::string> prompt_names;
+  for (const Json& t : req->tools) {
+    auto n = t.find("name");
+    if (n != t.end() && n->is_string()) prompt_names.push_back(n->get<std::string>());
+  }
+  if (names.empty()) {
+    names = prompt_names;
+  } else {
+    for (std::string& name : names) {
+      // Responses tools in a namespace are called by their flattened prompt name.
+      for (const ToolWireName& w : req->tool_names) {
+        if (w.name == name) name = w.prompt_name;
+      }
+      if (std::find(prompt_names.begin(), prompt_names.end(), name) == prompt_names.end()) {
+        return InvalidArgument("'{}' names \"{}\", which is not in 'tools'", where, name);
+      }
+    }
+  }
+  // The opening RenderDsmlToolCalls writes, up to the end of the invoke tag.
+  std::vector<std::string> openings;
+  for (const std::string& name : names) {
+    openings.push_back("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"" +
+                       EscapeDsmlAttribute(name) + "\">\n");
+  }
+  Expected<std::shared_ptr<const JsonGrammar>> g = OneOfTextsGrammar(std::move(openings));
+  if (!g.ok())
+    return Status(g.status().code(), "'" + std::string(where) + "': " + g.status().message());
+  req->constraint = *g;
+  req->constraint_prefix = true;
+  req->thinking = ThinkingMode::kNone;
+  return Status::Ok();
+}
+
 bool ReplaysReasoning(const ApiRequest& req) {
   bool answered = false;
   for (const ChatMessage& m : req.messages) {
@@ -158,7 +257,10 @@ Expected<std::string> ContentText(const Json& content, std::string_view where) {
     if (part.is_string()) {
       text += part.get<std::string>();
     } else if (part.is_object()) {
+      // Parts that are not text were refused by the request schema; an assistant's
+      // `refusal` part is its text.
       auto t = part.find("text");
+      if (t == part.end()) t = part.find("refusal");
       if (t != part.end() && t->is_string()) text += t->get<std::string>();
     }
   }

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "chat/chat_message.h"
+#include "constrain/json_grammar.h"
 #include "engine/sampler.h"
 #include "server/json_util.h"
 
@@ -47,19 +49,25 @@ struct ApiRequest {
   SamplerOptions sampling;
   bool seeded = false;  // the client gave a seed (else a random one is drawn)
   std::vector<std::string> stop;
+  int logprobs = -1;  // < 0: no logprobs; else the alternatives per token (top_logprobs)
+  std::shared_ptr<const JsonGrammar> constraint;  // structured output: the answer's grammar
+  bool constraint_prefix = false;  // the constraint is a forced tool call's opening only
 };
 
 // The thinking controls of every dialect (docs/SERVER.md §5.5): `thinking` (bool or {"type":…}),
 // `think` (bool), `reasoning_effort` / `output_config.effort` / Responses
 // `reasoning.effort` (passed in `effort`), and the deepseek-chat / deepseek-reasoner model
-// aliases. Default: thinking on.
+// aliases. When nothing decides, `fallback` (thinking on, except in the OpenAI dialects for a
+// request that names no model: DeepSeek's default model, deepseek-chat, does not think).
 Expected<ThinkingMode> ParseThinking(const Json& body, const std::optional<std::string>& effort,
-                                     const std::string& model);
+                                     const std::string& model,
+                                     ThinkingMode fallback = ThinkingMode::kHigh);
 
 // temperature, top_p, top_k, min_p, seed (those present in `body`; the keys this dialect
 // does not accept are skipped by the caller). Defaults: temperature 1, top_p 1, min_p
 // 0.05, top_k off. In thinking mode the client's knobs are ignored (DeepSeek's API does the
-// same); the seed is kept.
+// same) except temperature 0, which asks for the argmax and so for the same text every run;
+// the seed is kept.
 Status ParseSampling(const Json& body, ApiRequest* out);
 
 // The members of `body` named in `keys`: what a dialect honours of the shared sampling
@@ -76,6 +84,24 @@ Status ParseTools(const Json& body, std::vector<Json>* out);
 Expected<std::optional<int64_t>> ParseMaxTokens(const Json& body,
                                                 std::initializer_list<std::string_view> keys);
 
+// A structured-output request (Chat `response_format`, Responses `text.format`, Anthropic
+// `output_config.format`; `format` null or absent: none): `{"type":"text"}` changes
+// nothing; `json_object` constrains the answer to a JSON object and `json_schema` to its
+// schema (`format.json_schema.schema` or `format.schema`, compiled by constrain/json_grammar.h;
+// what it cannot enforce is a 400 naming `where`). Such a request does not think (the
+// constraint holds from the first token) and calls no tools (`tools` with a JSON format is
+// a 400); the system prompt asks for JSON matching the schema, as the model cannot see the
+// mask.
+Status ParseStructuredOutput(const Json* format, std::string_view where, ApiRequest* req);
+
+// A forced tool call (Chat `tool_choice` "required" or a named function, Anthropic `any` /
+// `tool`, Responses "required" or a named function): the reply opens a DSML tool-call block
+// and invokes one of `names` (as the client calls them; all of `tools` when empty), its
+// opening forced by a prefix constraint; the model writes the arguments. Such a request
+// does not think (as in Anthropic's API). `where` names the field in errors (a name not
+// in `tools`, no tools at all).
+Status ForceToolCall(std::vector<std::string> names, std::string_view where, ApiRequest* req);
+
 // Whether this client sends the reasoning of its earlier assistant turns back (Responses
 // reasoning items, Anthropic thinking blocks, chat reasoning_content), read from the
 // request: with assistant turns in the history, whether any carries reasoning; on a first
@@ -84,7 +110,8 @@ Expected<std::optional<int64_t>> ParseMaxTokens(const Json& body,
 bool ReplaysReasoning(const ApiRequest& req);
 
 // Text of an OpenAI-style content value: a string, null, or an array whose string items
-// and objects' "text" fields are concatenated (other parts, e.g. images, are skipped).
+// and objects' "text" (or an assistant's "refusal") fields are concatenated; the request
+// schema refused the other part types (images, audio, files) before this runs.
 Expected<std::string> ContentText(const Json& content, std::string_view where);
 
 }  // namespace flashkv

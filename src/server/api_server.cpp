@@ -169,6 +169,9 @@ bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
   g.stop = a.stop;
   g.replays_reasoning = ReplaysReasoning(a);
   g.sampling = a.sampling;
+  g.logprobs = a.logprobs;
+  g.constraint = a.constraint;
+  g.constraint_prefix = a.constraint_prefix;
   if (!a.seeded) g.sampling.seed = RandomSeed();
   return true;
 }
@@ -185,6 +188,7 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
   ctx.include_usage = p.api.include_usage;
   ctx.reasoning_summary = p.api.reasoning_summary;
   ctx.tool_names = p.api.tool_names;
+  ctx.logprobs = p.api.logprobs >= 0;
 
   auto handle = std::make_shared<RequestHandle>(std::move(p.gen));
   if (!scheduler_.Submit(handle)) {
@@ -329,7 +333,8 @@ Json ApiServer::ModelJson() const {
                 {"is_moderated", false}}},
               {"supported_parameters",
                {"tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-                "stop", "seed", "stream", "reasoning_effort"}}};
+                "stop", "seed", "stream", "reasoning_effort", "logprobs", "top_logprobs",
+                "response_format", "structured_outputs"}}};
 }
 
 HttpResponse ApiServer::Models(const HttpRequest&) {

@@ -1,5 +1,8 @@
 #include "server/openai_chat.h"
 
+#include <utility>
+
+#include "server/logprobs_json.h"
 #include "server/sse.h"
 #include "server/usage.h"
 
@@ -72,7 +75,10 @@ Expected<ChatMessage> ParseMessage(const Json& m, size_t i) {
 Status ParseCommon(const Json& body, const std::optional<std::string>& effort, ApiRequest* req) {
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> model, OptString(body, "model"));
   req->model = model.value_or("");
-  FLASHKV_ASSIGN_OR_RETURN(req->thinking, ParseThinking(body, effort, req->model));
+  // A request that names no model gets DeepSeek's default model, deepseek-chat, which does
+  // not think: a bare curl shows its answer in `content` (docs/SERVER.md §5.5).
+  const ThinkingMode fallback = model ? ThinkingMode::kHigh : ThinkingMode::kNone;
+  FLASHKV_ASSIGN_OR_RETURN(req->thinking, ParseThinking(body, effort, req->model, fallback));
   FLASHKV_RETURN_IF_ERROR(ParseSampling(body, req));
   FLASHKV_ASSIGN_OR_RETURN(req->max_tokens,
                            ParseMaxTokens(body, {"max_completion_tokens", "max_tokens"}));
@@ -100,6 +106,33 @@ Json ChunkJson(const ResponseContext& ctx, const char* object, Json choice) {
               {"choices", Json::array({std::move(choice)})}};
 }
 
+// The logprobs a stream has received from the engine and not sent yet. Events carry them
+// ahead of or with their text, and the result holds them all, so Rest() finds those that
+// never rode on an event.
+class LogprobQueue {
+ public:
+  void Add(const GenerationEvent& ev) {
+    received_ += ev.logprobs.size();
+    for (const TokenLogprob& t : ev.logprobs) {
+      if (!t.reasoning) pending_.push_back(t);
+    }
+  }
+  // The answer tokens received so far, once.
+  std::vector<TokenLogprob> Take() { return std::exchange(pending_, {}); }
+  // At the end: everything not sent yet.
+  std::vector<TokenLogprob> Rest(const GenerationResult& r) {
+    for (size_t i = received_; i < r.logprobs.size(); ++i) {
+      if (!r.logprobs[i].reasoning) pending_.push_back(r.logprobs[i]);
+    }
+    received_ = r.logprobs.size();
+    return Take();
+  }
+
+ private:
+  size_t received_ = 0;
+  std::vector<TokenLogprob> pending_;
+};
+
 class ChatStream : public StreamEncoder {
  public:
   explicit ChatStream(const ResponseContext& ctx) : ctx_(ctx) {}
@@ -110,21 +143,25 @@ class ChatStream : public StreamEncoder {
 
   std::string Delta(const GenerationEvent& ev) override {
     if (ev.kind != GenerationEvent::Kind::kChat) return {};
+    logprobs_.Add(ev);
     const ChatEvent& c = ev.chat;
     switch (c.kind) {
       case ChatEvent::Kind::kReasoning:
         return c.text.empty() ? std::string() : Chunk({{"reasoning_content", c.text}});
       case ChatEvent::Kind::kContent:
-        return c.text.empty() ? std::string() : Chunk({{"content", c.text}});
+        return c.text.empty() ? std::string() : Chunk({{"content", c.text}}, true);
       case ChatEvent::Kind::kToolCallBegin:
         return Chunk(
             {{"tool_calls", Json::array({{{"index", c.call_index},
                                           {"id", ev.tool_call_id},
                                           {"type", "function"},
-                                          {"function", {{"name", c.text}, {"arguments", ""}}}}})}});
+                                          {"function", {{"name", c.text}, {"arguments", ""}}}}})}},
+            true);
       case ChatEvent::Kind::kToolCallArguments:
-        return Chunk({{"tool_calls", Json::array({{{"index", c.call_index},
-                                                   {"function", {{"arguments", c.text}}}}})}});
+        return Chunk(
+            {{"tool_calls",
+              Json::array({{{"index", c.call_index}, {"function", {{"arguments", c.text}}}}})}},
+            true);
       default:
         return {};
     }
@@ -133,7 +170,7 @@ class ChatStream : public StreamEncoder {
   std::string Finish(const GenerationResult& r) override {
     Json choice{{"index", 0},
                 {"delta", Json::object()},
-                {"logprobs", nullptr},
+                {"logprobs", ctx_.logprobs ? ChatLogprobs(logprobs_.Rest(r)) : Json(nullptr)},
                 {"finish_reason", OpenAiFinishReason(r.finish)}};
     std::string out = SseData(ChunkJson(ctx_, "chat.completion.chunk", std::move(choice)));
     if (ctx_.include_usage) {
@@ -150,14 +187,18 @@ class ChatStream : public StreamEncoder {
   }
 
  private:
-  std::string Chunk(Json delta) {
+  // `answer`: a delta of the visible answer, which carries the answer tokens received so far.
+  std::string Chunk(Json delta, bool answer = false) {
+    Json logprobs = nullptr;
+    if (ctx_.logprobs && answer) logprobs = ChatLogprobs(logprobs_.Take());
     Json choice{{"index", 0},
                 {"delta", std::move(delta)},
-                {"logprobs", nullptr},
+                {"logprobs", std::move(logprobs)},
                 {"finish_reason", nullptr}};
     return SseData(ChunkJson(ctx_, "chat.completion.chunk", std::move(choice)));
   }
   ResponseContext ctx_;
+  LogprobQueue logprobs_;
 };
 
 class CompletionStream : public StreamEncoder {
@@ -165,16 +206,21 @@ class CompletionStream : public StreamEncoder {
   explicit CompletionStream(const ResponseContext& ctx) : ctx_(ctx) {}
   std::string Start(const CacheInfo&) override { return {}; }
   std::string Delta(const GenerationEvent& ev) override {
-    if (ev.kind != GenerationEvent::Kind::kText || ev.text.empty()) return {};
-    return SseData(ChunkJson(
+    if (ev.kind != GenerationEvent::Kind::kText) return {};
+    Add(ev.logprobs);
+    if (ev.text.empty()) return {};
+    std::string out = SseData(ChunkJson(
         ctx_, "text_completion",
-        {{"text", ev.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+        {{"text", ev.text}, {"index", 0}, {"logprobs", Logprobs()}, {"finish_reason", nullptr}}));
+    return out;
   }
   std::string Finish(const GenerationResult& r) override {
+    for (size_t i = received_; i < r.logprobs.size(); ++i) pending_.push_back(r.logprobs[i]);
+    received_ = r.logprobs.size();
     std::string out = SseData(ChunkJson(ctx_, "text_completion",
                                         {{"text", ""},
                                          {"index", 0},
-                                         {"logprobs", nullptr},
+                                         {"logprobs", Logprobs()},
                                          {"finish_reason", OpenAiFinishReason(r.finish)}}));
     if (ctx_.include_usage) {
       out += SseData(Json{{"id", ctx_.id},
@@ -192,7 +238,22 @@ class CompletionStream : public StreamEncoder {
   }
 
  private:
+  void Add(const std::vector<TokenLogprob>& entries) {
+    received_ += entries.size();
+    pending_.insert(pending_.end(), entries.begin(), entries.end());
+  }
+  // The pending tokens' logprobs, their text offsets counted from the bytes already sent.
+  Json Logprobs() {
+    if (!ctx_.logprobs) return nullptr;
+    Json out = CompletionLogprobs(pending_, offset_);
+    for (const TokenLogprob& t : pending_) offset_ += t.token.size();
+    pending_.clear();
+    return out;
+  }
   ResponseContext ctx_;
+  size_t received_ = 0;
+  size_t offset_ = 0;
+  std::vector<TokenLogprob> pending_;
 };
 
 }  // namespace
@@ -233,6 +294,31 @@ Expected<ApiRequest> ParseChatCompletionsRequest(const Json& body) {
                            JsonTypeName(*tc));
   }
   if (ToolChoiceNone(body)) req.tools.clear();
+  if (auto tc = body.find("tool_choice"); tc != body.end()) {
+    if (*tc == "required") {
+      FLASHKV_RETURN_IF_ERROR(ForceToolCall({}, "tool_choice", &req));
+    } else if (tc->is_object() && tc->value("type", "") == "function") {
+      auto fn = tc->find("function");
+      if (fn != tc->end() && fn->is_object() && fn->contains("name") && (*fn)["name"].is_string()) {
+        FLASHKV_RETURN_IF_ERROR(
+            ForceToolCall({(*fn)["name"].get<std::string>()}, "tool_choice.function.name", &req));
+      }
+    }
+    // A forced call does not think, so the client's sampling knobs apply.
+    if (req.constraint) FLASHKV_RETURN_IF_ERROR(ParseSampling(body, &req));
+  }
+  if (auto rf = body.find("response_format"); rf != body.end()) {
+    FLASHKV_RETURN_IF_ERROR(ParseStructuredOutput(&*rf, "response_format", &req));
+    // Constrained requests do not think, so the client's sampling knobs apply.
+    if (req.constraint) FLASHKV_RETURN_IF_ERROR(ParseSampling(body, &req));
+  }
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<bool> logprobs, OptBool(body, "logprobs"));
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<int64_t> top, OptInt(body, "top_logprobs", 0, 20));
+  if (logprobs.value_or(false)) {
+    req.logprobs = int(top.value_or(0));
+  } else if (top.value_or(0) > 0) {
+    return InvalidArgument("'top_logprobs' needs 'logprobs': true");
+  }
   return req;
 }
 
@@ -250,6 +336,8 @@ Expected<ApiRequest> ParseCompletionsRequest(const Json& body) {
   }
   FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> effort, OptString(body, "reasoning_effort"));
   FLASHKV_RETURN_IF_ERROR(ParseCommon(body, effort, &req));
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs, OptInt(body, "logprobs", 0, 5));
+  if (logprobs) req.logprobs = int(*logprobs);
   return req;
 }
 
@@ -269,27 +357,31 @@ Json ChatCompletionResponse(const ResponseContext& ctx, const GenerationResult& 
     }
     message["tool_calls"] = std::move(arr);
   }
-  return Json{{"id", ctx.id},
-              {"object", "chat.completion"},
-              {"created", ctx.created},
-              {"model", ctx.model},
-              {"choices", Json::array({{{"index", 0},
-                                        {"message", std::move(message)},
-                                        {"logprobs", nullptr},
-                                        {"finish_reason", OpenAiFinishReason(r.finish)}}})},
-              {"usage", OpenAiUsage(r)}};
+  return Json{
+      {"id", ctx.id},
+      {"object", "chat.completion"},
+      {"created", ctx.created},
+      {"model", ctx.model},
+      {"choices", Json::array({{{"index", 0},
+                                {"message", std::move(message)},
+                                {"logprobs", ctx.logprobs ? ChatLogprobs(AnswerLogprobs(r.logprobs))
+                                                          : Json(nullptr)},
+                                {"finish_reason", OpenAiFinishReason(r.finish)}}})},
+      {"usage", OpenAiUsage(r)}};
 }
 
 Json CompletionResponse(const ResponseContext& ctx, const GenerationResult& r) {
-  return Json{{"id", ctx.id},
-              {"object", "text_completion"},
-              {"created", ctx.created},
-              {"model", ctx.model},
-              {"choices", Json::array({{{"text", r.text},
-                                        {"index", 0},
-                                        {"logprobs", nullptr},
-                                        {"finish_reason", OpenAiFinishReason(r.finish)}}})},
-              {"usage", OpenAiUsage(r)}};
+  return Json{
+      {"id", ctx.id},
+      {"object", "text_completion"},
+      {"created", ctx.created},
+      {"model", ctx.model},
+      {"choices",
+       Json::array({{{"text", r.text},
+                     {"index", 0},
+                     {"logprobs", ctx.logprobs ? CompletionLogprobs(r.logprobs, 0) : Json(nullptr)},
+                     {"finish_reason", OpenAiFinishReason(r.finish)}}})},
+      {"usage", OpenAiUsage(r)}};
 }
 
 std::unique_ptr<StreamEncoder> NewChatCompletionsStream(const ResponseContext& ctx) {

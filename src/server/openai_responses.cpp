@@ -1,6 +1,9 @@
 #include "server/openai_responses.h"
 
+#include <utility>
+
 #include "engine/tool_replay_map.h"
+#include "server/logprobs_json.h"
 #include "server/openai_responses_tools.h"
 #include "server/sse.h"
 #include "server/usage.h"
@@ -22,7 +25,10 @@ Expected<std::string> ItemText(const Json& content, const std::string& where) {
     const std::string t = type.value_or("");
     if (t != "input_text" && t != "output_text" && t != "text" && t != "summary_text" &&
         t != "reasoning_text") {
-      return InvalidArgument("'{}' part type \"{}\" is not supported", where, t);
+      return Unsupported(
+          "'{}' part type \"{}\" is not supported: this server reads text parts "
+          "only",
+          where, t);
     }
     FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> text, OptString(p, "text"));
     out += text.value_or("");
@@ -34,11 +40,19 @@ Expected<std::string> OutputText(const Json& output, const std::string& where) {
   if (output.is_string()) return output.get<std::string>();
   if (output.is_array()) {
     std::string out;
-    for (const Json& p : output) {
-      if (p.is_object()) {
-        auto t = p.find("text");
-        if (t != p.end() && t->is_string()) out += t->get<std::string>();
+    for (size_t i = 0; i < output.size(); ++i) {
+      const Json& p = output[i];
+      if (!p.is_object()) continue;
+      // An image a tool returned (Codex's view_image) is refused, not dropped: the model
+      // would answer as if it had seen it.
+      auto type = p.find("type");
+      if (type != p.end() && type->is_string() && *type != "input_text" && *type != "output_text" &&
+          *type != "text") {
+        return Unsupported("'{}[{}]' is an \"{}\" part: this server reads text parts only", where,
+                           i, type->get<std::string>());
       }
+      auto t = p.find("text");
+      if (t != p.end() && t->is_string()) out += t->get<std::string>();
     }
     return out;
   }
@@ -338,7 +352,12 @@ Json ResponseObject(const ResponseContext& ctx, const GenerationResult* r, Outpu
     out.push_back(ReasoningItem(ids->reasoning, reasoning, ReasoningStatus(*r)));
   // No message item for a reply without text (stopped inside its thinking, or only
   // calls): Codex would replay an empty output_text message.
-  if (!content.empty()) out.push_back(MessageItem(ids->message, content, status));
+  if (!content.empty()) {
+    out.push_back(MessageItem(ids->message, content, status));
+    if (ctx.logprobs) {
+      out.back()["content"][0]["logprobs"] = LogprobEntries(AnswerLogprobs(r->logprobs));
+    }
+  }
   while (ids->calls.size() < r->parsed.tool_calls.size()) ids->calls.push_back(NewRandomId("fc_"));
   for (size_t i = 0; i < r->parsed.tool_calls.size(); ++i) {
     out.push_back(
@@ -362,6 +381,9 @@ class ResponsesStream : public StreamEncoder {
 
   std::string Delta(const GenerationEvent& ev) override {
     if (ev.kind != GenerationEvent::Kind::kChat) return {};
+    for (const TokenLogprob& t : ev.logprobs) {
+      if (!t.reasoning) answer_logprobs_.push_back(t);
+    }
     const ChatEvent& c = ev.chat;
     std::string out;
     if (c.kind == ChatEvent::Kind::kReasoning && ctx_.reasoning_summary && !c.text.empty()) {
@@ -388,10 +410,14 @@ class ResponsesStream : public StreamEncoder {
       out += CloseReasoning("completed");  // content follows </think>
       OpenMessage(&out);
       content_ += c.text;
-      out += Event("response.output_text.delta", {{"item_id", ids_.message},
-                                                  {"output_index", message_index_},
-                                                  {"content_index", 0},
-                                                  {"delta", c.text}});
+      Json delta{{"item_id", ids_.message},
+                 {"output_index", message_index_},
+                 {"content_index", 0},
+                 {"delta", c.text}};
+      if (ctx_.logprobs) {
+        delta["logprobs"] = LogprobEntries(std::exchange(answer_logprobs_, {}));
+      }
+      out += Event("response.output_text.delta", std::move(delta));
     }
     return out;
   }
@@ -507,6 +533,7 @@ class ResponsesStream : public StreamEncoder {
   int message_index_ = -1;
   std::string reasoning_;
   std::string content_;
+  std::vector<TokenLogprob> answer_logprobs_;  // received, not sent with a delta yet
 };
 
 }  // namespace
@@ -559,14 +586,47 @@ Expected<ApiRequest> ParseResponsesRequest(const Json& body) {
   for (ToolWireName& name : loaded.names) tools.names.push_back(std::move(name));
   req.tools = std::move(tools.schemas);
   req.tool_names = std::move(tools.names);
+  // Logprobs as OpenAI gives them: with include "message.output_text.logprobs"; a
+  // top_logprobs above 0 asks for them too.
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<int64_t> top, OptInt(body, "top_logprobs", 0, 20));
+  bool included = false;
+  if (auto inc = body.find("include"); inc != body.end() && inc->is_array()) {
+    for (const Json& v : *inc) included |= v == "message.output_text.logprobs";
+  }
+  if (included || top.value_or(0) > 0) req.logprobs = int(top.value_or(0));
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (tc->is_object()) return InvalidArgument("forced tool_choice not supported");
-    if (!tc->is_string()) return InvalidArgument("'tool_choice' must be a string");
-    const std::string choice = tc->get<std::string>();
-    if (choice == "none") {
+    if (tc->is_object()) {
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(*tc, "type"));
+      FLASHKV_ASSIGN_OR_RETURN(std::optional<std::string> name, OptString(*tc, "name"));
+      if (type != "function" || !name) {
+        return Unsupported(
+            "'tool_choice' {{\"type\":\"{}\"}} is not supported; use \"auto\", "
+            "\"none\", \"required\" or {{\"type\":\"function\",\"name\":…}}",
+            type.value_or(""));
+      }
+      FLASHKV_RETURN_IF_ERROR(ForceToolCall({*name}, "tool_choice.name", &req));
+    } else if (!tc->is_string()) {
+      return InvalidArgument("'tool_choice' must be a string");
+    } else if (*tc == "none") {
       req.tools.clear();
-    } else if (choice != "auto") {
-      return InvalidArgument("tool_choice={} not supported (use auto or none)", choice);
+    } else if (*tc == "required") {
+      FLASHKV_RETURN_IF_ERROR(ForceToolCall({}, "tool_choice", &req));
+    } else if (*tc != "auto") {
+      return InvalidArgument("'tool_choice' \"{}\" is not one of auto, none, required",
+                             tc->get<std::string>());
+    }
+    // A forced call does not think, so the client's sampling knobs apply.
+    if (req.constraint) {
+      FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p"}), &req));
+    }
+  }
+  if (auto text = body.find("text"); text != body.end() && text->is_object()) {
+    if (auto format = text->find("format"); format != text->end()) {
+      FLASHKV_RETURN_IF_ERROR(ParseStructuredOutput(&*format, "text.format", &req));
+      // Constrained requests do not think, so the client's sampling knobs apply.
+      if (req.constraint) {
+        FLASHKV_RETURN_IF_ERROR(ParseSampling(OnlyKeys(body, {"temperature", "top_p"}), &req));
+      }
     }
   }
   return req;

@@ -9,8 +9,10 @@ using namespace schema;  // NOLINT: the check vocabulary of this file
 
 constexpr int64_t kMaxTokenCount = (int64_t(1) << 31) - 1;
 
-// A content array of the OpenAI chat API: text parts, other parts (images, audio, files)
-// that are skipped, and plain strings (ds4 concatenates them too).
+// A content array of the OpenAI chat API: text parts (an assistant's `refusal` parts too)
+// and plain strings (ds4 concatenates them too). Images, audio and files are refused by
+// name: the model reads text only, and a request answered without its image would look
+// like an answer about it.
 Status ContentPartsSchema(const Json& content, const std::string& at) {
   if (!content.is_array()) return Status::Ok();
   for (size_t i = 0; i < content.size(); ++i) {
@@ -22,6 +24,11 @@ Status ContentPartsSchema(const Json& content, const std::string& at) {
     const Json* type = Find(part, "type");
     if (type == nullptr || *type == "text") {
       FLASHKV_RETURN_IF_ERROR(Required(part, pat, "text", kString));
+    } else if (*type == "refusal") {
+      FLASHKV_RETURN_IF_ERROR(Required(part, pat, "refusal", kString));
+    } else {
+      return Unsupported("'{}' is a \"{}\" part: this server reads text parts only", pat,
+                         type->get<std::string>());
     }
   }
   return Status::Ok();
@@ -106,7 +113,9 @@ Status ChatToolChoiceSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "tool_choice", kString | kObject | kNull));
   const Json* tc = Find(body, "tool_choice");
   if (tc == nullptr) return Status::Ok();
-  if (tc->is_string()) return OneOf(body, "", "tool_choice", {"none", "auto", "required"});
+  if (tc->is_string()) {
+    return OneOf(body, "", "tool_choice", {"none", "auto", "required"});
+  }
   if (!tc->is_object()) return Status::Ok();
   FLASHKV_RETURN_IF_ERROR(Required(*tc, "tool_choice", "type", kString));
   FLASHKV_RETURN_IF_ERROR(
@@ -115,7 +124,10 @@ Status ChatToolChoiceSchema(const Json& body) {
     FLASHKV_RETURN_IF_ERROR(Required(*tc, "tool_choice", "function", kObject));
     return NonEmptyString((*tc)["function"], "tool_choice.function", "name");
   }
-  return Status::Ok();
+  return Unsupported(
+      "'tool_choice.type' \"{}\" is not supported; use \"auto\", \"none\", "
+      "\"required\" or a function",
+      (*tc)["type"].get<std::string>());
 }
 
 Status ResponseFormatSchema(const Json& body) {
@@ -125,10 +137,12 @@ Status ResponseFormatSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Required(*rf, "response_format", "type", kString));
   FLASHKV_RETURN_IF_ERROR(
       OneOf(*rf, "response_format", "type", {"text", "json_object", "json_schema"}));
-  if ((*rf)["type"] == "json_schema") {
-    return Required(*rf, "response_format", "json_schema", kObject);
-  }
-  return Status::Ok();
+  if ((*rf)["type"] != "json_schema") return Status::Ok();
+  FLASHKV_RETURN_IF_ERROR(Required(*rf, "response_format", "json_schema", kObject));
+  const Json& js = (*rf)["json_schema"];
+  FLASHKV_RETURN_IF_ERROR(Optional(js, "response_format.json_schema", "name", kString));
+  FLASHKV_RETURN_IF_ERROR(Optional(js, "response_format.json_schema", "strict", kBoolean | kNull));
+  return Optional(js, "response_format.json_schema", "schema", kObject | kBoolean | kNull);
 }
 
 // One choice per request: a client asking for more must not silently get one.
@@ -148,6 +162,11 @@ Status OpenAiCommonSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(NumberIn(body, "", "presence_penalty", -2, 2));
   FLASHKV_RETURN_IF_ERROR(NumberIn(body, "", "frequency_penalty", -2, 2));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "logit_bias", kObject | kNull));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "presence_penalty", "the sampler has no penalties"));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "frequency_penalty", "the sampler has no penalties"));
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "logit_bias", "the sampler takes no token biases"));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "user", kString | kNull));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "metadata", kObject | kNull));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "store", kBoolean | kNull));
@@ -182,6 +201,16 @@ Status ValidateChatCompletionsSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "logprobs", kBoolean | kNull));
   FLASHKV_RETURN_IF_ERROR(IntegerIn(body, "", "top_logprobs", 0, 20));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "modalities", kArray | kNull));
+  if (const Json* mod = Find(body, "modalities"); mod != nullptr && mod->is_array()) {
+    for (const Json& m : *mod) {
+      if (m != "text") return Unsupported("'modalities' may hold only \"text\"");
+    }
+  }
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "audio", "the model produces text only"));
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "functions", "declare them in 'tools'"));
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "function_call", "use 'tool_choice'"));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "web_search_options", "this server has no search tool"));
   return OpenAiCommonSchema(body);
 }
 
@@ -190,6 +219,13 @@ Status ValidateCompletionsSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "suffix", kString | kNull));
   FLASHKV_RETURN_IF_ERROR(IntegerIn(body, "", "logprobs", 0, 5));
   FLASHKV_RETURN_IF_ERROR(SingleChoice(body, "best_of"));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "echo", "the reply carries the generated text only"));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "suffix", "the model has no fill-in-the-middle mode"));
+  if (const Json* p = Find(body, "prompt"); p != nullptr && p->is_array() && p->size() > 1) {
+    return Unsupported("'prompt' holds {} prompts: this server answers one per request", p->size());
+  }
   return OpenAiCommonSchema(body);
 }
 

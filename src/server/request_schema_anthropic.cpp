@@ -21,15 +21,21 @@ bool IsVersionedToolType(const std::string& type) {
   return true;
 }
 
-// Blocks inside a tool_result's content: text (read) and others such as images (skipped).
+// The model reads text only: an answer given without the image or document it was asked
+// about would look like an answer about it, so these blocks are refused by name.
+Status NotText(const std::string& at, const std::string& type) {
+  return Unsupported("'{}' is an \"{}\" block: this server reads text blocks only", at, type);
+}
+
+// Blocks inside a tool_result's content: text only.
 Status ResultBlocksSchema(const Json& content, const std::string& at) {
   if (!content.is_array()) return Status::Ok();
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string bat = Item(at, i);
     FLASHKV_RETURN_IF_ERROR(ExpectKind(content[i], bat, kObject));
     FLASHKV_RETURN_IF_ERROR(Required(content[i], bat, "type", kString));
-    if (content[i]["type"] == "text")
-      FLASHKV_RETURN_IF_ERROR(Required(content[i], bat, "text", kString));
+    if (content[i]["type"] != "text") return NotText(bat, content[i]["type"].get<std::string>());
+    FLASHKV_RETURN_IF_ERROR(Required(content[i], bat, "text", kString));
   }
   return Status::Ok();
 }
@@ -57,8 +63,13 @@ Status BlockSchema(const Json& b, const std::string& at) {
     if (const Json* c = Find(b, "content")) return ResultBlocksSchema(*c, Field(at, "content"));
     return Status::Ok();
   }
-  if (type == "image" || type == "document") return Required(b, at, "source", kObject);
-  return Status::Ok();  // other block types are skipped (spec §3.4)
+  if (type == "image" || type == "document" || type == "search_result" ||
+      type == "container_upload") {
+    return NotText(at, type);
+  }
+  // Other block types (server tools' calls and results, which only Anthropic's servers
+  // produce) are skipped (spec §3.4).
+  return Status::Ok();
 }
 
 Status MessageSchema(const Json& m, const std::string& at) {
@@ -114,7 +125,9 @@ Status ToolChoiceSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Required(*tc, "tool_choice", "type", kString));
   FLASHKV_RETURN_IF_ERROR(OneOf(*tc, "tool_choice", "type", {"auto", "any", "tool", "none"}));
   if ((*tc)["type"] == "tool") FLASHKV_RETURN_IF_ERROR(NonEmptyString(*tc, "tool_choice", "name"));
-  return Optional(*tc, "tool_choice", "disable_parallel_tool_use", kBoolean | kNull);
+  FLASHKV_RETURN_IF_ERROR(
+      Optional(*tc, "tool_choice", "disable_parallel_tool_use", kBoolean | kNull));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -139,6 +152,16 @@ Status ValidateAnthropicSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "metadata", kObject | kNull));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "service_tier", kString | kNull));
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "output_config", kObject | kNull));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "mcp_servers", "this server connects to no MCP servers"));
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "container", "this server runs no containers"));
+  if (const Json* oc = Find(body, "output_config"); oc != nullptr && oc->is_object()) {
+    FLASHKV_RETURN_IF_ERROR(Optional(*oc, "output_config", "format", kObject | kNull));
+    if (const Json* f = Find(*oc, "format"); f != nullptr && f->is_object()) {
+      FLASHKV_RETURN_IF_ERROR(Required(*f, "output_config.format", "type", kString));
+      FLASHKV_RETURN_IF_ERROR(OneOf(*f, "output_config.format", "type", {"json_schema"}));
+    }
+  }
   return ValidateThinkingSchema(body);
 }
 

@@ -131,7 +131,9 @@ Status TextSchema(const Json& body) {
   const Json* format = Find(*text, "format");
   if (format == nullptr || format->is_null()) return Status::Ok();
   FLASHKV_RETURN_IF_ERROR(Required(*format, "text.format", "type", kString));
-  return OneOf(*format, "text.format", "type", {"text", "json_schema", "json_object"});
+  FLASHKV_RETURN_IF_ERROR(
+      OneOf(*format, "text.format", "type", {"text", "json_schema", "json_object"}));
+  return Optional(*format, "text.format", "schema", kObject | kBoolean | kNull);
 }
 
 }  // namespace
@@ -163,6 +165,9 @@ Status ValidateResponsesSchema(const Json& body) {
   FLASHKV_RETURN_IF_ERROR(Optional(body, "", "service_tier", kString | kNull));
   FLASHKV_RETURN_IF_ERROR(OneOf(body, "", "truncation", {"auto", "disabled"}));
   FLASHKV_RETURN_IF_ERROR(IntegerIn(body, "", "max_tool_calls", 1, int64_t(1) << 30));
+  FLASHKV_RETURN_IF_ERROR(NotHonoured(body, "", "background", "replies are given in the request"));
+  FLASHKV_RETURN_IF_ERROR(
+      NotHonoured(body, "", "prompt", "this server stores no prompt templates"));
   return IntegerIn(body, "", "top_logprobs", 0, 20);
 }
 

@@ -147,4 +147,16 @@ Status EmbeddedJson(const Json& obj, std::string_view parent, std::string_view k
                          kMaxJsonDepth);
 }
 
+Status NotHonoured(const Json& obj, std::string_view parent, std::string_view key,
+                   std::string_view why) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr || v->is_null()) return Status::Ok();
+  const bool inert = (v->is_boolean() && !v->get<bool>()) ||
+                     (v->is_number() && v->get<double>() == 0) ||
+                     (v->is_string() && v->get_ref<const std::string&>().empty()) ||
+                     ((v->is_object() || v->is_array()) && v->empty());
+  if (inert) return Status::Ok();
+  return Unsupported("'{}' is not supported: {}", Field(parent, key), why);
+}
+
 }  // namespace flashkv::schema

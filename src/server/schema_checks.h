@@ -49,6 +49,11 @@ Status IntegerIn(const Json& obj, std::string_view parent, std::string_view key,
 // obj[key], when present and not null, is a number in [lo, hi].
 Status NumberIn(const Json& obj, std::string_view parent, std::string_view key, double lo,
                 double hi);
+// obj[key], a field this server cannot honour, is absent or inert: null, false, 0, "" or an
+// empty container, what clients send by default and what changes nothing. Anything else is
+// Unsupported ("'key' is not supported: <why>"): refused, never silently ignored.
+Status NotHonoured(const Json& obj, std::string_view parent, std::string_view key,
+                   std::string_view why);
 // obj[key], when a string, nests no deeper than kMaxJsonDepth: strings the server parses
 // as JSON (tool-call arguments) must be as bounded as the body they came in.
 Status EmbeddedJson(const Json& obj, std::string_view parent, std::string_view key);

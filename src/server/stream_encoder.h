@@ -20,6 +20,7 @@ struct ResponseContext {
   bool include_usage = false;            // OpenAI stream_options.include_usage
   bool reasoning_summary = false;        // Responses: reasoning items were asked for
   std::vector<ToolWireName> tool_names;  // Responses: wire names of flattened/hosted tools
+  bool logprobs = false;                 // the client asked for logprobs
 };
 
 class StreamEncoder {

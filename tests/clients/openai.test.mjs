@@ -207,3 +207,98 @@ test('Responses API: output items, usage and a function-call round trip', async 
   assert.equal(final.output[0].type, 'message');
   assert.equal(final.output[0].content[0].text, deltas);
 });
+
+// Issue 32: the quick start's request (no model, no thinking field) answers in `content`.
+test('a request that names no model does not think: the answer is visible', async () => {
+  const res = await fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello! Who are you?' }], max_tokens: 8 }),
+  });
+  assert.equal(res.status, 200);
+  const data = await res.json();
+  assert.equal(data.choices[0].message.reasoning_content, undefined);
+  assert.ok(data.choices[0].message.content.length > 0);
+  assert.equal(data.usage.completion_tokens_details?.reasoning_tokens ?? 0, 0);
+});
+
+test('logprobs and top_logprobs, whole and streamed, agree', async () => {
+  const req = base({ messages: [{ role: 'user', content: 'Name a colour.' }], logprobs: true, top_logprobs: 3 });
+  const whole = await client.chat.completions.create(req);
+  const entries = whole.choices[0].logprobs.content;
+  assert.equal(entries.length, whole.usage.completion_tokens);
+  for (const e of entries) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    // Greedy: the pick is the most likely token.
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+  }
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed.map((e) => [e.token, e.logprob]), entries.map((e) => [e.token, e.logprob]));
+  const legacy = await client.completions.create({ model: 'x', prompt: 'Once', max_tokens: 4, temperature: 0, logprobs: 2 });
+  assert.equal(legacy.choices[0].logprobs.tokens.length, legacy.usage.completion_tokens);
+  assert.deepEqual(legacy.choices[0].logprobs.text_offset.slice(0, 1), [0]);
+});
+
+test('structured output: a json_schema answer parses and validates', async () => {
+  const schema = {
+    type: 'object',
+    properties: { city: { type: 'string', maxLength: 12 }, rain: { type: 'boolean' }, days: { type: 'integer' } },
+    required: ['city', 'rain', 'days'],
+    additionalProperties: false,
+  };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model: 'deepseek-v4-flash', temperature: 1, seed, max_tokens: 200,
+      messages: [{ role: 'user', content: 'Weather report?' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'report', strict: true, schema } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(v), ['city', 'rain', 'days']);
+    assert.equal(typeof v.city, 'string');
+    assert.equal(typeof v.rain, 'boolean');
+    assert.ok(Number.isInteger(v.days));
+  }
+});
+
+test('tool_choice required forces a call; unsupported parts and fields are 400s', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const r = await client.chat.completions.create(base({
+    messages: [{ role: 'user', content: 'Hi' }], tools, tool_choice: 'required', max_tokens: 40,
+  }));
+  // The opening is forced; the tiny model's arguments may not close the block in 40 tokens.
+  if (r.choices[0].finish_reason === 'tool_calls') {
+    assert.equal(r.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  } else {
+    assert.ok(['length', 'error'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  }
+  const refused = [
+    [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }] }] },
+      /'messages\[0\]\.content\[0\]' is a "image_url" part/],
+    [{ messages: [{ role: 'user', content: 'x' }], presence_penalty: 1 }, /'presence_penalty' is not supported/],
+  ];
+  for (const [extra, message] of refused) {
+    await assert.rejects(client.chat.completions.create(base(extra)), (e) => {
+      assert.equal(e.status, 400);
+      assert.match(e.message, message);
+      return true;
+    });
+  }
+});
+
+// Issue 32: two temperature-0 runs in thinking mode gave different text (thinking mode
+// ignored temperature and drew at 1 with a random seed).
+test('temperature 0 is deterministic in thinking mode too', async () => {
+  const req = {
+    model: 'deepseek-reasoner', temperature: 0, max_tokens: 16,
+    messages: [{ role: 'user', content: 'Think about the moon.' }],
+  };
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.ok(a.choices[0].message.reasoning_content.length > 0, 'it thought');
+  assert.equal(a.choices[0].message.reasoning_content, b.choices[0].message.reasoning_content);
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+});

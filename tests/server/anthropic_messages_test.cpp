@@ -100,7 +100,7 @@ TEST(AnthropicTest, StreamOpensOneBlockPerKindWithToolInputDeltas) {
   ASSERT_EQ(g.result.tool_call_ids.size(), 1u);
   const std::string id = g.result.tool_call_ids[0];
   EXPECT_EQ(id.substr(0, 6), "toolu_");
-  ResponseContext ctx{"msg_1", "claude", 1, false, false, {}};
+  ResponseContext ctx{"msg_1", "claude", 1, false, false, {}, false};
   auto enc = NewAnthropicStream(ctx);
   auto events = ParseSse(Encode(*enc, g));
   ASSERT_FALSE(events.empty());
@@ -161,7 +161,7 @@ TEST(AnthropicTest, OnlyThinkingGetsNoTextBlockAndStopSequencesAreReported) {
   req.stop = {"zz"};
   auto g = Generate(req, "pondering aa zz more", FinishReason::kStop);
   EXPECT_EQ(g.result.stop_sequence, "zz");
-  ResponseContext ctx{"msg_2", "m", 1, false, false, {}};
+  ResponseContext ctx{"msg_2", "m", 1, false, false, {}, false};
   auto enc = NewAnthropicStream(ctx);
   std::vector<std::string> starts;
   for (const auto& ev : ParseSse(Encode(*enc, g))) {

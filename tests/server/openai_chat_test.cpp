@@ -23,7 +23,7 @@ TEST(OpenAiChatTest, ParsesMessagesToolsAndControls) {
     "model": "deepseek-v4-flash",
     "messages": [
       {"role": "developer", "content": "Be brief."},
-      {"content": [{"type": "text", "text": "Hi "}, "there", {"type": "image_url", "image_url": {}}]},
+      {"content": [{"type": "text", "text": "Hi "}, "there"]},
       {"role": "assistant", "content": null, "reasoning_content": "think",
        "tool_calls": [{"id": "call_1", "type": "function",
                        "function": {"name": "ls", "arguments": {"path": "/"}}},
@@ -39,7 +39,7 @@ TEST(OpenAiChatTest, ParsesMessagesToolsAndControls) {
   ASSERT_EQ(r->messages.size(), 4u);
   EXPECT_EQ(r->messages[0].role, ChatRole::kSystem);
   EXPECT_EQ(r->messages[1].role, ChatRole::kUser);  // role missing: user
-  EXPECT_EQ(r->messages[1].content, "Hi there");    // the image part is skipped
+  EXPECT_EQ(r->messages[1].content, "Hi there");
   EXPECT_EQ(r->messages[2].reasoning, "think");
   ASSERT_EQ(r->messages[2].tool_calls.size(), 1u);  // the call without arguments is dropped
   EXPECT_EQ(r->messages[2].tool_calls[0].arguments, R"({"path":"/"})");
@@ -59,8 +59,8 @@ TEST(OpenAiChatTest, ParsesMessagesToolsAndControls) {
 }
 
 TEST(OpenAiChatTest, ThinkingDefaultsOnAndIgnoresSamplingKnobs) {
-  auto r = ParseChatCompletionsRequest(
-      Body(R"({"messages":[{"role":"user","content":"x"}],"temperature":0,"top_p":0.1})"));
+  auto r = ParseChatCompletionsRequest(Body(
+      R"({"model":"deepseek-v4-flash","messages":[{"role":"user","content":"x"}],"temperature":0.3,"top_p":0.1})"));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->thinking, ThinkingMode::kHigh);
   EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
@@ -76,9 +76,47 @@ TEST(OpenAiChatTest, ThinkingDefaultsOnAndIgnoresSamplingKnobs) {
   ASSERT_TRUE(effort.ok());
   EXPECT_EQ(effort->thinking, ThinkingMode::kMax);
   auto none = ParseChatCompletionsRequest(
-      Body(R"({"reasoning_effort":"none","messages":[{"content":"x"}]})"));
+      Body(R"({"model":"m","reasoning_effort":"none","messages":[{"content":"x"}]})"));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->thinking, ThinkingMode::kNone);
+}
+
+// The quick start's curl names no model: DeepSeek's default model, deepseek-chat, does not
+// think, so the answer is in `content` (issue 32); a thinking control still turns it on.
+TEST(OpenAiChatTest, NoModelMeansNoThinking) {
+  auto bare = ParseChatCompletionsRequest(
+      Body(R"({"messages":[{"role":"user","content":"Hello! Who are you?"}],"max_tokens":32})"));
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->thinking, ThinkingMode::kNone);
+  auto completion = ParseCompletionsRequest(Body(R"({"prompt":"x"})"));
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion->thinking, ThinkingMode::kNone);
+  auto asked = ParseChatCompletionsRequest(
+      Body(R"({"thinking":{"type":"enabled"},"messages":[{"content":"x"}]})"));
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(asked->thinking, ThinkingMode::kHigh);
+  auto effort = ParseChatCompletionsRequest(
+      Body(R"({"reasoning_effort":"high","messages":[{"content":"x"}]})"));
+  ASSERT_TRUE(effort.ok());
+  EXPECT_EQ(effort->thinking, ThinkingMode::kHigh);
+  auto reasoner = ParseChatCompletionsRequest(
+      Body(R"({"model":"deepseek-reasoner","messages":[{"content":"x"}]})"));
+  ASSERT_TRUE(reasoner.ok());
+  EXPECT_EQ(reasoner->thinking, ThinkingMode::kHigh);
+}
+
+// Two temperature-0 runs in thinking mode gave different text (issue 32): thinking mode
+// ignores the sampling knobs, but temperature 0 asks for the argmax and gets it.
+TEST(OpenAiChatTest, TemperatureZeroIsGreedyInThinkingMode) {
+  for (const char* body :
+       {R"({"model":"m","messages":[{"content":"x"}],"temperature":0,"top_p":0.5})",
+        R"({"model":"deepseek-reasoner","messages":[{"content":"x"}],"temperature":0})"}) {
+    auto r = ParseChatCompletionsRequest(Body(body));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->thinking, ThinkingMode::kHigh);
+    EXPECT_EQ(r->sampling.temperature, 0.0f) << body;
+    EXPECT_FLOAT_EQ(r->sampling.top_p, 1.0f) << body;  // the other knobs stay ignored
+  }
 }
 
 TEST(OpenAiChatTest, BadRequestsNameTheField) {
@@ -138,7 +176,7 @@ TEST(OpenAiChatTest, ToolCallsStreamAsRecognisedAndMatchTheBody) {
   ASSERT_EQ(g.result.tool_call_ids.size(), 1u);
   const std::string id = g.result.tool_call_ids[0];
   EXPECT_EQ(id.substr(0, 5), "call_");
-  ResponseContext ctx{"chatcmpl-x", "m", 1, /*include_usage=*/true, false, {}};
+  ResponseContext ctx{"chatcmpl-x", "m", 1, /*include_usage=*/true, false, {}, false};
   auto enc = NewChatCompletionsStream(ctx);
   auto events = ParseSse(Encode(*enc, g));
   ASSERT_GE(events.size(), 5u);
@@ -191,7 +229,7 @@ TEST(OpenAiChatTest, ReasoningStreamsInItsOwnFieldAndUsageOnlyWhenAsked) {
   GenerationRequest req;
   req.thinking = true;
   auto g = Generate(req, "hmm, two plus two</think>Four.", FinishReason::kStop);
-  ResponseContext ctx{"chatcmpl-y", "m", 1, /*include_usage=*/false, false, {}};
+  ResponseContext ctx{"chatcmpl-y", "m", 1, /*include_usage=*/false, false, {}, false};
   auto enc = NewChatCompletionsStream(ctx);
   std::string reasoning, content;
   for (const auto& ev : ParseSse(Encode(*enc, g))) {
@@ -212,7 +250,7 @@ TEST(OpenAiChatTest, CompletionStreamsRawText) {
   GenerationRequest req;
   req.output = OutputMode::kRaw;
   auto g = Generate(req, "raw </think> text", FinishReason::kLength);
-  ResponseContext ctx{"cmpl-z", "m", 1, true, false, {}};
+  ResponseContext ctx{"cmpl-z", "m", 1, true, false, {}, false};
   auto enc = NewCompletionsStream(ctx);
   std::string text;
   std::string finish;

@@ -59,9 +59,12 @@ TEST(ResponsesTest, UnsupportedRequestsAreRefusedClearly) {
        "previous_response_id is not supported; replay full input instead"},
       {R"({"input": "x", "conversation": {"id": "c"}})",
        "conversation is not supported; replay full input instead"},
-      {R"({"input": "x", "tool_choice": "required"})", "tool_choice=required not supported"},
-      {R"({"input": "x", "tool_choice": {"type": "function", "name": "a"}})",
-       "forced tool_choice not supported"},
+      {R"({"input": "x", "tool_choice": "required"})",
+       "'tool_choice' forces a tool call but 'tools' is empty"},
+      {R"({"input": "x", "tools": [{"type": "function", "name": "b"}], "tool_choice": {"type": "function", "name": "a"}})",
+       "'tool_choice.name' names \"a\", which is not in 'tools'"},
+      {R"({"input": "x", "tool_choice": {"type": "mcp", "server_label": "s"}})",
+       "'tool_choice' {\"type\":\"mcp\"} is not supported"},
       {R"({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image"}]}]})",
        "part type \"input_image\" is not supported"},
       {R"({"input": [{"type": "function_call", "name": "a", "status": "in_progress"}]})",
@@ -81,7 +84,7 @@ TEST(ResponsesTest, UnsupportedRequestsAreRefusedClearly) {
 TEST(ResponsesTest, StreamEventsAreOrderedNumberedAndEndWithTheWholeResponse) {
   GenerationRequest req = ToolRequest(true, "call_");
   auto g = Generate(req, "Check the file.</think>" + kToolCallText, FinishReason::kToolCalls);
-  ResponseContext ctx{"resp_1", "codex", 5, false, /*reasoning_summary=*/true, {}};
+  ResponseContext ctx{"resp_1", "codex", 5, false, /*reasoning_summary=*/true, {}, false};
   auto enc = NewResponsesStream(ctx);
   auto events = ParseSse(Encode(*enc, g));
   ASSERT_FALSE(events.empty());
@@ -128,7 +131,7 @@ TEST(ResponsesTest, LengthEndsIncompleteWithoutReasoningItemsUnlessAsked) {
   GenerationRequest req;
   req.thinking = true;
   auto g = Generate(req, "thinking only", FinishReason::kLength);
-  ResponseContext ctx{"resp_2", "codex", 5, false, false, {}};
+  ResponseContext ctx{"resp_2", "codex", 5, false, false, {}, false};
   Json body = ResponsesResponse(ctx, g.result);
   EXPECT_EQ(body["status"], "incomplete");
   EXPECT_EQ(body["incomplete_details"]["reason"], "max_output_tokens");

@@ -173,7 +173,7 @@ TEST(ResponsesToolsTest, OutputItemsRestoreNamespaceAndToolSearchShape) {
   ASSERT_EQ(g.result.parsed.tool_calls.size(), 3u);
   ResponsesTools t;
   ASSERT_TRUE(ParseResponsesTools(Json::parse(kNamespaceTools), "tools", &t).ok());
-  ResponseContext ctx{"resp_9", "codex", 5, false, false, t.names};
+  ResponseContext ctx{"resp_9", "codex", 5, false, false, t.names, false};
 
   const Json body = ResponsesResponse(ctx, g.result);
   ASSERT_EQ(body["output"].size(), 3u);
@@ -229,7 +229,7 @@ TEST(ResponsesSpecTest, SamplingKeysOutsideTheDialectAreIgnored) {
 TEST(ResponsesSpecTest, ItemStatusesFollowTheFinish) {
   GenerationRequest req;
   req.thinking = true;
-  ResponseContext ctx{"resp_3", "codex", 5, false, /*reasoning_summary=*/true, {}};
+  ResponseContext ctx{"resp_3", "codex", 5, false, /*reasoning_summary=*/true, {}, false};
 
   // Cut inside the thinking: the reasoning item alone (no empty message item).
   auto open = Generate(req, "still thinking", FinishReason::kLength);

@@ -150,8 +150,7 @@ const std::pair<Dialect, const char*> kClientBodies[] = {
       "model": "deepseek-v4-flash", "stream": true, "stream_options": {"include_usage": true},
       "messages": [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "text", "text": "Look"}, "at",
-                                     {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "Look"}, "at"]},
         {"role": "assistant", "content": null, "reasoning_content": "r",
          "tool_calls": [{"id": "c1", "type": "function",
                          "function": {"name": "ls", "arguments": "{\"path\":\"/\"}"}},
@@ -163,10 +162,10 @@ const std::pair<Dialect, const char*> kClientBodies[] = {
                  "parameters": {"type": "object"}, "strict": true}},
                 {"type": "function", "name": "flat", "parameters": {}},
                 {"name": "anthropic_shaped", "input_schema": {"type": "object"}}],
-      "tool_choice": {"type": "function", "function": {"name": "ls"}},
-      "parallel_tool_calls": true, "response_format": {"type": "json_object"},
+      "tool_choice": "auto",
+      "parallel_tool_calls": true, "response_format": {"type": "text"},
       "max_tokens": null, "temperature": null, "stop": null, "n": 1, "user": "u",
-      "frequency_penalty": 0, "presence_penalty": 0.5, "seed": 3, "logprobs": false,
+      "frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {}, "seed": 3, "logprobs": false,
       "reasoning_effort": "high", "metadata": {"k": "v"}, "store": false
     })"},
     {Dialect::kCompletions,
@@ -184,7 +183,7 @@ const std::pair<Dialect, const char*> kClientBodies[] = {
           {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]},
         {"role": "user", "content": [
           {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
-           "content": [{"type": "text", "text": "a"}, {"type": "image", "source": {"type": "base64"}}]},
+           "content": [{"type": "text", "text": "a"}]},
           {"type": "text", "text": "<system-reminder>x</system-reminder>"}]}
       ],
       "tools": [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}},
@@ -217,7 +216,7 @@ const std::pair<Dialect, const char*> kClientBodies[] = {
                 {"type": "local_shell"}, {"type": "web_search"}],
       "tool_choice": "auto", "parallel_tool_calls": false,
       "reasoning": {"effort": "medium", "summary": "auto"},
-      "text": {"verbosity": "low", "format": {"type": "json_schema", "name": "x", "schema": {}}},
+      "text": {"verbosity": "low", "format": {"type": "text"}},
       "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k"
     })"},
 };
