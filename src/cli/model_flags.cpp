@@ -107,8 +107,10 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
                     std::move(*tokenizer), std::nullopt,    std::move(description)};
 }
 
-Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup) {
+Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
+                                               LoadProgressFn progress) {
   RuntimeOptions ro;
+  ro.load_progress = std::move(progress);
   ro.model_path = setup.path;
   ro.threads = flags.threads;
   ro.backend = flags.backend;

@@ -2,6 +2,7 @@
 // one Model::ForwardBatch, then each request's snapshot points, progress events, sampling
 // and streaming, and the end of the requests that finished (engine.h).
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -10,6 +11,24 @@
 #include "engine/worker_clock.h"
 
 namespace flashkv {
+namespace {
+
+// A long prefill logs its progress this often, so the server log shows a busy worker (and
+// its rate) rather than nothing until the request ends.
+constexpr std::chrono::seconds kPrefillLogInterval{5};
+
+void LogPrefillProgress(ActiveRequest& a, int slot) {
+  if (a.prefill_done >= a.prefill_total) return;
+  const WorkerClock::time_point now = WorkerClock::now();
+  if (now - std::max(a.prefill_t0, a.prefill_logged) < kPrefillLogInterval) return;
+  a.prefill_logged = now;
+  const double secs = std::chrono::duration<double>(now - a.prefill_t0).count();
+  spdlog::info("prefill: {}/{} tokens ({:.0f}%), {:.1f} tok/s, session {}", a.prefill_done,
+               a.prefill_total, 100.0 * double(a.prefill_done) / double(a.prefill_total),
+               secs > 0 ? double(a.prefill_done) / secs : 0.0, slot);
+}
+
+}  // namespace
 
 ActiveRequest* Engine::FindActive(int64_t id) {
   for (const std::unique_ptr<ActiveRequest>& a : active_) {
@@ -287,6 +306,7 @@ void Engine::Step() {
     ev.done = a.prefill_done;
     ev.total = a.prefill_total;
     a.request.Push(std::move(ev));
+    LogPrefillProgress(a, a.slot);
     if (s.pending().empty()) StartDecode(a);
   }
 }

@@ -51,8 +51,10 @@ class Model {
   // Opens and validates `path`, binds every tensor on `backend` (which must outlive the
   // model). `options` null: DefaultModelOptions for the file. Errors name the key or
   // tensor at fault.
+  // `progress` (model_weights.h) follows the weights onto the backend.
   static Expected<std::unique_ptr<Model>> Load(const std::string& path, Backend& backend,
-                                               const ModelOptions* options = nullptr);
+                                               const ModelOptions* options = nullptr,
+                                               const LoadProgressFn& progress = {});
   // A model over weights already placed on `backend` (no GGUF file: e.g. the random-weight
   // models of model/random_model.h). `storage` holds the buffers some of those weights
   // live in and is freed with the model. Checks the config and the numerics options as
@@ -135,7 +137,8 @@ class Model {
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
   static Expected<std::unique_ptr<Model>> LoadFile(const std::string& path, Backend& backend,
                                                    const ModelOptions* options,
-                                                   bool place_routed_experts);
+                                                   bool place_routed_experts,
+                                                   const LoadProgressFn& progress = {});
   // The rope tables and the log line, once the weights are bound.
   void FinishLoad(const std::string& source);
   Status EnsureActivations(int capacity, int logits_rows);

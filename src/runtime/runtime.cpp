@@ -137,7 +137,8 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     return rt;
   }
   const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
-  auto model = shards.empty() ? Model::Load(options.model_path, *rt->backend_, options.model)
+  auto model = shards.empty() ? Model::Load(options.model_path, *rt->backend_, options.model,
+                                            options.load_progress)
                               : Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
                                                           *rt->exchange_, options.model);
   if (!model.ok()) {

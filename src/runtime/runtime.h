@@ -32,6 +32,9 @@ struct RuntimeOptions {
   // CPU backends the routed experts are spread over (the CPU form of several --gpus, so
   // that CI runs expert parallel); <= 1: one backend. The first is home.
   int expert_shards = 0;
+  // Follows the weights of a GGUF model onto one backend (model_weights.h); not called for
+  // random: sources or expert parallel.
+  LoadProgressFn load_progress;
 };
 
 // What Open built for a random: source (for logs and benchmark records).
