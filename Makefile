@@ -1,5 +1,6 @@
 # Thin wrapper over CMake/Ninja. `make run` and `make test` do all set-up on a fresh
-# Debian 12 machine (scripts/deps.sh installs what is missing, idempotently).
+# Debian 12 machine (scripts/deps.sh installs what is missing, idempotently): `make run`
+# only what serving needs, `make test` the test rig too.
 BUILD        ?= build
 BUILD_ASAN   ?= build-asan
 BUILD_FUZZ   ?= build-fuzz
@@ -7,32 +8,48 @@ JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
 TINY_MODEL   := models/flashkv-tiny.gguf
 FLASHKV      := $(BUILD)/flashkv
+PREFIX       ?= /usr/local
 
-.PHONY: all deps build tiny run test test-asan fuzz fuzz-deps bench format clean cuda-archs
+.PHONY: all deps deps-serve build build-serve tiny run test test-asan fuzz fuzz-deps bench \
+        install format clean cuda-archs
 
 all: build
 
-deps:
-	@bash scripts/deps.sh
+# The packages `flashkv serve` builds and runs with.
+deps-serve:
+	@bash scripts/deps.sh serve
 
+# Those plus the test rig: GoogleTest, Google Benchmark, redis-server, Node, npm clients.
+deps:
+	@bash scripts/deps.sh test
+
+# Tests and benchmarks are configured where GoogleTest is installed (FLASHKV_TESTS).
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
+# The flashkv binary alone, from the serving packages alone.
+build-serve: deps-serve $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target flashkv
+
+# Everything, tests and benchmarks included (a tree `make run` configured without
+# GoogleTest is configured again with it).
 build: deps $(BUILD)/build.ninja
+	@grep -q '^FLASHKV_TESTS:BOOL=ON' $(BUILD)/CMakeCache.txt || \
+	  cmake -S . -B $(BUILD) -DFLASHKV_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Remade when the generator or the tokenizer changes, so a stale tiny model never lingers.
 TINY_INPUTS  := $(wildcard src/convert/tiny_model*.cpp src/convert/ds4_*.cpp src/convert/vocab_fit.cpp) \
                 models/tokenizer/tokenizer.json
-$(TINY_MODEL): $(TINY_INPUTS) | build
+$(TINY_MODEL): $(TINY_INPUTS) | build-serve
 	$(FLASHKV) make-tiny $(TINY_MODEL)
 
-tiny: build $(TINY_MODEL)
+tiny: build-serve $(TINY_MODEL)
 
 # The server on the default model (./ds4flash.gguf if present, else the tiny model) with a
 # disk KV cache in ./.flashkv/kv. Ctrl+C stops it (saving the live sessions to disk).
 PORT         ?= 8000
-run: build tiny
+run: build-serve tiny
 	@echo
 	@echo "flashkv serve: OpenAI and Anthropic APIs on http://127.0.0.1:$(PORT), disk KV cache in .flashkv/kv"
 	@echo "try, from another shell:"
@@ -74,6 +91,10 @@ fuzz: fuzz-deps $(BUILD_FUZZ)/build.ninja
 
 bench: build
 	$(BUILD)/bench/flashkv_bench_tensor
+
+# The binary, tokenizer, docs and an example systemd unit under $(PREFIX) (DESTDIR works).
+install: build-serve
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
 	find src tests bench -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i

@@ -243,11 +243,13 @@ void RegisterBench(CLI::App& app) {
                    ->capture_default_str();
   cmd->add_option("--step-mul", f->sweep.step_mul, "multiplicative step (> 1, rounded up)")
       ->excludes(incr);
-  cmd->add_option("--gen-tokens,-n", f->sweep.gen_tokens, "greedy decode steps per frontier")
+  cmd->add_option("--gen-tokens,-n,--n-predict,--tokens", f->sweep.gen_tokens,
+                  "greedy decode steps per frontier")
       ->capture_default_str();
   cmd->add_option("--ctx-alloc", f->sweep.ctx_alloc,
                   "KV state capacity (default: ctx-max + gen-tokens)");
-  cmd->add_option("--chunk", f->sweep.prefill_chunk, "prefill chunk (tokens per forward call)")
+  cmd->add_option("--prefill-chunk,--chunk", f->sweep.prefill_chunk,
+                  "prefill chunk (tokens per forward call)")
       ->capture_default_str();
   cmd->add_option("--csv", f->csv, "write the CSV here instead of stdout");
   cmd->add_option("--plot", f->plot, "write an SVG of tokens/s and KV size against context");

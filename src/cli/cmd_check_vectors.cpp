@@ -31,8 +31,6 @@ Status RunCheckVectors(const CheckVectorsFlags& f, bool* all_ok) {
   if (dir.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(dir, FindProjectFile("tests/data/official-vectors"));
   }
-  if (f.backend != "cpu")
-    return Unsupported("backend '{}' is not available in this build (use cpu)", f.backend);
   FLASHKV_ASSIGN_OR_RETURN(std::vector<VectorCase> cases, LoadVectorCases(dir));
 
   FLASHKV_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(model_path));
@@ -44,6 +42,8 @@ Status RunCheckVectors(const CheckVectorsFlags& f, bool* all_ok) {
     RuntimeOptions ro;
     ro.model_path = model_path;
     ro.threads = f.threads;
+    // Runtime::Open says what is wrong with a backend name (unknown, or CUDA not built in).
+    ro.backend = f.backend;
     FLASHKV_ASSIGN_OR_RETURN(runtime, Runtime::Open(ro));
   }
   std::printf("check-vectors: model %s, %zu cases from %s%s\n", model_path.c_str(), cases.size(),
@@ -84,11 +84,13 @@ void RegisterCheckVectors(CLI::App& app) {
   cmd->add_option("-m,--model", f->model,
                   "DS4 GGUF (default ./ds4flash.gguf if present, else the tiny default model)");
   cmd->add_option("--dir", f->dir, "vector directory (default tests/data/official-vectors)");
-  cmd->add_option("--backend", f->backend, "cpu")->capture_default_str();
+  cmd->add_option("--backend", f->backend,
+                  "cpu | cuda | auto (cuda when built in and a GPU answers)")
+      ->capture_default_str();
   cmd->add_flag("--prompt-only", f->prompt_only,
                 "only compare prompt token counts (needs no real weights)");
   cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");
-  cmd->add_option("--chunk", f->chunk, "prefill chunk size")->capture_default_str();
+  cmd->add_option("--prefill-chunk,--chunk", f->chunk, "prefill chunk size")->capture_default_str();
   cmd->callback([f] {
     bool all_ok = false;
     Status s = RunCheckVectors(*f, &all_ok);

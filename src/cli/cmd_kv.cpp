@@ -194,7 +194,8 @@ void RegisterKv(CLI::App& app) {
   kv->require_subcommand(1);
   auto f = std::make_shared<KvFlags>();
   auto add_dir = [&](CLI::App* c) {
-    c->add_option("--dir", f->dir, "the cache directory (--kv-disk-dir)")->required();
+    c->add_option("--kv-disk-dir,--dir", f->dir, "the cache directory (as serve's --kv-disk-dir)")
+        ->required();
   };
 
   auto* ls = kv->add_subcommand("ls", "List entries: tokens, size, reason, hits, age, text");
@@ -242,7 +243,9 @@ void RegisterKv(CLI::App& app) {
 
   auto* gc = kv->add_subcommand("gc", "Evict by value until the directory fits a budget");
   add_dir(gc);
-  gc->add_option("--budget-mb", f->budget_mb, "the budget in MiB")->required();
+  gc->add_option("--kv-disk-space-mb,--budget-mb", f->budget_mb,
+                 "the budget in MiB (as serve's --kv-disk-space-mb)")
+      ->required();
   gc->callback([f] {
     auto before = InspectCacheDirectory(f->dir);
     if (!before.ok()) Fail("kv gc", before.status());

@@ -157,7 +157,8 @@ void RegisterLogits(CLI::App& app) {
       ->excludes(tokens);
   cmd->add_option("--decode", f->decode, "greedy decode steps after the prompt")
       ->capture_default_str();
-  cmd->add_option("--chunk", f->chunk, "prefill chunk size (default: the whole prompt)");
+  cmd->add_option("--prefill-chunk,--chunk", f->chunk,
+                  "prefill chunk size (default: the whole prompt)");
   cmd->add_option("--numerics", f->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", f->act_quant, "off | q8 (default: q8 with official numerics)");
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
@@ -169,7 +170,7 @@ void RegisterLogits(CLI::App& app) {
   cmd->add_option("--expert-shards", f->expert_shards,
                   "spread the routed experts over N CPU backends (the CPU form of several "
                   "--gpus; the logits do not change)");
-  cmd->add_option("--ctx", f->ctx, "context size (default: prompt + decode)");
+  cmd->add_option("--ctx,-c,--ctx-size", f->ctx, "context size (default: prompt + decode)");
   cmd->add_option("--out,-o", f->out, "output file, float32 [positions, vocab]")->required();
   cmd->add_option("--hc-out", f->hc_out,
                   "also write the residual after every layer, float32 [layers, prompt, "

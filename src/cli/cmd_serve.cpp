@@ -2,13 +2,16 @@
 // where they overlap (--host, --port, --ctx, --tokens, --cors, ...). Loads the model and
 // tokenizer, starts the engine worker and the HTTP listener, and shuts down cleanly on
 // SIGINT/SIGTERM: the listener closes, queued and running requests finish, then the
-// process exits (a second signal exits at once).
+// process exits (a second signal exits at once). The port is bound before the model loads:
+// a taken port fails at once, and /health answers 503 "loading" with progress until the
+// model is ready (server/startup_gate.h).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -21,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/kv_cache_flags.h"
 #include "cli/kv_remote_flags.h"
+#include "cli/load_progress.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
@@ -34,6 +38,7 @@
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "server/request_screen.h"
+#include "server/startup_gate.h"
 #include "tokenizer/tokenizer.h"
 #include "util/host_memory.h"
 
@@ -64,10 +69,11 @@ struct ServeFlags {
   KvRemoteFlags remote;  // the shared tier after the disk
 };
 
-// Waits for SIGINT/SIGTERM on its own thread (they are blocked everywhere else).
+// Waits for SIGINT/SIGTERM on its own thread (they are blocked everywhere else). While the
+// model is still loading there is nothing to finish or save, so a signal exits at once.
 class SignalWatcher {
  public:
-  explicit SignalWatcher(HttpServer& http) : http_(http) {
+  SignalWatcher(HttpServer& http, const std::atomic<bool>& loaded) : http_(http), loaded_(loaded) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~SignalWatcher() {
@@ -87,6 +93,10 @@ class SignalWatcher {
     while (!done_) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0 || sig == SIGUSR1) continue;
+      if (!loaded_.load()) {
+        spdlog::info("signal {} while loading the model: exiting", sig);
+        _exit(130);
+      }
       if (++seen == 1) {
         spdlog::info("signal {}: closing the listener, finishing requests (again to exit now)",
                      sig);
@@ -97,6 +107,7 @@ class SignalWatcher {
     }
   }
   HttpServer& http_;
+  const std::atomic<bool>& loaded_;
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
@@ -151,12 +162,65 @@ Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Bound first: a taken port is reported before a load that can take minutes, and the
+  // routes answer (503 "loading", /health with progress) while the model loads.
+  StartupGate gate;
+  HttpServerOptions ho;
+  ho.host = f.host;
+  ho.port = f.port;
+  ho.cors = f.cors;
+  ho.api_key = f.api_key;
+  ho.max_body_bytes = size_t(f.max_body_mb) << 20;
+  ho.threads = f.http_threads;
+  ho.max_client_connections = f.http_client_connections;
+  ho.header_timeout_ms = f.header_timeout_s * 1000;
+  ho.allowed_hosts = f.allowed_hosts;
+  ho.error_body = &ApiServer::TransportErrorBody;
+  HttpServer http(ho);
+  gate.Register(http);
+  FLASHKV_RETURN_IF_ERROR(http.Bind());
+  const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
+  // Not the "listening on" line, which clients wait for before sending requests.
+  std::printf("flashkv serve: bound http://%s:%d; loading the model (GET /health shows progress)\n",
+              host.c_str(), http.port());
+  std::fflush(stdout);
+  std::atomic<bool> loaded{false};
+  SignalWatcher watcher(http, loaded);
+  Status served;
+  std::atomic<bool> serve_returned{false};
+  std::thread serving([&] {
+    served = http.Serve();
+    serve_returned = true;
+  });
+  // Every return below stops the listener and waits for its threads, which finish the
+  // requests in flight; the ApiServer is opened last, so none of them can reach it after.
+  // Stop() before the thread is listening does nothing, hence the retries.
+  struct StopServing {
+    HttpServer& http;
+    std::thread& thread;
+    const std::atomic<bool>& returned;
+    ~StopServing() {
+      if (!thread.joinable()) return;
+      while (!returned.load()) {
+        http.Stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      thread.join();
+    }
+  } stop_serving{http, serving, serve_returned};
+
+  LoadReporter progress(
+      [&gate](const std::string& phase, double fraction) { gate.SetProgress(phase, fraction); });
+  progress.Phase("reading the model file", 0.0);
   FLASHKV_ASSIGN_OR_RETURN(ModelSetup setup, OpenModel(f.model));
   const Tokenizer& tokenizer = setup.tokenizer;
+  progress.Phase("loading weights", 0.02);
   // Where the routed experts must stay in host memory, the device keeps room for the live
   // sessions asked for (4 when auto: more wait in the RAM and disk tiers).
   const DeviceReserve reserve{f.ctx, live_flag ? int(*live_flag) : 4, f.prefill_chunk};
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, OpenRuntime(f.model, setup, reserve));
+  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
+                           OpenRuntime(f.model, setup, reserve, progress.Weights(0.02, 0.9)));
+  progress.Phase("opening the KV cache tiers", 0.9);
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
 
   // Tier 1: the live pool, sized from the device memory the weights left.
@@ -194,6 +258,7 @@ Status RunServe(const ServeFlags& f) {
   }
   std::optional<SnapshotIdentity> identity;
   if (ram_budget > 0 || !f.kv.dir.empty()) {
+    progress.Phase("fingerprinting the model for the KV cache", 0.92);
     FLASHKV_ASSIGN_OR_RETURN(const Sha1Digest fingerprint, SetupFingerprint(setup));
     identity = CacheIdentity(fingerprint, setup.options);
   }
@@ -258,23 +323,9 @@ Status RunServe(const ServeFlags& f) {
   ao.exact_dsml_replay = !f.disable_exact_dsml;
   ao.keepalive_ms = f.keepalive_ms;
   ApiServer api(scheduler, tokenizer, replay, metrics, ao);
+  gate.Open(api);
+  loaded = true;
 
-  HttpServerOptions ho;
-  ho.host = f.host;
-  ho.port = f.port;
-  ho.cors = f.cors;
-  ho.api_key = f.api_key;
-  ho.max_body_bytes = size_t(f.max_body_mb) << 20;
-  ho.threads = f.http_threads;
-  ho.max_client_connections = f.http_client_connections;
-  ho.header_timeout_ms = f.header_timeout_s * 1000;
-  ho.allowed_hosts = f.allowed_hosts;
-  ho.error_body = &ApiServer::TransportErrorBody;
-  HttpServer http(ho);
-  api.Register(http);
-  FLASHKV_RETURN_IF_ERROR(http.Bind());
-
-  const std::string host = f.host == "localhost" ? "127.0.0.1" : f.host;
   spdlog::info(
       "model {} on {}: ctx {}, {} live sessions, RAM tier {} MiB, prefill chunk {}, "
       "max batch {}, api key {}",
@@ -283,11 +334,8 @@ Status RunServe(const ServeFlags& f) {
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
 
-  Status served;
-  {
-    SignalWatcher watcher(http);
-    served = http.Serve();
-  }
+  // Returns once a signal stopped the listener and the requests in flight have finished.
+  serving.join();
   scheduler.Stop(/*drain=*/true);
   spdlog::info("flashkv serve: stopped");
   return served;
@@ -299,8 +347,10 @@ void RegisterServe(CLI::App& app) {
   AddModelFlags(cmd, &f->model);
   AddNumericsFlags(cmd, &f->model);
   AddTokenizerFlag(cmd, &f->model);
-  cmd->add_option("--ctx,-c", f->ctx, "context tokens per session")->capture_default_str();
-  cmd->add_option("--tokens,-n", f->tokens, "output tokens when a request gives no limit")
+  cmd->add_option("--ctx,-c,--ctx-size", f->ctx, "context tokens per session")
+      ->capture_default_str();
+  cmd->add_option("--tokens,-n,--n-predict,--gen-tokens", f->tokens,
+                  "output tokens when a request gives no limit")
       ->capture_default_str();
   cmd->add_option("--host", f->host, "address to bind (IPv4; 0.0.0.0 exposes the server)")
       ->capture_default_str();
@@ -337,7 +387,7 @@ void RegisterServe(CLI::App& app) {
                   "(page-locked, restored at PCIe speed); auto: a quarter of the available "
                   "memory, at most 64 GiB; 0: off")
       ->capture_default_str();
-  cmd->add_option("--prefill-chunk", f->prefill_chunk,
+  cmd->add_option("--prefill-chunk,--chunk", f->prefill_chunk,
                   "prompt tokens per step (all requests together, round-robin); a disconnect "
                   "cancels within one step")
       ->capture_default_str();

@@ -1,12 +1,15 @@
 // The single flashkv binary: subcommands only, all logic lives in the libraries.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_suggest.h"
+#include "cli/version.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -41,12 +44,26 @@ void Fail(const char* command, const Status& status, int exit_code) {
 int main(int argc, char** argv) {
   CLI::App app{"flashkv: DeepSeek V4 Flash inference with a disk-backed KV cache"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "flashkv 0.1.0");
+  app.set_version_flag("--version", flashkv::cli::VersionText());
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   app.parse_complete_callback([&] { flashkv::InitLogging(log_level); });
   flashkv::cli::RegisterAllCommands(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 says "The following arguments were not expected" (or takes a misspelt flag for
+    // a positional); name the flag and its closest spelling first.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+        dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr ||
+        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      const std::vector<std::string> args(argv, argv + argc);
+      for (const std::string& hint : flashkv::cli::UnknownFlagHints(app, args)) {
+        std::fprintf(stderr, "%s\n", hint.c_str());
+      }
+    }
+    return app.exit(e);
+  }
   return 0;
 }

@@ -128,8 +128,10 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
 }
 
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
-                                               const DeviceReserve& reserve) {
+                                               const DeviceReserve& reserve,
+                                               LoadProgressFn progress) {
   RuntimeOptions ro;
+  ro.load_progress = std::move(progress);
   if (flags.gpu_memory != "auto") {
     double gib = 0;
     try {

@@ -76,10 +76,12 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags);
 Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
 // Loads the weights of `setup` onto the flags' backend with its options. --gpus is checked
-// against the devices present first, and makes --backend auto mean cuda.
-// `reserve`: what stays free when the routed experts must move to host memory.
+// against the devices present first, and makes --backend auto mean cuda. `reserve`: what
+// stays free when the routed experts must move to host memory. `progress` follows the
+// weights onto the backend (cli/load_progress.h).
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
-                                               const DeviceReserve& reserve = {});
+                                               const DeviceReserve& reserve = {},
+                                               LoadProgressFn progress = {});
 
 // The fingerprint a KV snapshot of this model carries: ModelFingerprint of the file (it
 // reads the first bytes of every tensor, so only commands that use snapshots ask for it),

@@ -14,6 +14,10 @@ Expected<std::string> FindProjectFile(const std::string& relative) {
          dir = dir.parent_path()) {
       fs::path candidate = dir / relative;
       if (fs::exists(candidate, ec)) return candidate.string();
+      // An installed flashkv (cmake --install): <prefix>/bin/flashkv finds
+      // <prefix>/share/flashkv/<relative>.
+      candidate = dir / "share" / "flashkv" / relative;
+      if (fs::exists(candidate, ec)) return candidate.string();
     }
   }
   return NotFound("{} not found in the working directory or above the flashkv executable",

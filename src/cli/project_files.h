@@ -1,6 +1,7 @@
 // Where the flashkv binary finds the files the project ships (models/tokenizer/...) when
 // the user names none: the current directory first (`make run` runs from the checkout),
-// then beside the executable's build directory. Must not: hold logic beyond path lookup.
+// then beside the executable's build directory, then an install's share/flashkv. Must not: hold
+// logic beyond path lookup.
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@
 namespace flashkv::cli {
 
 // `relative` (e.g. "models/tokenizer/tokenizer.json") under the working directory, else
-// under the parent of the directory holding the flashkv executable (build/ -> checkout).
+// under the parent of the directory holding the flashkv executable (build/ -> checkout), or
+// under <ancestor>/share/flashkv (an installed bin/flashkv -> <prefix>/share/flashkv).
 Expected<std::string> FindProjectFile(const std::string& relative);
 
 // The model used when --model is not given: ./ds4flash.gguf if it exists (the real model,

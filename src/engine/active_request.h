@@ -45,6 +45,7 @@ struct ActiveRequest {
   Clock::time_point prefill_t0;
   int64_t prefill_total = 0;
   int64_t prefill_done = 0;
+  Clock::time_point prefill_logged;  // the last progress log line (engine_steps.cpp)
 
   // Decode (set when the prompt is read).
   bool decoding = false;

@@ -123,6 +123,12 @@ void EngineMetrics::RecordTiming(const RequestTiming& t) {
   ++s_.queued_requests;
   if (t.prefill_tokens > 0) s_.last_prefill_tps = t.prefill_tps();
   if (t.decode_tokens > 0) s_.last_decode_tps = t.decode_tps();
+  s_.queue_wait.Observe(t.queue_ms / 1000.0);
+  // first_token_ms is 0 when no token was sampled (cancelled or failed before one).
+  if (t.first_token_ms > 0)
+    s_.time_to_first_token.Observe((t.queue_ms + t.first_token_ms) / 1000.0);
+  if (t.prefill_tokens > 0 && t.prefill_ms > 0) s_.prefill_tps.Observe(t.prefill_tps());
+  if (t.decode_tokens > 0 && t.decode_ms > 0) s_.decode_tps.Observe(t.decode_tps());
 }
 
 void EngineMetrics::RecordLiveEviction() {
@@ -149,6 +155,7 @@ void EngineMetrics::RecordInterToken(double ms) {
   s_.inter_token_seconds += ms / 1000.0;
   ++s_.inter_token_gaps;
   s_.inter_token_max_seconds = std::max(s_.inter_token_max_seconds, ms / 1000.0);
+  s_.inter_token.Observe(ms / 1000.0);
 }
 
 void EngineMetrics::RecordOutcome(Outcome outcome) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "engine/latency_histogram.h"
 #include "engine/request_timing.h"
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
@@ -62,6 +63,14 @@ struct EngineStats {
   double inter_token_seconds = 0;
   uint64_t inter_token_gaps = 0;
   double inter_token_max_seconds = 0;
+  // Per-request distributions (/metrics histograms): submitted → first token (queue wait
+  // included), the gaps between a session's tokens, the queue wait, and each request's
+  // prefill and decode rates (requests that prefilled or decoded at all).
+  LatencyHistogram time_to_first_token{LatencyHistogram::TimeToFirstTokenBounds()};
+  LatencyHistogram inter_token{LatencyHistogram::InterTokenBounds()};
+  LatencyHistogram queue_wait{LatencyHistogram::QueueBounds()};
+  LatencyHistogram prefill_tps{LatencyHistogram::TokensPerSecondBounds()};
+  LatencyHistogram decode_tps{LatencyHistogram::TokensPerSecondBounds()};
   // Bytes restored into live states, by tier.
   uint64_t restore_bytes_ram = 0;
   uint64_t restore_bytes_disk = 0;

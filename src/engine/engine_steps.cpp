@@ -2,6 +2,7 @@
 // one Model::ForwardBatch, then each request's snapshot points, progress events, sampling
 // and streaming, and the end of the requests that finished (engine.h).
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -24,6 +25,21 @@ void AttachLogprobs(ActiveRequest& a, std::vector<GenerationEvent>* events) {
     a.unsent_logprobs.clear();
     return;
   }
+}
+
+// A long prefill logs its progress this often, so the server log shows a busy worker (and
+// its rate) rather than nothing until the request ends.
+constexpr std::chrono::seconds kPrefillLogInterval{5};
+
+void LogPrefillProgress(ActiveRequest& a, int slot) {
+  if (a.prefill_done >= a.prefill_total) return;
+  const WorkerClock::time_point now = WorkerClock::now();
+  if (now - std::max(a.prefill_t0, a.prefill_logged) < kPrefillLogInterval) return;
+  a.prefill_logged = now;
+  const double secs = std::chrono::duration<double>(now - a.prefill_t0).count();
+  spdlog::info("prefill: {}/{} tokens ({:.0f}%), {:.1f} tok/s, session {}", a.prefill_done,
+               a.prefill_total, 100.0 * double(a.prefill_done) / double(a.prefill_total),
+               secs > 0 ? double(a.prefill_done) / secs : 0.0, slot);
 }
 
 }  // namespace
@@ -356,6 +372,7 @@ void Engine::Step() {
     ev.done = a.prefill_done;
     ev.total = a.prefill_total;
     a.request.Push(std::move(ev));
+    LogPrefillProgress(a, a.slot);
     if (s.pending().empty()) StartDecode(a);
   }
 }

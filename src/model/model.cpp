@@ -18,13 +18,15 @@ Model::Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions opti
     : file_(std::move(file)), config_(std::move(config)), options_(options), backend_(backend) {}
 
 Expected<std::unique_ptr<Model>> Model::Load(const std::string& path, Backend& backend,
-                                             const ModelOptions* options) {
-  return LoadFile(path, backend, options, /*place_routed_experts=*/true);
+                                             const ModelOptions* options,
+                                             const LoadProgressFn& progress) {
+  return LoadFile(path, backend, options, /*place_routed_experts=*/true, progress);
 }
 
 Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backend& backend,
                                                  const ModelOptions* options,
-                                                 bool place_routed_experts) {
+                                                 bool place_routed_experts,
+                                                 const LoadProgressFn& progress) {
   auto file = GgufFile::Open(path);
   if (!file.ok()) return file.status();
   auto config = ModelConfig::FromGguf(*file);
@@ -35,7 +37,7 @@ Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backen
     if (!s.ok()) return s.WithContext(path);
   }
   std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*config), opts, backend));
-  auto weights = BindModelWeights(*m->file_, m->config_, backend, place_routed_experts);
+  auto weights = BindModelWeights(*m->file_, m->config_, backend, place_routed_experts, progress);
   if (!weights.ok()) return weights.status().WithContext(path);
   m->weights_ = std::move(*weights);
   m->FinishLoad(path);
@@ -45,9 +47,11 @@ Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backen
 Expected<std::unique_ptr<Model>> Model::LoadWithExpertCache(const std::string& path,
                                                             Backend& backend,
                                                             const ExpertCacheOptions& cache,
-                                                            const ModelOptions* options) {
-  FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
-                           LoadFile(path, backend, options, /*place_routed_experts=*/false));
+                                                            const ModelOptions* options,
+                                                            const LoadProgressFn& progress) {
+  FLASHKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> m,
+      LoadFile(path, backend, options, /*place_routed_experts=*/false, progress));
   auto made = ExpertCache::Create(m->config_, m->weights_, *m->file_, backend, cache);
   if (!made.ok()) return made.status().WithContext(path);
   m->cache_ = std::move(*made);

@@ -56,8 +56,10 @@ class Model {
   // Opens and validates `path`, binds every tensor on `backend` (which must outlive the
   // model). `options` null: DefaultModelOptions for the file. Errors name the key or
   // tensor at fault.
+  // `progress` (model_weights.h) follows the weights onto the backend.
   static Expected<std::unique_ptr<Model>> Load(const std::string& path, Backend& backend,
-                                               const ModelOptions* options = nullptr);
+                                               const ModelOptions* options = nullptr,
+                                               const LoadProgressFn& progress = {});
   // A model over weights already placed on `backend` (no GGUF file: e.g. the random-weight
   // models of model/random_model.h). `storage` holds the buffers some of those weights
   // live in and is freed with the model. Checks the config and the numerics options as
@@ -139,9 +141,11 @@ class Model {
   // Load() with the routed experts in host memory behind a device cache of options.slots
   // whole experts (model/expert_cache.h): logits equal Load()'s bit for bit. `backend` must
   // read host memory in place (Backend::MapHost).
-  static Expected<std::unique_ptr<Model>> LoadWithExpertCache(
-      const std::string& path, Backend& backend, const ExpertCacheOptions& cache,
-      const ModelOptions* options = nullptr);
+  static Expected<std::unique_ptr<Model>> LoadWithExpertCache(const std::string& path,
+                                                              Backend& backend,
+                                                              const ExpertCacheOptions& cache,
+                                                              const ModelOptions* options = nullptr,
+                                                              const LoadProgressFn& progress = {});
   // The routed experts' device cache; null when they are all on the device.
   ExpertCache* expert_cache() { return cache_.get(); }
   const ExpertCache* expert_cache() const { return cache_.get(); }
@@ -150,7 +154,8 @@ class Model {
   Model(std::optional<GgufFile> file, ModelConfig config, ModelOptions options, Backend& backend);
   static Expected<std::unique_ptr<Model>> LoadFile(const std::string& path, Backend& backend,
                                                    const ModelOptions* options,
-                                                   bool place_routed_experts);
+                                                   bool place_routed_experts,
+                                                   const LoadProgressFn& progress = {});
   // The rope tables and the log line, once the weights are bound.
   void FinishLoad(const std::string& source);
   Status EnsureActivations(int capacity, int logits_rows);

@@ -75,8 +75,13 @@ std::string ShapeString(const std::vector<uint64_t>& ne) {
 
 class Binder {
  public:
-  Binder(const GgufFile& file, Backend& backend, std::vector<std::vector<float>>* converted)
-      : file_(file), backend_(backend), converted_(converted) {}
+  Binder(const GgufFile& file, Backend& backend, std::vector<std::vector<float>>* converted,
+         const LoadProgressFn& progress)
+      : file_(file), backend_(backend), converted_(converted), progress_(progress) {
+    if (progress_) {
+      for (const auto& t : file_.tensors()) total_bytes_ += t.nbytes;
+    }
+  }
 
   Status Bind(const Binding& b) {
     const GgufTensorInfo* t = file_.FindTensor(b.name);
@@ -121,6 +126,8 @@ class Binder {
     auto placed = backend_.PlaceWeight(src);
     if (!placed.ok()) return placed.status().WithContext("tensor " + b.name);
     *b.slot = std::move(*placed);
+    placed_bytes_ += t->nbytes;
+    if (progress_) progress_(placed_bytes_, total_bytes_);
     return Status::Ok();
   }
 
@@ -139,6 +146,9 @@ class Binder {
   const GgufFile& file_;
   Backend& backend_;
   std::vector<std::vector<float>>* converted_;
+  const LoadProgressFn& progress_;
+  uint64_t total_bytes_ = 0;
+  uint64_t placed_bytes_ = 0;
   std::set<std::string> used_;
 };
 
@@ -338,10 +348,11 @@ Status CheckHashTable(const GgufFile& file, const ModelConfig& c, int layer) {
 }  // namespace
 
 Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig& c,
-                                        Backend& backend, bool place_routed_experts) {
+                                        Backend& backend, bool place_routed_experts,
+                                        const LoadProgressFn& progress) {
   ModelWeights w;
   w.layers.resize(c.n_layer);
-  Binder binder(file, backend, &w.converted);
+  Binder binder(file, backend, &w.converted, progress);
   FLASHKV_RETURN_IF_ERROR(binder.BindAll(GlobalTable(c, w)));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& lw = w.layers[l];

@@ -5,6 +5,8 @@
 // tensor. Must not: run math or decide numerics.
 #pragma once
 
+#include <functional>
+
 #include <vector>
 
 #include "backend/backend.h"
@@ -81,8 +83,12 @@ struct ModelWeights {
 // place_routed_experts false (expert parallel, docs/MULTI_GPU.md): the three routed-expert
 // stacks of every layer are checked but not placed — their Weights carry name, type, shape
 // and row_bytes and no data; model/sharded_moe.cpp places each shard's block of them.
+// `progress`, when set, is called after each placed tensor with the tensor bytes placed so
+// far and the file's total (a start-up display: an 81 GB load takes minutes).
+using LoadProgressFn = std::function<void(uint64_t bytes_done, uint64_t bytes_total)>;
 Expected<ModelWeights> BindModelWeights(const GgufFile& file, const ModelConfig& config,
-                                        Backend& backend, bool place_routed_experts = true);
+                                        Backend& backend, bool place_routed_experts = true,
+                                        const LoadProgressFn& progress = {});
 
 // Bytes of every present weight (row_bytes · rows · experts), what the backend was asked
 // to hold; the routed-expert stacks left unplaced count nothing.

@@ -218,11 +218,12 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
     cache = *planned;
     if (!rt->placement_.empty()) spdlog::info("weights: {}", rt->placement_);
   }
-  auto model =
-      !shards.empty() ? Model::LoadExpertParallel(options.model_path, *rt->backend_, shards,
-                                                  *rt->exchange_, options.model)
-      : cache ? Model::LoadWithExpertCache(options.model_path, *rt->backend_, *cache, options.model)
-              : Model::Load(options.model_path, *rt->backend_, options.model);
+  auto model = !shards.empty() ? Model::LoadExpertParallel(options.model_path, *rt->backend_,
+                                                           shards, *rt->exchange_, options.model)
+               : cache ? Model::LoadWithExpertCache(options.model_path, *rt->backend_, *cache,
+                                                    options.model, options.load_progress)
+                       : Model::Load(options.model_path, *rt->backend_, options.model,
+                                     options.load_progress);
   if (!model.ok()) {
     // Out of device memory: say how much the weights are and what the device had.
     if (model.status().code() == StatusCode::kResourceExhausted && before) {

@@ -265,6 +265,8 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
     };
     if (!send(encoder->Start(cache))) return;
     bool prefilling = true;
+    int64_t prefilled = 0;  // prompt ids evaluated so far (the engine's kPrefill events)
+    const Clock::time_point stream_t0 = Clock::now();
     Clock::time_point last_probe = Clock::now();
     while (true) {
       std::optional<GenerationEvent> ev = handle->Next(kPollInterval);
@@ -276,10 +278,17 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
         }
       }
       if (!ev || ev->kind == GenerationEvent::Kind::kPrefill) {
+        if (ev) prefilled = ev->done;
         // A timer, not prefill progress, drives keepalives: one chunk can take longer
         // than a client's idle timeout.
         if (Clock::now() - last_write >= keepalive) {
-          if (!send(SseComment(prefilling ? "prefill" : "keepalive"))) return;
+          const std::string comment =
+              prefilling
+                  ? SsePrefillProgress(
+                        cache.prompt_tokens, cache.cached_tokens, cache.cached_tokens + prefilled,
+                        std::chrono::duration_cast<milliseconds>(Clock::now() - stream_t0).count())
+                  : SseComment("keepalive");
+          if (!send(comment)) return;
         }
         continue;
       }
@@ -368,36 +377,43 @@ HttpResponse ApiServer::Metrics(const HttpRequest&) {
   return r;
 }
 
-void ApiServer::Route(HttpServer& http, bool post, const std::string& path,
-                      std::function<HttpResponse(const HttpRequest&)> fn) {
-  // Metrics label by route, not by the raw path, so ids cannot grow the label set.
-  auto counted = [this, path, fn](const HttpRequest& req) {
-    HttpResponse r = fn(req);
-    http_counters_.Count(path, r.status);
-    return r;
+const std::vector<ApiRoute>& ApiServer::Routes() {
+  static const std::vector<ApiRoute> routes = {
+      {false, "/v1/models", [](ApiServer& a, const HttpRequest& r) { return a.Models(r); }},
+      {false, "/v1/models/{param}",
+       [](ApiServer& a, const HttpRequest& r) { return a.ModelById(r); }},
+      {false, "/health", [](ApiServer& a, const HttpRequest& r) { return a.Health(r); }},
+      {false, "/metrics", [](ApiServer& a, const HttpRequest& r) { return a.Metrics(r); }},
+      {true, "/v1/chat/completions",
+       [](ApiServer& a, const HttpRequest& r) { return a.Generate(r, Dialect::kChatCompletions); }},
+      {true, "/v1/completions",
+       [](ApiServer& a, const HttpRequest& r) { return a.Generate(r, Dialect::kCompletions); }},
+      {true, "/v1/responses",
+       [](ApiServer& a, const HttpRequest& r) { return a.Generate(r, Dialect::kResponses); }},
+      {true, "/v1/messages",
+       [](ApiServer& a, const HttpRequest& r) { return a.Generate(r, Dialect::kAnthropic); }},
+      {true, "/v1/messages/count_tokens",
+       [](ApiServer& a, const HttpRequest& r) { return a.CountTokens(r); }},
   };
-  if (post) {
-    http.Post(path, counted);
-  } else {
-    http.Get(path, counted);
-  }
+  return routes;
+}
+
+HttpResponse ApiServer::Handle(const ApiRoute& route, const HttpRequest& req) {
+  HttpResponse r = route.call(*this, req);
+  // Metrics label by route, not by the raw path, so ids cannot grow the label set.
+  http_counters_.Count(route.path, r.status);
+  return r;
 }
 
 void ApiServer::Register(HttpServer& http) {
-  Route(http, false, "/v1/models", [this](const HttpRequest& r) { return Models(r); });
-  Route(http, false, "/v1/models/{param}", [this](const HttpRequest& r) { return ModelById(r); });
-  Route(http, false, "/health", [this](const HttpRequest& r) { return Health(r); });
-  Route(http, false, "/metrics", [this](const HttpRequest& r) { return Metrics(r); });
-  Route(http, true, "/v1/chat/completions",
-        [this](const HttpRequest& r) { return Generate(r, Dialect::kChatCompletions); });
-  Route(http, true, "/v1/completions",
-        [this](const HttpRequest& r) { return Generate(r, Dialect::kCompletions); });
-  Route(http, true, "/v1/responses",
-        [this](const HttpRequest& r) { return Generate(r, Dialect::kResponses); });
-  Route(http, true, "/v1/messages",
-        [this](const HttpRequest& r) { return Generate(r, Dialect::kAnthropic); });
-  Route(http, true, "/v1/messages/count_tokens",
-        [this](const HttpRequest& r) { return CountTokens(r); });
+  for (const ApiRoute& route : Routes()) {
+    auto handler = [this, &route](const HttpRequest& req) { return Handle(route, req); };
+    if (route.post) {
+      http.Post(route.path, handler);
+    } else {
+      http.Get(route.path, handler);
+    }
+  }
 }
 
 }  // namespace flashkv

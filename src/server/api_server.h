@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/engine_metrics.h"
 #include "engine/scheduler.h"
@@ -31,6 +32,15 @@ struct ApiServerOptions {
   int keepalive_ms = 1000;              // SSE comment after this long without a write (<= 2 s)
 };
 
+class ApiServer;
+
+// One endpoint: its method, path (HttpServer::Get/Post syntax) and the member that answers.
+struct ApiRoute {
+  bool post;
+  const char* path;
+  HttpResponse (*call)(ApiServer& api, const HttpRequest& req);
+};
+
 class ApiServer {
  public:
   // Everything passed in must outlive the server.
@@ -38,6 +48,12 @@ class ApiServer {
             EngineMetrics& metrics, ApiServerOptions options);
 
   void Register(HttpServer& http);
+
+  // Every endpoint, in registration order (also what StartupGate registers before the
+  // model has loaded).
+  static const std::vector<ApiRoute>& Routes();
+  // Answers `req` on `route` (one of Routes()), counting its status for /metrics.
+  HttpResponse Handle(const ApiRoute& route, const HttpRequest& req);
 
   // The body for errors the transport produces (401, 404, 413), in the path's dialect.
   static std::string TransportErrorBody(const std::string& path, int status,
@@ -55,9 +71,6 @@ class ApiServer {
   bool Prepare(const HttpRequest& http, Dialect dialect, Prepared* out, HttpResponse* error);
   HttpResponse Error(Dialect dialect, const Status& status) const;
   HttpResponse ContextError(Dialect dialect, int64_t n_prompt) const;
-  // Adds the route, counting responses by status for /metrics.
-  void Route(HttpServer& http, bool post, const std::string& path,
-             std::function<HttpResponse(const HttpRequest&)> fn);
   Json ModelJson() const;
 
   Scheduler& scheduler_;

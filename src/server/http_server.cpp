@@ -358,6 +358,13 @@ HttpServer::HttpServer(HttpServerOptions options)
   impl->screen.browser_rules = impl->options.api_key.empty();
   impl->screen.allowed_hosts = impl->options.allowed_hosts;
   s.set_payload_max_length(impl->options.max_body_bytes);
+  // cpp-httplib's default sets SO_REUSEPORT, with which a second server of the same user
+  // binds a port already in use and silently shares it; SO_REUSEADDR alone still allows a
+  // restart while old connections linger in TIME_WAIT.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // Only the Keep-Alive response header reads these; the connection loop enforces them.
   s.set_keep_alive_timeout(std::max(1, impl->options.idle_timeout_ms / 1000));
   s.set_keep_alive_max_count(100);

@@ -33,6 +33,17 @@ class Family {
   const char* name_;
 };
 
+// A histogram family: cumulative le buckets (+Inf last), then _sum and _count.
+void AppendHistogram(std::string* out, const char* name, const char* help,
+                     const LatencyHistogram& h) {
+  *out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  for (size_t i = 0; i < h.bounds().size(); ++i) {
+    *out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, h.bounds()[i], h.cumulative(i));
+  }
+  *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, h.count());
+  *out += fmt::format("{}_sum {}\n{}_count {}\n", name, h.sum(), name, h.count());
+}
+
 // The shared tier's own families (kv/remote_tier.h).
 // The routed experts' device cache (model/expert_cache.h), when they live in host memory.
 // Routes are counted on the device and folded in every few steps, so the counters trail by
@@ -190,6 +201,19 @@ std::string PrometheusText(const EngineStats& s,
   Family(&out, "flashkv_inter_token_max_seconds", "gauge",
          "The longest gap between two tokens of one session since start.")
       .Add(s.inter_token_max_seconds);
+  // Distributions under the names vLLM gives the same measures (flashkv_ for vllm:).
+  AppendHistogram(&out, "flashkv_time_to_first_token_seconds",
+                  "Time to first token: submitted to first token sampled, queue wait included.",
+                  s.time_to_first_token);
+  AppendHistogram(&out, "flashkv_inter_token_latency_seconds",
+                  "Gaps between consecutive tokens of one session.", s.inter_token);
+  AppendHistogram(&out, "flashkv_request_queue_time_seconds",
+                  "Time a request waited before the worker took it up.", s.queue_wait);
+  AppendHistogram(&out, "flashkv_request_prefill_tokens_per_second",
+                  "Each request's prompt evaluation rate (requests that prefilled).",
+                  s.prefill_tps);
+  AppendHistogram(&out, "flashkv_request_decode_tokens_per_second",
+                  "Each request's generation rate (requests that generated).", s.decode_tps);
 
   if (s.ram_enabled) {
     const RamCacheStats& r = s.ram;

@@ -26,4 +26,10 @@ std::string SseComment(std::string_view text) {
   return out;
 }
 
+std::string SsePrefillProgress(int64_t total, int64_t cache, int64_t processed, int64_t time_ms) {
+  Json numbers = {
+      {"total", total}, {"cache", cache}, {"processed", processed}, {"time_ms", time_ms}};
+  return SseComment("prefill " + DumpJson(numbers));
+}
+
 }  // namespace flashkv

@@ -1,5 +1,9 @@
 #include "server/metrics.h"
 
+#include <span>
+#include <string>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace flashkv {
@@ -47,7 +51,7 @@ EngineStats SomeStats() {
 
 // The whole document, written out by hand: scrapers and dashboards depend on every name,
 // label and line, so a change to any of them must show up here.
-constexpr const char* kEngineText =
+constexpr const char* kEngineTextBase =
     "# HELP flashkv_prompt_tokens_total Prompt tokens by where they came from: reused from a "
     "live session, restored from RAM or disk, or prefilled.\n"
     "# TYPE flashkv_prompt_tokens_total counter\n"
@@ -227,6 +231,32 @@ constexpr const char* kRamText =
     "# TYPE flashkv_ram_transfer_bytes_total counter\n"
     "flashkv_ram_transfer_bytes_total{direction=\"in\"} 44\n"
     "flashkv_ram_transfer_bytes_total{direction=\"out\"} 45\n";
+
+// The latency histograms with no observation (their samples are checked in
+// metrics_histogram_test.cpp): every bucket 0, then _sum 0 and _count 0.
+std::string EmptyHistogram(const char* name, const char* help, std::span<const double> bounds) {
+  std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  for (double b : bounds) out += fmt::format("{}_bucket{{le=\"{}\"}} 0\n", name, b);
+  return out + fmt::format("{}_bucket{{le=\"+Inf\"}} 0\n{}_sum 0\n{}_count 0\n", name, name, name);
+}
+
+const std::string kEngineText =
+    std::string(kEngineTextBase) +
+    EmptyHistogram("flashkv_time_to_first_token_seconds",
+                   "Time to first token: submitted to first token sampled, queue wait included.",
+                   LatencyHistogram::TimeToFirstTokenBounds()) +
+    EmptyHistogram("flashkv_inter_token_latency_seconds",
+                   "Gaps between consecutive tokens of one session.",
+                   LatencyHistogram::InterTokenBounds()) +
+    EmptyHistogram("flashkv_request_queue_time_seconds",
+                   "Time a request waited before the worker took it up.",
+                   LatencyHistogram::QueueBounds()) +
+    EmptyHistogram("flashkv_request_prefill_tokens_per_second",
+                   "Each request's prompt evaluation rate (requests that prefilled).",
+                   LatencyHistogram::TokensPerSecondBounds()) +
+    EmptyHistogram("flashkv_request_decode_tokens_per_second",
+                   "Each request's generation rate (requests that generated).",
+                   LatencyHistogram::TokensPerSecondBounds());
 
 constexpr const char* kHttpHeader =
     "# HELP flashkv_http_requests_total HTTP requests by endpoint and status code.\n"

@@ -116,15 +116,37 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(s_->stream);
 }
 
+// Why cudaGetDeviceCount found nothing, in words that point at the cause: the runtime
+// reports a machine with no NVIDIA driver at all as "CUDA driver version is insufficient",
+// which sends people to update a driver they do not have.
+static std::string NoDeviceReason(cudaError_t e) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no driver (libcuda.so) is installed
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  if (e == cudaErrorInsufficientDriver && driver == 0) {
+    return "no NVIDIA driver found: libcuda.so is not installed or cannot be loaded";
+  }
+  if (e == cudaErrorInsufficientDriver) {
+    return fmt::format(
+        "the NVIDIA driver supports CUDA {}.{}, older than this build's CUDA runtime {}.{}",
+        driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  }
+  if (e == cudaSuccess || e == cudaErrorNoDevice) {
+    return fmt::format("the NVIDIA driver (CUDA {}.{}) reports no CUDA device", driver / 1000,
+                       driver % 1000 / 10);
+  }
+  return cudaGetErrorString(e);
+}
+
 int CudaBackend::DeviceCount(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
+  if (e != cudaSuccess || count == 0) {
     cudaGetLastError();
-    if (why != nullptr) *why = cudaGetErrorString(e);
+    if (why != nullptr) *why = NoDeviceReason(e);
     return 0;
   }
-  if (count == 0 && why != nullptr) *why = "the driver reports no device";
   return count;
 }
 
@@ -132,8 +154,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    return Unsupported("no CUDA device available ({})",
-                       e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+    return Unsupported("no CUDA device found ({}); use --backend cpu", NoDeviceReason(e));
   }
   if (options.device < 0 || options.device >= count) {
     return InvalidArgument("CUDA device {} does not exist ({} present)", options.device, count);
