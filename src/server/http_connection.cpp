@@ -48,6 +48,10 @@ bool AddressOf(const sockaddr_storage& addr, socklen_t len, std::string* ip, int
 class GuardedStream : public httplib::Stream {
  public:
   GuardedStream(int fd, const ConnectionTimeouts& timeouts) : fd_(fd), timeouts_(timeouts) {}
+  void SetGate(ConnectionGate* gate, uint64_t id) {
+    gate_ = gate;
+    id_ = id;
+  }
 
   void BeginRequest() {
     header_deadline_ = Clock::now() + timeouts_.header;
@@ -81,7 +85,15 @@ class GuardedStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (PollFor(fd_, POLLOUT, timeouts_.write) <= 0) return -1;
+    if (PollFor(fd_, POLLOUT, milliseconds(0)) <= 0) {
+      // The client is not taking the answer: while this waits, the gate may drop the
+      // connection for a newcomer (a client that stops reading cannot hold a slot), and
+      // past the write timeout it ends.
+      if (gate_ != nullptr) gate_->SetStalled(id_, true);
+      const bool ready = PollFor(fd_, POLLOUT, timeouts_.write) > 0;
+      if (gate_ != nullptr) gate_->SetStalled(id_, false);
+      if (!ready) return -1;
+    }
     while (true) {
       const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL);
       if (n >= 0 || errno != EINTR) return n;
@@ -130,6 +142,8 @@ class GuardedStream : public httplib::Stream {
 
   const int fd_;
   const ConnectionTimeouts timeouts_;
+  ConnectionGate* gate_ = nullptr;
+  uint64_t id_ = 0;
   Clock::time_point header_deadline_{};
   bool reading_headers_ = false;
   char buf_[4096];
@@ -229,6 +243,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   ctx.id_ = id;
   t_current = &ctx;
   GuardedStream strm(sock, timeouts_);
+  strm.SetGate(&gate_, id);
   bool ret = false;
   for (int left = std::max(1, timeouts_.max_requests); left > 0 && svr_sock_ != INVALID_SOCKET;
        --left) {
