@@ -58,6 +58,7 @@ class DomBuilder {
   Json& root() { return root_; }
   const std::string& error() const { return error_; }
   bool too_many() const { return too_many_; }
+  JsonBuildWork work() const { return JsonBuildWork{count_, key_steps_}; }
 
  private:
   struct Frame {
@@ -96,24 +97,31 @@ class DomBuilder {
       for (size_t i = 0; i < keys.size(); ++i) {
         if (keys[i].first == f.key) at = i;
       }
+      key_steps_ += keys.size();
     } else {
       if (!f.index) {
         f.index = std::make_unique<std::unordered_map<std::string, size_t>>();
         for (size_t i = 0; i < keys.size(); ++i) f.index->emplace(keys[i].first, i);
+        key_steps_ += keys.size();
       }
       if (auto it = f.index->find(f.key); it != f.index->end()) at = it->second;
+      ++key_steps_;
     }
     if (at < keys.size()) {
       keys[at].second = std::move(v);  // a duplicate: the last value, the first place
       return &keys[at].second;
     }
-    if (f.index) f.index->emplace(f.key, keys.size());
+    if (f.index) {
+      f.index->emplace(f.key, keys.size());
+      ++key_steps_;
+    }
     keys.emplace_back(std::move(f.key), std::move(v));
     return &keys.back().second;
   }
 
   const size_t max_values_;
   size_t count_ = 0;
+  uint64_t key_steps_ = 0;
   bool too_many_ = false;
   std::string error_;
   Json root_;
@@ -122,7 +130,7 @@ class DomBuilder {
 
 }  // namespace
 
-Expected<Json> BuildJson(std::string_view text, size_t max_values) {
+Expected<Json> BuildJson(std::string_view text, size_t max_values, JsonBuildWork* work) {
   DomBuilder builder(max_values);
   bool ok = false;
   try {
@@ -130,6 +138,7 @@ Expected<Json> BuildJson(std::string_view text, size_t max_values) {
   } catch (const Json::exception& e) {
     return InvalidArgument("invalid JSON body: {}", e.what());
   }
+  if (work != nullptr) *work = builder.work();
   if (builder.too_many()) {
     return InvalidArgument("JSON body holds more than {} values", max_values);
   }

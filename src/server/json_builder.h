@@ -20,8 +20,15 @@ namespace flashkv {
 // The most values (objects, arrays, strings, numbers, literals) one request body may hold.
 inline constexpr size_t kMaxJsonValues = size_t(1) << 20;
 
+// What a parse cost, in steps that do not depend on the machine (tests).
+struct JsonBuildWork {
+  uint64_t values = 0;
+  uint64_t key_steps = 0;  // key comparisons and index lookups/inserts for duplicates
+};
+
 // `text` as one JSON value; InvalidArgument "invalid JSON body: …" as Json::parse words it,
 // or "JSON body holds more than N values".
-Expected<Json> BuildJson(std::string_view text, size_t max_values = kMaxJsonValues);
+Expected<Json> BuildJson(std::string_view text, size_t max_values = kMaxJsonValues,
+                         JsonBuildWork* work = nullptr);
 
 }  // namespace flashkv

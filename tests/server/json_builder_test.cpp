@@ -5,7 +5,6 @@
 // 1.7 GB DOM).
 #include "server/json_builder.h"
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -67,23 +66,20 @@ TEST(JsonBuilderTest, ValueCountIsBoundedBeforeTheDomIsBuilt) {
   EXPECT_LT(kMaxJsonValues, size_t(21) << 20);
 }
 
-// Linear, not quadratic: 10x the keys may cost at most 30x the time (best of three runs
-// each; a quadratic insert costs 100x, and did).
-TEST(JsonBuilderTest, ManyKeysCostLinearTime) {
-  auto best = [](const std::string& text) {
-    double b = 1e9;
-    for (int r = 0; r < 3; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      auto j = BuildJson(text);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      EXPECT_TRUE(j.ok());
-      b = std::min(b, s);
-    }
-    return b;
-  };
-  const double small = best(ManyKeys(8000));
-  const double large = best(ManyKeys(80000));
-  EXPECT_LT(large, 30 * std::max(small, 1e-4)) << small << " s vs " << large << " s";
+// Linear, not quadratic, counted in work rather than time: 10x the keys cost at most
+// ~10x the key steps (a linear search per insert, ordered_json's own parser, costs 100x:
+// 8k keys 0.25 s, 80k keys 24 s on the dev VM). The 80k-key parse must also finish within
+// 4 s on any machine (it takes ~0.1 s; the quadratic one took 16-24 s).
+TEST(JsonBuilderTest, ManyKeysCostLinearWork) {
+  JsonBuildWork small, large;
+  ASSERT_TRUE(BuildJson(ManyKeys(8000), kMaxJsonValues, &small).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(BuildJson(ManyKeys(80000), kMaxJsonValues, &large).ok());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(small.key_steps, 8000u);
+  EXPECT_LE(large.key_steps, 11 * small.key_steps);
+  EXPECT_LE(large.values, 11 * small.values);
+  EXPECT_LT(s, 4.0);
 }
 
 }  // namespace
