@@ -269,7 +269,7 @@ TEST_F(HttpHardeningTest, GzipBodiesAreBoundedAfterDecoding) {
 
 // Issue 34: a coding name is case-insensitive (RFC 9110 §8.4.1), a gzip body of several
 // members is all of them (RFC 1952 §2.2), a truncated one is a 400, and a header holding a
-// control byte is refused before the body is read.
+// control byte is refused before the body is read, a chunk size that is not one is a 400.
 TEST_F(HttpHardeningTest, GzipAnyCaseEveryMemberAndNoControlBytesInHeaders) {
   HttpServerOptions o;
   o.max_body_bytes = size_t(1) << 20;
@@ -296,8 +296,8 @@ TEST_F(HttpHardeningTest, GzipAnyCaseEveryMemberAndNoControlBytesInHeaders) {
   EXPECT_EQ(cut->status, 400);
 
   const int before = echoed_;
-  for (const std::string bad : {std::string("X-A: a\0b\r\n", 12), std::string("X-A: a\x01b\r\n"),
-                                std::string("X-A: a\x7f\r\n")}) {
+  for (const std::string& bad : {std::string("X-A: a\0b\r\n", 12), std::string("X-A: a\x01b\r\n"),
+                                 std::string("X-A: a\x7f\r\n")}) {
     RawClient raw = Raw();
     ASSERT_TRUE(raw.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
                          "\r\nContent-Type: application/json\r\n" + bad +
@@ -305,6 +305,24 @@ TEST_F(HttpHardeningTest, GzipAnyCaseEveryMemberAndNoControlBytesInHeaders) {
     EXPECT_EQ(StatusOf(raw.ReadAll()), 400);
   }
   EXPECT_EQ(echoed_, before);
+
+  // Chunk sizes that are no size: answered at once, not at the 30 s read timeout.
+  // Well-formed framing with an extension and a blank before a size still reads.
+  for (const std::string bad :
+       {"-5\r\n", "\r\n", "zz\r\n", "fffffffffffffffff\r\n", "5\r\n{}{}{}X\r\n"}) {
+    RawClient raw = Raw();
+    ASSERT_TRUE(
+        raw.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
+                 "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + bad));
+    EXPECT_EQ(StatusOf(raw.ReadAll(seconds(20))), 400) << bad;
+  }
+  RawClient good = Raw();
+  ASSERT_TRUE(good.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
+                        "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                        "Connection: close\r\n\r\n3;ext=1\r\n{\"a\r\n 5\r\n\":1}\n\r\n0\r\n\r\n"));
+  const std::string answer = good.ReadAll(seconds(20));
+  EXPECT_EQ(StatusOf(answer), 200) << answer;
+  EXPECT_NE(answer.find("8:{\"a\":1}\n"), std::string::npos) << answer;
 }
 
 // Issue 34: clients that ask for a streamed answer and never read it held every slot (an
