@@ -14,8 +14,10 @@ void AddKvRemoteFlags(CLI::App* cmd, KvRemoteFlags* flags) {
                   "other servers computed are fetched when the local tiers miss (needs "
                   "--kv-disk-dir)");
   cmd->add_option("--kv-remote-timeout-ms", flags->timeout_ms,
-                  "command timeout of the shared KV store (connect: a quarter of it); a store "
-                  "this slow is retried with backoff while serving goes on")
+                  "deadline of each command to the shared KV store and of a whole lookup "
+                  "(index, record, every object; connect: a quarter of it) — set it above the "
+                  "time the largest entry takes to fetch; a store this slow is retried with "
+                  "backoff while serving goes on")
       ->capture_default_str();
   cmd->add_option("--kv-remote-key-file", flags->key_file,
                   "a file holding the shared tier's secret (16 bytes or more; a trailing "
