@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "kv/disk_cache.h"
+#include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "util/file_io.h"
 
@@ -89,12 +90,16 @@ Status Ls(const KvFlags& f) {
                 Age(e.last_used_ms).c_str(), e.numerics.c_str(),
                 OneLine(e.text, size_t(f.text_chars)).c_str());
   }
+  size_t damaged = 0;
   for (const auto& [path, st] : view.damaged) {
-    std::printf("DAMAGED %s: %s\n", path.c_str(), st.message().c_str());
+    // Another format version is not damage: a later flashkv reads it.
+    const bool other = st.code() == StatusCode::kUnsupported;
+    damaged += !other;
+    std::printf("%s %s: %s\n", other ? "OTHER-VERSION" : "DAMAGED", path.c_str(),
+                st.message().c_str());
   }
   std::printf("%zu entries, %zu damaged, %llu quarantined, %llu temp; %.1f MiB in the directory\n",
-              view.entries.size(), view.damaged.size(),
-              static_cast<unsigned long long>(view.quarantined_files),
+              view.entries.size(), damaged, static_cast<unsigned long long>(view.quarantined_files),
               static_cast<unsigned long long>(view.temp_files), Mib(view.total_bytes));
   return Status::Ok();
 }
@@ -133,10 +138,31 @@ Status Show(const KvFlags& f) {
   return Status::Ok();
 }
 
+// A directory holding nothing a cache writes (no lock file, entry, chunk or quarantine):
+// `kv verify --dir /tmp` says so instead of "0 bad".
+bool LooksLikeCache(const std::string& dir, const CacheDirectoryView& view) {
+  if (!view.entries.empty() || !view.damaged.empty() || view.chunk_files > 0) return true;
+  auto files = ListDirectory(dir);
+  if (!files.ok()) return false;
+  for (const DirEntry& e : *files) {
+    if (e.name == ".lock" || e.name == kChunkDirName) return true;
+  }
+  return false;
+}
+
 Status Verify(const KvFlags& f, bool* all_ok) {
   FLASHKV_ASSIGN_OR_RETURN(CacheDirectoryView view, InspectCacheDirectory(f.dir));
-  size_t bad = view.damaged.size();
+  if (!LooksLikeCache(f.dir, view)) {
+    return NotFound("{} is not a flashkv cache directory (no lock file, entries or chunks)", f.dir);
+  }
+  size_t bad = 0, other = 0;
   for (const auto& [path, st] : view.damaged) {
+    if (st.code() == StatusCode::kUnsupported) {
+      ++other;
+      std::printf("OTHER-VERSION %s: %s\n", path.c_str(), st.message().c_str());
+      continue;
+    }
+    ++bad;
     std::printf("BAD %s: %s\n", path.c_str(), st.message().c_str());
   }
   uint64_t bytes = 0;
@@ -146,15 +172,20 @@ Status Verify(const KvFlags& f, bool* all_ok) {
     if (h.ok()) {
       bytes += e.file_bytes + e.chunk_bytes;  // v2: its chunks were read whole too
       std::printf("OK  %s (%u tokens)\n", e.path.c_str(), e.n_tokens);
+    } else if (h.status().code() == StatusCode::kUnsupported) {
+      ++other;
+      std::printf("OTHER-VERSION %s\n", h.status().message().c_str());
     } else {
       ++bad;
       std::printf("BAD %s\n", h.status().message().c_str());
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%zu verified, %zu bad; %.1f MiB checked at %.0f MiB/s\n",
-              view.entries.size() + view.damaged.size() - bad, bad, Mib(bytes),
-              s > 0 ? Mib(bytes) / s : 0.0);
+  std::printf(
+      "%zu verified, %zu bad, %zu of another format version; %.1f MiB checked at %.0f "
+      "MiB/s\n",
+      view.entries.size() + view.damaged.size() - bad - other, bad, other, Mib(bytes),
+      s > 0 ? Mib(bytes) / s : 0.0);
   *all_ok = bad == 0;
   return Status::Ok();
 }
@@ -253,9 +284,11 @@ void RegisterKv(CLI::App& app) {
     if (!cache.ok()) Fail("kv gc", cache.status());
     auto n = (*cache)->Collect(f->budget_mb << 20);
     if (!n.ok()) Fail("kv gc", n.status());
-    const DiskCacheStats st = (*cache)->stats();
+    // Both sizes counted the way `kv ls` counts them (every file in the directory).
+    auto after = InspectCacheDirectory(f->dir);
+    if (!after.ok()) Fail("kv gc", after.status());
     std::printf("evicted %d file(s): %.1f MiB -> %.1f MiB (budget %llu MiB)\n", *n,
-                Mib(before->total_bytes), Mib(st.used_bytes),
+                Mib(before->total_bytes), Mib(after->total_bytes),
                 static_cast<unsigned long long>(f->budget_mb));
   });
 }

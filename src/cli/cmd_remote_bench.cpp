@@ -53,7 +53,7 @@ Status RunRemoteBench(const RemoteBenchFlags& f) {
   std::printf("write %d MiB in %d MiB parts: %.0f MiB/s\n", f.mib, f.part_mib, mibps(tw));
   for (int r = 0; r < f.rounds; ++r) {
     const auto t0 = Clock::now();
-    FLASHKV_ASSIGN_OR_RETURN(std::string back, store.GetObject(name));
+    FLASHKV_ASSIGN_OR_RETURN(std::string back, store.GetObject(name, data.size()));
     const double rate = mibps(t0);
     if (back != data) return Corrupt("the object read back differs");
     std::printf("read+verify round %d: %.0f MiB/s\n", r + 1, rate);

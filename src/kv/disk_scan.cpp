@@ -73,7 +73,13 @@ Expected<CacheDirectoryView> InspectCacheDirectory(
         Sha1Digest name;
         if (cf.name.find(kChunkTempMarker) != std::string::npos) {
           ++view.temp_files;
-        } else if (cf.is_regular && ParseChunkFileName(cf.name, &name)) {
+        } else if (ParseChunkFileName(cf.name, &name)) {
+          if (!cf.is_regular) {
+            // A FIFO, link or directory under a chunk's name: never opened, but shown.
+            view.damaged.emplace_back(JoinPath(path, cf.name),
+                                      Corrupt("{} is not a regular file", cf.name));
+            continue;
+          }
           ++view.chunk_files;
           view.chunk_bytes += cf.size;
         }
@@ -82,7 +88,11 @@ Expected<CacheDirectoryView> InspectCacheDirectory(
     }
     if (f.name.find(kSnapshotTempMarker) != std::string::npos) ++view.temp_files;
     Sha1Digest key;
-    if (!f.is_regular || !ParseSnapshotFileName(f.name, &key)) continue;
+    if (!ParseSnapshotFileName(f.name, &key)) continue;
+    if (!f.is_regular) {
+      view.damaged.emplace_back(path, Corrupt("{} is not a regular file", f.name));
+      continue;
+    }
     Expected<ScannedSnapshot> scan = ScanEntryFile(path, key);
     if (!scan.ok()) {
       view.damaged.emplace_back(path, scan.status());

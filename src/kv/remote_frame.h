@@ -4,6 +4,13 @@
 // payload — then the payload. Large objects are split into parts (a Redis string holds at
 // most 512 MiB). A reader checks all of it: a damaged value (bad magic, length, CRC, part
 // number) is kCorrupt, another model's is kFailedPrecondition; neither is ever loaded.
+//
+// Signed frames (--kv-remote-key-file, docs/KV_FORMAT.md "Trust model"): magic FKVREMS1,
+// the same header and payload, then 32 bytes of HMAC-SHA-256 under the shared secret over
+// (the store key the value is written under, header, payload) — so a value is neither
+// forged nor moved to another key by anyone without the secret. A reader with a secret
+// refuses unsigned and wrongly signed values (kUnsupported); one without reads both kinds,
+// trusting the store as before.
 // Must not: know keys or talk to a store (kv/remote_store.h does).
 #pragma once
 
@@ -18,7 +25,9 @@
 namespace flashkv {
 
 inline constexpr std::string_view kRemoteFrameMagic = "FKVREM01";
+inline constexpr std::string_view kRemoteSignedMagic = "FKVREMS1";
 inline constexpr size_t kRemoteFrameBytes = 48;
+inline constexpr size_t kRemoteSignatureBytes = 32;
 
 struct RemotePart {
   uint32_t index = 0;
@@ -26,10 +35,14 @@ struct RemotePart {
   std::string_view payload;  // a view into the value given to UnframeRemotePart
 };
 
+// `secret` non-empty: a signed frame for the store key `key`.
 std::string FrameRemotePart(const Sha1Digest& model, uint32_t index, uint32_t count,
-                            std::string_view payload);
-// Checks `value` as part `want_index` of an object of this model.
+                            std::string_view payload, std::string_view secret = {},
+                            std::string_view key = {});
+// Checks `value` (read from store key `key`) as part `want_index` of an object of this
+// model; with a `secret`, that it is signed with it for that key.
 Expected<RemotePart> UnframeRemotePart(std::string_view value, const Sha1Digest& model,
-                                       uint32_t want_index);
+                                       uint32_t want_index, std::string_view secret = {},
+                                       std::string_view key = {});
 
 }  // namespace flashkv

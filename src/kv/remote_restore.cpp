@@ -14,8 +14,8 @@ Expected<RemoteKept> FetchIntoDisk(RemoteTier& remote, DiskCache& disk,
   // Chunks the disk holds already (another entry's) are not fetched again.
   Expected<RemoteFetched> fetched = remote.Fetch(
       tokens, min_tokens, max_tokens,
-      [&disk](std::string_view name, uint64_t bytes) { return disk.HasChunk(name, bytes); },
-      cancel);
+      [&disk](std::string_view name, uint64_t bytes) { return disk.HasChunk(name, bytes); }, cancel,
+      disk.options().budget_bytes);
   if (!fetched.ok()) return fetched.status();
   std::vector<DiskImportObject> objects;
   for (const RemoteObject& o : fetched->objects) objects.push_back({o.name, o.bytes});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -44,6 +45,15 @@ bool SafeObjectName(std::string_view name) {
     if (!ok) return false;
   }
   return true;
+}
+
+// An error reply: a write refused for memory, a key holding another type (a bad value,
+// like a damaged one: the link is fine) or anything else (the store misbehaves).
+Status ErrorReply(std::string_view where, std::string_view cmd, const redisReply& r) {
+  const std::string_view err(r.str, r.len);
+  if (err.starts_with("OOM")) return ResourceExhausted("{} refused a write: {}", where, err);
+  if (err.starts_with("WRONGTYPE")) return Corrupt("{}: {}: {}", where, cmd, err);
+  return IoError("{}: {}: {}", where, cmd, err);
 }
 
 uint32_t PartsOf(uint64_t bytes, uint64_t part_bytes) {
@@ -102,6 +112,10 @@ Expected<RemoteEntryRecord> DecodeEntry(std::string_view s) {
 
 }  // namespace
 
+Expected<RemoteEntryRecord> DecodeRemoteEntryRecord(std::string_view payload) {
+  return DecodeEntry(payload);
+}
+
 std::string RemoteObjectKey(const Sha1Digest& model, std::string_view name, uint32_t part) {
   return fmt::format("{}{}:obj:{}:{}", kKeyPrefix, Sha1Hex(model), name, part);
 }
@@ -137,8 +151,11 @@ Expected<redisContext*> RemoteStore::Connect(const RemoteNode& node) {
     if (c.node == node) return c.ctx;
   }
   const std::string where = NodeName(node);
-  redisContext* c =
-      redisConnectWithTimeout(node.host.c_str(), node.port, Timeval(opt_.connect_timeout_ms));
+  const int64_t left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - RemoteClock::now()).count();
+  if (left <= 0) return IoError("{}: out of time before connecting", where);
+  const int connect_ms = int(std::min<int64_t>(opt_.connect_timeout_ms, left));
+  redisContext* c = redisConnectWithTimeout(node.host.c_str(), node.port, Timeval(connect_ms));
   if (c == nullptr) return IoError("{}: cannot allocate a connection", where);
   if (c->err != 0) {
     Status st = IoError("{}: {}", where, c->errstr);
@@ -150,6 +167,7 @@ Expected<redisContext*> RemoteStore::Connect(const RemoteNode& node) {
     redisFree(c);
     return st;
   }
+  BoundRemoteReader(c);
   conns_.push_back(Connection{node, c});
   if (opt_.address.db != 0) {
     const std::string db = std::to_string(opt_.address.db);
@@ -164,28 +182,27 @@ Expected<redisContext*> RemoteStore::Connect(const RemoteNode& node) {
   return c;
 }
 
+RemoteClock::time_point RemoteStore::CommandDeadline() const {
+  return std::min(deadline_,
+                  RemoteClock::now() + std::chrono::milliseconds(opt_.command_timeout_ms));
+}
+
 Expected<redisReply*> RemoteStore::Send(const RemoteNode& node,
-                                        const std::vector<std::string_view>& args) {
+                                        const std::vector<std::string_view>& args,
+                                        const RemoteReplyLimits& limits) {
   Expected<redisContext*> connected = Connect(node);
   if (!connected.ok()) {
     if (cluster_) slots_stale_ = true;
     return connected.status();
   }
-  redisContext* ctx = *connected;
-  std::vector<const char*> argv;
-  std::vector<size_t> argl;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    argl.push_back(a.size());
-  }
-  void* raw = redisCommandArgv(ctx, int(argv.size()), argv.data(), argl.data());
-  if (raw == nullptr) {
-    Status st = IoError("{}: {} failed: {}", NodeName(node), args[0],
-                        ctx->err != 0 ? ctx->errstr : "no reply");
-    Drop(node);  // a timed-out or broken connection is never reused
+  Expected<redisReply*> reply = RunRemoteCommand(*connected, args, CommandDeadline(), limits);
+  if (!reply.ok()) {
+    // A timed-out, broken or half-read connection is never reused.
+    Status st = reply.status().WithContext(NodeName(node));
+    Drop(node);
     return st;
   }
-  return static_cast<redisReply*>(raw);
+  return *reply;
 }
 
 void RemoteStore::RefreshSlots() {
@@ -204,7 +221,8 @@ void RemoteStore::RefreshSlots() {
 }
 
 Expected<redisReply*> RemoteStore::Command(std::string_view key,
-                                           const std::vector<std::string_view>& args) {
+                                           const std::vector<std::string_view>& args,
+                                           const RemoteReplyLimits& limits) {
   const uint16_t slot = RedisKeySlot(key);
   RemoteNode target = seed_;
   if (cluster_) {
@@ -220,7 +238,7 @@ Expected<redisReply*> RemoteStore::Command(std::string_view key,
         return IoError("{}: ASKING: {}", NodeName(target), std::string_view(ok->str, ok->len));
       }
     }
-    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(target, args));
+    FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Send(target, args, limits));
     if (raw->type != REDIS_REPLY_ERROR) return raw;
     std::optional<RemoteRedirect> redirect =
         ParseRemoteRedirect(std::string_view(raw->str, raw->len), target);
@@ -245,23 +263,21 @@ Expected<redisReply*> RemoteStore::Command(std::string_view key,
 Status RemoteStore::PutValue(const std::string& key, std::string_view value) {
   FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"SET", key, value}));
   Reply r(raw);
-  if (r->type == REDIS_REPLY_ERROR) {
-    const std::string_view err(r->str, r->len);
-    if (err.starts_with("OOM")) {
-      return ResourceExhausted("{} refused a write: {}", opt_.address.ToString(), err);
-    }
-    return IoError("{}: SET: {}", opt_.address.ToString(), err);
-  }
+  if (r->type == REDIS_REPLY_ERROR) return ErrorReply(opt_.address.ToString(), "SET", *r);
   return Status::Ok();
 }
 
-Status RemoteStore::ReadValue(const std::string& key,
+Status RemoteStore::ReadValue(const std::string& key, size_t max_bytes,
                               const std::function<Status(std::string_view)>& use) {
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"GET", key}));
+  RemoteReplyLimits limits;
+  limits.max_bytes = max_bytes + 64;  // RESP framing: "$<length>\r\n" ... "\r\n"
+  limits.max_elements = 0;            // a value is a string, never an array
+  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"GET", key}, limits));
   Reply r(raw);
   if (r->type == REDIS_REPLY_NIL) return NotFound("no remote value {}", key);
-  if (r->type == REDIS_REPLY_ERROR) {
-    return IoError("{}: GET: {}", opt_.address.ToString(), std::string_view(r->str, r->len));
+  if (r->type == REDIS_REPLY_ERROR) return ErrorReply(opt_.address.ToString(), "GET", *r);
+  if (r->type == REDIS_REPLY_STRING && r->len > max_bytes) {
+    return Corrupt("remote value {} has {} bytes, at most {} expected", key, r->len, max_bytes);
   }
   if (r->type != REDIS_REPLY_STRING) return Corrupt("remote value {} is not a string", key);
   // Checked and copied out of the reply buffer directly: one copy of a large part less.
@@ -271,6 +287,7 @@ Status RemoteStore::ReadValue(const std::string& key,
 Expected<bool> RemoteStore::Exists(const std::string& key) {
   FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(key, {"EXISTS", key}));
   Reply r(raw);
+  if (r->type == REDIS_REPLY_ERROR) return ErrorReply(opt_.address.ToString(), "EXISTS", *r);
   if (r->type != REDIS_REPLY_INTEGER) {
     return IoError("{}: EXISTS: unexpected reply", opt_.address.ToString());
   }
@@ -307,26 +324,42 @@ Status RemoteStore::PutObject(std::string_view name, std::string_view bytes) {
   for (uint32_t i = 0; i < parts; ++i) {
     const std::string_view payload =
         bytes.substr(std::min<uint64_t>(i * opt_.part_bytes, bytes.size()), opt_.part_bytes);
-    FLASHKV_RETURN_IF_ERROR(PutValue(RemoteObjectKey(opt_.model, name, i),
-                                     FrameRemotePart(opt_.model, i, parts, payload)));
+    const std::string key = RemoteObjectKey(opt_.model, name, i);
+    FLASHKV_RETURN_IF_ERROR(
+        PutValue(key, FrameRemotePart(opt_.model, i, parts, payload, opt_.secret, key)));
   }
   return Status::Ok();
 }
 
-Expected<std::string> RemoteStore::GetObject(std::string_view name) {
+Expected<std::string> RemoteStore::GetObject(std::string_view name, uint64_t bytes) {
   if (!SafeObjectName(name)) return InvalidArgument("'{}' is not a remote object name", name);
+  if (bytes > std::string().max_size() / 2) {
+    return Corrupt("remote object {} of {} bytes cannot be held", name, bytes);
+  }
   std::string out;
+  // What the entry record says, not what a part says: the only size trusted to allocate.
+  out.reserve(bytes);
   uint32_t parts = 1;
   for (uint32_t i = 0; i < parts; ++i) {
     const std::string key = RemoteObjectKey(opt_.model, name, i);
-    Status st = ReadValue(key, [&](std::string_view value) -> Status {
-      Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, i);
+    const uint64_t left = bytes - out.size();
+    const size_t most = kRemoteFrameBytes + kRemoteSignatureBytes + left;
+    Status st = ReadValue(key, most, [&](std::string_view value) -> Status {
+      Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, i, opt_.secret, key);
       if (!part.ok()) return part.status().WithContext(key);
       if (i == 0) {
+        // Each part but an empty object's holds a byte at least.
+        const uint64_t max_parts =
+            std::min<uint64_t>(std::max<uint64_t>(bytes, 1), kRemoteMaxParts);
+        if (part->count > max_parts) {
+          return Corrupt("{}: {} parts for an object of {} bytes", key, part->count, bytes);
+        }
         parts = part->count;
-        out.reserve(uint64_t(parts) * part->payload.size());
       } else if (part->count != parts) {
         return Corrupt("{}: part count {} differs from part 0's {}", key, part->count, parts);
+      }
+      if (part->payload.size() > left || (part->payload.empty() && bytes != 0)) {
+        return Corrupt("{}: a part of {} bytes where {} remain", key, part->payload.size(), left);
       }
       out.append(part->payload);
       return Status::Ok();
@@ -337,23 +370,21 @@ Expected<std::string> RemoteStore::GetObject(std::string_view name) {
     }
     if (!st.ok()) return st;
   }
+  if (out.size() != bytes) {
+    return Corrupt("remote object {} has {} bytes, its entry says {}", name, out.size(), bytes);
+  }
   return out;
 }
 
 Status RemoteStore::PutEntry(std::string_view numerics, const RemoteEntryRecord& record) {
-  FLASHKV_RETURN_IF_ERROR(PutValue(RemoteEntryKey(opt_.model, numerics, record.key),
-                                   FrameRemotePart(opt_.model, 0, 1, EncodeEntry(record))));
+  const std::string entry_key = RemoteEntryKey(opt_.model, numerics, record.key);
+  FLASHKV_RETURN_IF_ERROR(PutValue(
+      entry_key, FrameRemotePart(opt_.model, 0, 1, EncodeEntry(record), opt_.secret, entry_key)));
   const std::string n = std::to_string(record.n_tokens);
   const std::string lengths = RemoteLengthsKey(opt_.model, numerics);
   FLASHKV_ASSIGN_OR_RETURN(redisReply * raw, Command(lengths, {"ZADD", lengths, n, n}));
   Reply r(raw);
-  if (r->type == REDIS_REPLY_ERROR) {
-    const std::string_view err(r->str, r->len);
-    if (err.starts_with("OOM")) {
-      return ResourceExhausted("{} refused a write: {}", opt_.address.ToString(), err);
-    }
-    return IoError("{}: ZADD: {}", opt_.address.ToString(), err);
-  }
+  if (r->type == REDIS_REPLY_ERROR) return ErrorReply(opt_.address.ToString(), "ZADD", *r);
   return Status::Ok();
 }
 
@@ -364,16 +395,17 @@ Expected<bool> RemoteStore::HasEntry(std::string_view numerics, std::string_view
 Expected<RemoteEntryRecord> RemoteStore::GetEntry(std::string_view numerics, std::string_view key) {
   const std::string k = RemoteEntryKey(opt_.model, numerics, key);
   RemoteEntryRecord record;
-  FLASHKV_RETURN_IF_ERROR(ReadValue(k, [&](std::string_view value) -> Status {
-    Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, 0);
-    if (!part.ok()) return part.status().WithContext(k);
-    if (part->count != 1) return Corrupt("{}: an entry record has one part", k);
-    Expected<RemoteEntryRecord> r = DecodeEntry(part->payload);
-    if (!r.ok()) return r.status().WithContext(k);
-    if (r->key != key) return Corrupt("{}: the record names entry {}", k, r->key);
-    record = std::move(*r);
-    return Status::Ok();
-  }));
+  FLASHKV_RETURN_IF_ERROR(
+      ReadValue(k, kRemoteMaxRecordBytes, [&](std::string_view value) -> Status {
+        Expected<RemotePart> part = UnframeRemotePart(value, opt_.model, 0, opt_.secret, k);
+        if (!part.ok()) return part.status().WithContext(k);
+        if (part->count != 1) return Corrupt("{}: an entry record has one part", k);
+        Expected<RemoteEntryRecord> r = DecodeEntry(part->payload);
+        if (!r.ok()) return r.status().WithContext(k);
+        if (r->key != key) return Corrupt("{}: the record names entry {}", k, r->key);
+        record = std::move(*r);
+        return Status::Ok();
+      }));
   return record;
 }
 
@@ -382,12 +414,15 @@ Expected<std::vector<uint32_t>> RemoteStore::Lengths(std::string_view numerics, 
   const std::string max = std::to_string(hi), min = std::to_string(lo),
                     count = std::to_string(limit);
   const std::string key = RemoteLengthsKey(opt_.model, numerics);
-  FLASHKV_ASSIGN_OR_RETURN(redisReply * raw,
-                           Command(key, {"ZREVRANGEBYSCORE", key, max, min, "LIMIT", "0", count}));
+  RemoteReplyLimits limits;
+  limits.max_elements = std::max(limit, 0);
+  limits.max_bytes = size_t(std::max(limit, 0)) * 32 + 64;  // decimal members
+  FLASHKV_ASSIGN_OR_RETURN(
+      redisReply * raw,
+      Command(key, {"ZREVRANGEBYSCORE", key, max, min, "LIMIT", "0", count}, limits));
   Reply r(raw);
   if (r->type == REDIS_REPLY_ERROR) {
-    return IoError("{}: ZREVRANGEBYSCORE: {}", opt_.address.ToString(),
-                   std::string_view(r->str, r->len));
+    return ErrorReply(opt_.address.ToString(), "ZREVRANGEBYSCORE", *r);
   }
   if (r->type != REDIS_REPLY_ARRAY) return IoError("ZREVRANGEBYSCORE: unexpected reply");
   std::vector<uint32_t> out;

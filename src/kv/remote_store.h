@@ -14,11 +14,18 @@
 // Ping() checks every master of the slot map (a dead master makes the store unusable
 // for the entries whose parts it holds: the tier backs off until it answers again).
 //
-// Connects to a node on first use and again after any connection error; connect and
-// command timeouts bound every call. Errors: kIoError when the store cannot be reached or times
-// out (the connection is dropped), kResourceExhausted when it refuses a write for memory
-// (maxmemory / OOM), kNotFound for an absent key, kCorrupt for a damaged value and
-// kFailedPrecondition for another model's (kv/remote_frame.h).
+// Connects to a node on first use and again after any connection error. Every command has
+// a hard deadline (kv/remote_command.h: no byte pattern from the server holds a call past
+// it) — its own command timeout, or the end of the whole operation SetDeadline names,
+// whichever comes first — and a bounded reply. Every value is hostile until checked: a
+// part's count, length and index are bounded by the object size its entry record names
+// before anything is allocated, and a value larger than that is never read whole.
+// Errors: kIoError when the store cannot be reached, times out or speaks something other
+// than RESP (the connection is dropped), kResourceExhausted when it refuses a write for
+// memory (maxmemory / OOM), kNotFound for an absent key, kCorrupt for a damaged, oversized
+// or wrong-typed value (WRONGTYPE: a bad value, not a bad link), kFailedPrecondition for
+// another model's and kUnsupported for one unsigned or wrongly signed while a secret is
+// set (kv/remote_frame.h).
 //
 // Threading: not thread-safe; one per thread (kv/remote_tier.h keeps two).
 #pragma once
@@ -33,6 +40,7 @@
 
 #include "kv/remote_address.h"
 #include "kv/remote_cluster.h"
+#include "kv/remote_command.h"
 #include "util/sha1.h"
 #include "util/status.h"
 
@@ -42,6 +50,11 @@ struct redisReply;
 namespace flashkv {
 
 inline constexpr int kRemoteMaxRedirects = 5;
+// The most parts an object may announce (32 MiB parts: 2 TiB); a value saying more is
+// damaged, whatever its CRC says.
+inline constexpr uint32_t kRemoteMaxParts = 1u << 16;
+// An entry record is a few lines per object: a value larger than this is not one.
+inline constexpr size_t kRemoteMaxRecordBytes = size_t(1) << 20;
 
 struct RemoteStoreOptions {
   RemoteAddress address;
@@ -49,6 +62,9 @@ struct RemoteStoreOptions {
   int connect_timeout_ms = 500;
   int command_timeout_ms = 2000;
   uint64_t part_bytes = uint64_t(32) << 20;  // an object is stored in parts of this size
+  // The shared secret (--kv-remote-key-file): values written are signed with it, values
+  // read must be (kv/remote_frame.h). Empty: unsigned values, the store trusted.
+  std::string secret;
 };
 
 // What the store says about one entry: its token count and the objects it is made of.
@@ -57,6 +73,10 @@ struct RemoteEntryRecord {
   uint32_t n_tokens = 0;
   std::vector<std::pair<std::string, uint64_t>> objects;  // name, bytes
 };
+
+// An entry record's payload ("flashkv-remote-entry 1" lines), parsed and checked (names
+// safe as file names, numbers in range); kCorrupt otherwise. Exposed for the fuzzer.
+Expected<RemoteEntryRecord> DecodeRemoteEntryRecord(std::string_view payload);
 
 // Keys (docs/KV_FORMAT.md): exposed so tests and tools can reach a value directly.
 std::string RemoteObjectKey(const Sha1Digest& model, std::string_view name, uint32_t part);
@@ -82,7 +102,9 @@ class RemoteStore {
   // uploaded once).
   Expected<bool> HasObject(std::string_view name, uint64_t bytes);
   Status PutObject(std::string_view name, std::string_view bytes);
-  Expected<std::string> GetObject(std::string_view name);
+  // The object, which must be exactly `bytes` long (its entry record says so): parts that
+  // announce more, or more parts than that can hold, are kCorrupt before they are read.
+  Expected<std::string> GetObject(std::string_view name, uint64_t bytes);
   // The entry record, then its length in the model/numerics' sorted set: a reader that
   // finds the length finds the record, and the record is written after its objects.
   Status PutEntry(std::string_view numerics, const RemoteEntryRecord& record);
@@ -92,6 +114,9 @@ class RemoteStore {
   // most `limit`.
   Expected<std::vector<uint32_t>> Lengths(std::string_view numerics, uint32_t lo, uint32_t hi,
                                           int limit);
+  // Every command until ClearDeadline ends by `deadline` (a whole fetch's clock).
+  void SetDeadline(RemoteClock::time_point deadline) { deadline_ = deadline; }
+  void ClearDeadline() { deadline_ = RemoteClock::time_point::max(); }
 
  private:
   struct Connection {
@@ -101,15 +126,21 @@ class RemoteStore {
   Expected<redisContext*> Connect(const RemoteNode& node);
   void Drop(const RemoteNode& node);
   // One command on one node; a connection error drops that node's connection.
-  Expected<redisReply*> Send(const RemoteNode& node, const std::vector<std::string_view>& args);
+  Expected<redisReply*> Send(const RemoteNode& node, const std::vector<std::string_view>& args,
+                             const RemoteReplyLimits& limits = {});
   // Runs one command on `key`'s node, following redirects; the reply is owned by the
   // caller (Reply frees it).
-  Expected<redisReply*> Command(std::string_view key, const std::vector<std::string_view>& args);
+  Expected<redisReply*> Command(std::string_view key, const std::vector<std::string_view>& args,
+                                const RemoteReplyLimits& limits = {});
   // Reloads the slot map from the first node that answers CLUSTER SLOTS.
   void RefreshSlots();
   Status PutValue(const std::string& key, std::string_view value);
-  // Hands the value to `use` while the reply holds it; kNotFound when absent.
-  Status ReadValue(const std::string& key, const std::function<Status(std::string_view)>& use);
+  // Hands the value (at most `max_bytes`) to `use` while the reply holds it; kNotFound
+  // when absent.
+  Status ReadValue(const std::string& key, size_t max_bytes,
+                   const std::function<Status(std::string_view)>& use);
+  // The end of this command: its timeout or the operation's deadline, the earlier.
+  RemoteClock::time_point CommandDeadline() const;
   Expected<bool> Exists(const std::string& key);
 
   const RemoteStoreOptions opt_;
@@ -119,6 +150,7 @@ class RemoteStore {
   bool cluster_ = false;
   bool slots_stale_ = false;
   std::atomic<uint64_t> redirects_{0};
+  RemoteClock::time_point deadline_ = RemoteClock::time_point::max();
 };
 
 }  // namespace flashkv

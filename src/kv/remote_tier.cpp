@@ -117,6 +117,20 @@ void RemoteTier::Failed(const Status& st, bool write) {
   cv_.notify_all();  // the uploader probes the link when its delay has passed
 }
 
+void RemoteTier::Refused(const Status& st, const std::string& key) {
+  // Called with mu_ held. A poisoned value stays in the store and is met on every lookup
+  // that names it: one warning per key, the count in /metrics.
+  ++(st.code() == StatusCode::kFailedPrecondition ? stats_.foreign
+     : st.code() == StatusCode::kUnsupported      ? stats_.unsigned_values
+                                                  : stats_.damaged);
+  if (refused_keys_.size() >= 4096) refused_keys_.clear();
+  if (refused_keys_.insert(key).second) {
+    spdlog::warn("kv remote: not loading entry {}: {}", key, st.ToString());
+  } else {
+    spdlog::debug("kv remote: not loading entry {}: {}", key, st.ToString());
+  }
+}
+
 void RemoteTier::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -199,7 +213,7 @@ Status RemoteTier::Upload(const RemoteUpload& u) {
 Expected<RemoteFetched> RemoteTier::Fetch(
     std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
     const std::function<bool(std::string_view name, uint64_t bytes)>& have,
-    const std::atomic<bool>* cancel) {
+    const std::atomic<bool>* cancel, uint64_t max_bytes) {
   auto cancelled = [cancel] { return cancel != nullptr && cancel->load(); };
   auto miss = [this](Status why) -> Status {
     std::lock_guard<std::mutex> lock(mu_);
@@ -223,12 +237,27 @@ Expected<RemoteFetched> RemoteTier::Fetch(
   };
   std::lock_guard<std::mutex> fetch_lock(fetch_mu_);
   const auto t0 = Clock::now();
+  // One clock for the whole lookup: every command ends by it, however the store answers.
+  const int fetch_ms =
+      opt_.fetch_timeout_ms > 0 ? opt_.fetch_timeout_ms : opt_.store.command_timeout_ms;
+  fetch_store_.SetDeadline(t0 + std::chrono::milliseconds(fetch_ms));
+  struct ClearDeadline {
+    RemoteStore& s;
+    ~ClearDeadline() { s.ClearDeadline(); }
+  } clear_deadline{fetch_store_};
   const int64_t hi = std::min<int64_t>({max_tokens, int64_t(tokens.size()), INT32_MAX});
   const int64_t lo = std::max<int64_t>(1, min_tokens);
   if (hi < lo) return miss(NotFound("prompt too short"));
   Expected<std::vector<uint32_t>> lengths =
       fetch_store_.Lengths(opt_.numerics, uint32_t(lo), uint32_t(hi), opt_.candidates);
-  if (!lengths.ok()) return link_error(lengths.status());
+  if (!lengths.ok()) {
+    if (lengths.status().code() == StatusCode::kIoError) return link_error(lengths.status());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Refused(lengths.status(), RemoteLengthsKey(opt_.store.model, opt_.numerics));
+    }
+    return miss(lengths.status());
+  }
   if (lengths->empty()) return miss(NotFound("no entry of a fitting length"));
   // Every candidate's name in one pass over the prompt's ids.
   std::vector<uint32_t> ascending = *lengths;
@@ -241,14 +270,13 @@ Expected<RemoteFetched> RemoteTier::Fetch(
     done = n;
     names[n] = Sha1Hex(h.Peek());
   }
-  auto checked = [&](const Status& st) {
-    // Damage or another model's value: never loaded, counted, the next candidate tried.
-    std::lock_guard<std::mutex> lock(mu_);
-    ++(st.code() == StatusCode::kFailedPrecondition ? stats_.foreign : stats_.damaged);
-    spdlog::warn("kv remote: not loading: {}", st.ToString());
-  };
   for (uint32_t n : *lengths) {
     if (cancelled()) return Cancelled("remote fetch cancelled");
+    // Damage or another model's value: never loaded, counted, the next candidate tried.
+    auto checked = [&](const Status& st) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Refused(st, names[n]);
+    };
     Expected<RemoteEntryRecord> rec = fetch_store_.GetEntry(opt_.numerics, names[n]);
     if (!rec.ok()) {
       if (rec.status().code() == StatusCode::kNotFound) continue;  // a longer prompt's
@@ -260,6 +288,15 @@ Expected<RemoteFetched> RemoteTier::Fetch(
       checked(Corrupt("entry {} says {} tokens, indexed under {}", rec->key, rec->n_tokens, n));
       continue;
     }
+    uint64_t total = 0;
+    for (const auto& object : rec->objects) {
+      total = object.second > UINT64_MAX - total ? UINT64_MAX : total + object.second;
+    }
+    if (total > max_bytes) {
+      checked(Corrupt("entry {} is {} bytes, more than the {} this cache can keep", rec->key, total,
+                      max_bytes));
+      continue;
+    }
     RemoteFetched out;
     out.key = rec->key;
     out.n_tokens = n;
@@ -267,13 +304,9 @@ Expected<RemoteFetched> RemoteTier::Fetch(
     for (const auto& [name, bytes] : rec->objects) {
       if (have && have(name, bytes)) continue;
       if (cancelled()) return Cancelled("remote fetch cancelled");
-      Expected<std::string> obj = fetch_store_.GetObject(name);
+      Expected<std::string> obj = fetch_store_.GetObject(name, bytes);
       if (!obj.ok()) {
         bad = obj.status();
-        break;
-      }
-      if (obj->size() != bytes) {
-        bad = Corrupt("remote object {} has {} bytes, its entry says {}", name, obj->size(), bytes);
         break;
       }
       out.bytes += obj->size();

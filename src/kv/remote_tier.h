@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/remote_store.h"
@@ -41,6 +42,9 @@ struct RemoteTierOptions {
   int candidates = 8;          // longest entries tried per lookup
   int backoff_min_ms = 200;    // first retry delay after a failure, doubled up to
   int backoff_max_ms = 30000;  // this
+  // The whole lookup (index, record, every object) ends by then: a store that trickles
+  // bytes holds a request no longer. 0: the store's command timeout.
+  int fetch_timeout_ms = 0;
 };
 
 struct RemoteTierStats {
@@ -53,6 +57,7 @@ struct RemoteTierStats {
   uint64_t errors = 0;           // connection errors and timeouts
   uint64_t damaged = 0;          // values that failed their checks (never loaded)
   uint64_t foreign = 0;          // values of another model (never loaded)
+  uint64_t unsigned_values = 0;  // values unsigned or wrongly signed for the tier's key
   uint64_t redirects = 0;        // Redis Cluster MOVED / ASK replies followed
   uint64_t queued = 0;           // gauge
   bool backoff = false;          // gauge: the store is unreachable, being retried
@@ -96,11 +101,14 @@ class RemoteTier {
   // kNotFound on a miss, in backoff, or when every candidate failed its checks. Objects
   // `have(name, bytes)` says the caller holds already (a disk cache's chunks, shared by
   // entries) are not fetched and not in the result.
-  // `cancel`, when set, is checked between objects: kCancelled once it is true.
+  // `cancel`, when set, is checked between objects: kCancelled once it is true. An entry
+  // whose objects add up to more than `max_bytes` (the caller's budget) is never fetched.
+  // Every value is checked before it is kept (remote_store.h); one that fails is logged
+  // once per key, counted (damaged / foreign) and the next candidate tried.
   Expected<RemoteFetched> Fetch(
       std::span<const int32_t> tokens, int64_t min_tokens, int64_t max_tokens,
       const std::function<bool(std::string_view name, uint64_t bytes)>& have = {},
-      const std::atomic<bool>* cancel = nullptr);
+      const std::atomic<bool>* cancel = nullptr, uint64_t max_bytes = UINT64_MAX);
   // Waits until the queue is empty and nothing is being uploaded (tests, shutdown), or
   // `timeout_ms` passed; false then.
   bool Flush(int timeout_ms);
@@ -113,6 +121,8 @@ class RemoteTier {
   // Records a store error (mu_ held): a refused write backs off uploads, anything else
   // the link.
   void Failed(const Status& st, bool write);
+  // Counts a value that failed its checks and logs it, once per key (mu_ held).
+  void Refused(const Status& st, const std::string& key);
 
   const RemoteTierOptions opt_;
   RemoteStore fetch_store_;   // the engine thread's
@@ -124,7 +134,8 @@ class RemoteTier {
   bool stop_ = false;
   RemoteTierStats stats_;
   std::unique_ptr<Backoff> link_, writes_;
-  std::mutex fetch_mu_;  // one lookup at a time on fetch_store_
+  std::unordered_set<std::string> refused_keys_;  // logged already (bounded)
+  std::mutex fetch_mu_;                           // one lookup at a time on fetch_store_
   std::thread thread_;
 };
 

@@ -118,6 +118,23 @@ std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t ch
   return names;
 }
 
+Status CheckChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
+                       std::span<const int32_t> tokens, std::span<const SnapshotChunkRef> refs) {
+  if (chunk_tokens == 0 || uint64_t(refs.size()) * chunk_tokens > tokens.size()) {
+    return Corrupt("{} chunks of {} tokens for {} token ids", refs.size(), chunk_tokens,
+                   tokens.size());
+  }
+  const std::vector<Sha1Digest> names =
+      ChunkNames(identity, chunk_tokens, tokens.first(refs.size() * chunk_tokens));
+  for (size_t k = 0; k < refs.size(); ++k) {
+    if (names[k] != refs[k].name) {
+      return Corrupt("chunk {} is named {}, its token ids name {}", k, Sha1Hex(refs[k].name),
+                     Sha1Hex(names[k]));
+    }
+  }
+  return Status::Ok();
+}
+
 Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
                      std::span<const int32_t> tokens) {
   const size_t end = std::min(tokens.size(), size_t(index + 1) * chunk_tokens);
@@ -359,7 +376,7 @@ Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view 
 
 Expected<ChunkHeader> VerifyChunkFile(const std::string& path) {
   auto run = [&]() -> Expected<ChunkHeader> {
-    FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, kMaxChunkFileBytes));
     const size_t slash = path.find_last_of('/');
     return VerifyChunkBytes(
         bytes, std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1));

@@ -72,6 +72,11 @@ inline uint32_t ChunkCount(int64_t n_tokens, uint32_t chunk_tokens) {
 // [kC, (k+1)C)). Each name commits to every id before its chunk's end, in O(n) for all.
 std::vector<Sha1Digest> ChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
                                    std::span<const int32_t> tokens);
+// Checks that `refs` are the names ChunkNames gives `tokens` (a manifest's own ids): a
+// manifest naming another sequence's chunk — forged with valid CRCs, which detect damage
+// and not forgery — is kCorrupt before any chunk is read.
+Status CheckChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
+                       std::span<const int32_t> tokens, std::span<const SnapshotChunkRef> refs);
 // The name of chunk `index` of `tokens` (which must hold (index+1)·C ids or more).
 Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
                      std::span<const int32_t> tokens);
@@ -141,7 +146,10 @@ Expected<ChunkHeader> OpenChunkHeader(const File& file, const SnapshotChunkRef& 
 // Checks a whole chunk file's bytes (header, payload CRC, every layer's CRC) and, when
 // `file_name` is a chunk file name, that it names the chunk in the header.
 Expected<ChunkHeader> VerifyChunkBytes(std::string_view bytes, std::string_view file_name);
-// Reads a whole chunk file and checks it (VerifyChunkBytes).
+// The largest chunk file anyone reads whole (a chunk of DS4 Flash's default 2,048 tokens
+// is ~27 MiB; 65,536 tokens would be ~0.9 GiB): a larger file is damaged, not read.
+inline constexpr uint64_t kMaxChunkFileBytes = uint64_t(4) << 30;
+// Reads a whole chunk file (at most kMaxChunkFileBytes) and checks it (VerifyChunkBytes).
 Expected<ChunkHeader> VerifyChunkFile(const std::string& path);
 
 // The 'CHK2' section bytes of `refs`, and back (kCorrupt unless whole rows, `count` of

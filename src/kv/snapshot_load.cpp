@@ -459,6 +459,7 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
       return Corrupt("{} chunks but no chunk list section first", h.n_chunks);
     }
     FLASHKV_ASSIGN_OR_RETURN(refs, DecodeChunkRefs(out.extensions.front().bytes, h.n_chunks));
+    FLASHKV_RETURN_IF_ERROR(CheckChunkNames(h.identity, h.chunk_tokens, out.tokens, refs));
     out.extensions.erase(out.extensions.begin());
   }
   FLASHKV_RETURN_IF_ERROR(TakeKvSections(&out.extensions, &out.tail, &out.replay));
@@ -531,6 +532,12 @@ Expected<SnapshotHeader> VerifySnapshotFile(const std::string& path) {
     }
     // Version 2: every chunk it names, whole (a restore needs all of them).
     FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs, ReadSnapshotChunkRefs(file, h));
+    if (!refs.empty()) {
+      FLASHKV_ASSIGN_OR_RETURN(std::string ids,
+                               ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
+      FLASHKV_RETURN_IF_ERROR(
+          CheckChunkNames(h.identity, h.chunk_tokens, DecodeSnapshotTokens(ids), refs));
+    }
     const std::string chunk_dir = ChunkDirForManifest(path);
     for (size_t k = 0; k < refs.size(); ++k) {
       const std::string cpath = JoinPath(chunk_dir, ChunkFileName(refs[k].name));

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace flashkv {
 
@@ -20,9 +21,9 @@ bool ConnectionGate::MakeRoom(const std::string* peer, int limit) {
   for (int open = Counted(peer); open >= limit; --open) {
     Connection* victim = nullptr;
     for (auto& [id, c] : connections_) {
-      if (c.dropped || c.phase == Phase::kAnswering) continue;
+      if (c.dropped || !c.Waiting()) continue;
       if (peer != nullptr && c.peer != *peer) continue;
-      if (victim == nullptr || c.since < victim->since) victim = &c;
+      if (victim == nullptr || c.WaitingSince() < victim->WaitingSince()) victim = &c;
     }
     if (victim == nullptr) return false;
     // Its thread wakes from poll/recv, sees the connection closed and releases it.
@@ -40,7 +41,11 @@ bool ConnectionGate::Admit(int fd, const std::string& peer, uint64_t* id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!MakeRoom(&peer, max_client) || !MakeRoom(nullptr, max_total)) return false;
   *id = next_id_++;
-  connections_[*id] = Connection{fd, peer, Phase::kIdle, Clock::now()};
+  Connection c;
+  c.fd = fd;
+  c.peer = peer;
+  c.since = Clock::now();
+  connections_[*id] = std::move(c);
   return true;
 }
 
@@ -50,6 +55,14 @@ void ConnectionGate::SetPhase(uint64_t id, Phase phase) {
   if (it == connections_.end()) return;
   it->second.phase = phase;
   it->second.since = Clock::now();
+}
+
+void ConnectionGate::SetStalled(uint64_t id, bool stalled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = connections_.find(id);
+  if (it == connections_.end() || it->second.stalled == stalled) return;
+  it->second.stalled = stalled;
+  it->second.stalled_since = Clock::now();
 }
 
 void ConnectionGate::Release(uint64_t id) {

@@ -3,7 +3,10 @@
 // connection that has waited longest on its own client — idle between requests, or still
 // sending its request line, headers or body — so clients that trickle bytes (slowloris)
 // can never keep /health or a real request out. Connections whose request is being
-// answered are never dropped; when only those fill the cap, the newcomer is refused.
+// answered are never dropped — unless the answer is stalled on a client that stopped
+// reading it (SetStalled: a write waits for the client to take bytes), which is waiting on
+// the client like any other; when only answers in progress fill the cap, the newcomer is
+// refused.
 // Must not: read or write sockets (it only shuts down the ones it drops) or know HTTP.
 //
 // Threading: thread-safe. A registered descriptor stays valid until Release (its owner
@@ -39,6 +42,9 @@ class ConnectionGate {
   bool Admit(int fd, const std::string& peer, uint64_t* id);
   // The connection's phase changed (the wait starts now).
   void SetPhase(uint64_t id, Phase phase);
+  // A write of its answer waits on the client (true) or went through (false); while
+  // stalled, the connection may be dropped for a newcomer, longest stalled first.
+  void SetStalled(uint64_t id, bool stalled);
   // Unregisters; the caller closes the descriptor afterwards.
   void Release(uint64_t id);
   // Shuts down every connection that waits on its client (server stopping).
@@ -54,6 +60,12 @@ class ConnectionGate {
     Phase phase = Phase::kIdle;
     Clock::time_point since;
     bool dropped = false;  // shut down; counts for no cap until its thread releases it
+    bool stalled = false;  // its answer waits for the client to read
+    Clock::time_point stalled_since;
+    bool Waiting() const { return phase != Phase::kAnswering || stalled; }
+    Clock::time_point WaitingSince() const {
+      return phase != Phase::kAnswering ? since : stalled_since;
+    }
   };
   // Shuts down connections waiting on their client, longest first (only those of `peer`
   // when given), until fewer than `limit` count; false when not enough can go.

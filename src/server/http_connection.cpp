@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -48,12 +49,25 @@ bool AddressOf(const sockaddr_storage& addr, socklen_t len, std::string* ip, int
 class GuardedStream : public httplib::Stream {
  public:
   GuardedStream(int fd, const ConnectionTimeouts& timeouts) : fd_(fd), timeouts_(timeouts) {}
+  void SetGate(ConnectionGate* gate, uint64_t id) {
+    gate_ = gate;
+    id_ = id;
+  }
 
   void BeginRequest() {
     header_deadline_ = Clock::now() + timeouts_.header;
     reading_headers_ = true;
+    chunks_ = ChunkState::kOff;
   }
-  void HeadersDone() { reading_headers_ = false; }
+  // `chunked`: the body that follows is chunked; its framing is checked as it is read.
+  void HeadersDone(bool chunked) {
+    reading_headers_ = false;
+    if (chunked) {
+      chunks_ = ChunkState::kSize;
+      chunk_digits_ = 0;
+      chunk_left_ = 0;
+    }
+  }
   bool reading_headers() const { return reading_headers_; }
   bool Buffered() const { return off_ < size_; }
 
@@ -77,11 +91,20 @@ class GuardedStream : public httplib::Stream {
     const size_t n = std::min(size, size_ - off_);
     std::memcpy(ptr, buf_ + off_, n);
     off_ += n;
+    if (chunks_ != ChunkState::kOff && !CheckChunkFraming(ptr, n)) return -1;
     return ssize_t(n);
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (PollFor(fd_, POLLOUT, timeouts_.write) <= 0) return -1;
+    if (PollFor(fd_, POLLOUT, milliseconds(0)) <= 0) {
+      // The client is not taking the answer: while this waits, the gate may drop the
+      // connection for a newcomer (a client that stops reading cannot hold a slot), and
+      // past the write timeout it ends.
+      if (gate_ != nullptr) gate_->SetStalled(id_, true);
+      const bool ready = PollFor(fd_, POLLOUT, timeouts_.write) > 0;
+      if (gate_ != nullptr) gate_->SetStalled(id_, false);
+      if (!ready) return -1;
+    }
     while (true) {
       const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL);
       if (n >= 0 || errno != EINTR) return n;
@@ -128,8 +151,99 @@ class GuardedStream : public httplib::Stream {
     return recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
+  // The framing of a chunked body, checked as cpp-httplib reads it: a chunk size that is
+  // not hexadecimal (a negative one, say) or too long to be a size ends the request at
+  // once (400) — cpp-httplib's own strtoul took "-5" for a huge size and waited for the
+  // bytes until the read timeout.
+  enum class ChunkState { kOff, kSize, kExt, kSizeLF, kData, kDataCR, kDataLF, kTrailer };
+  bool CheckChunkFraming(const char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const char c = p[i];
+      switch (chunks_) {
+        case ChunkState::kOff:
+          return true;  // the body ended; what follows is the next request
+        case ChunkState::kSize:
+          if (std::isxdigit(static_cast<unsigned char>(c))) {
+            if (++chunk_digits_ > 15) return false;
+            chunk_left_ = chunk_left_ * 16 +
+                          uint64_t(std::isdigit(static_cast<unsigned char>(c))
+                                       ? c - '0'
+                                       : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+          } else if ((c == ' ' || c == '\t') && chunk_digits_ == 0) {
+            // Leading blanks, as strtoul skips them.
+          } else if (chunk_digits_ == 0) {
+            return false;  // "-5", "", "x": not a size
+          } else if (c == ';' || c == ' ' || c == '\t') {
+            chunks_ = ChunkState::kExt;
+          } else if (c == '\r') {
+            chunks_ = ChunkState::kSizeLF;
+          } else if (c == '\n') {
+            EndSizeLine();
+          } else {
+            return false;
+          }
+          break;
+        case ChunkState::kExt:
+          if (c == '\n') EndSizeLine();
+          break;
+        case ChunkState::kSizeLF:
+          if (c != '\n') return false;
+          EndSizeLine();
+          break;
+        case ChunkState::kData: {
+          const uint64_t take = std::min<uint64_t>(chunk_left_, n - i);
+          chunk_left_ -= take;
+          i += take - 1;
+          if (chunk_left_ == 0) chunks_ = ChunkState::kDataCR;
+          break;
+        }
+        case ChunkState::kDataCR:
+          if (c == '\r') {
+            chunks_ = ChunkState::kDataLF;
+          } else if (c == '\n') {
+            StartSizeLine();
+          } else {
+            return false;
+          }
+          break;
+        case ChunkState::kDataLF:
+          if (c != '\n') return false;
+          StartSizeLine();
+          break;
+        case ChunkState::kTrailer:
+          // Trailer lines until an empty one ends the body.
+          if (c == '\n') {
+            if (chunk_digits_ == 0) chunks_ = ChunkState::kOff;
+            chunk_digits_ = 0;
+          } else if (c != '\r') {
+            chunk_digits_ = 1;  // the line is not empty
+          }
+          break;
+      }
+    }
+    return true;
+  }
+  void StartSizeLine() {
+    chunks_ = ChunkState::kSize;
+    chunk_digits_ = 0;
+    chunk_left_ = 0;
+  }
+  void EndSizeLine() {
+    if (chunk_left_ == 0) {
+      chunks_ = ChunkState::kTrailer;
+      chunk_digits_ = 0;
+    } else {
+      chunks_ = ChunkState::kData;
+    }
+  }
+
   const int fd_;
   const ConnectionTimeouts timeouts_;
+  ChunkState chunks_ = ChunkState::kOff;
+  int chunk_digits_ = 0;
+  uint64_t chunk_left_ = 0;
+  ConnectionGate* gate_ = nullptr;
+  uint64_t id_ = 0;
   Clock::time_point header_deadline_{};
   bool reading_headers_ = false;
   char buf_[4096];
@@ -229,6 +343,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   ctx.id_ = id;
   t_current = &ctx;
   GuardedStream strm(sock, timeouts_);
+  strm.SetGate(&gate_, id);
   bool ret = false;
   for (int left = std::max(1, timeouts_.max_requests); left > 0 && svr_sock_ != INVALID_SOCKET;
        --left) {
@@ -238,8 +353,11 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     strm.BeginRequest();
     ctx.close_after_ = false;
     bool closed = false;
-    ret = process_request(strm, left == 1, closed,
-                          [&strm](httplib::Request&) { strm.HeadersDone(); });
+    ret = process_request(strm, left == 1, closed, [&strm](httplib::Request& req) {
+      std::string te = req.get_header_value("Transfer-Encoding");
+      for (char& c : te) c = char(std::tolower(static_cast<unsigned char>(c)));
+      strm.HeadersDone(te.find("chunked") != std::string::npos);
+    });
     // A head that never parsed (malformed, too long, past its deadline) got its 400; what
     // follows on this connection cannot be trusted to start a request.
     if (!ret || closed || ctx.close_after_ || strm.reading_headers()) break;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "server/json_builder.h"
+
 namespace flashkv {
 
 const char* JsonTypeName(const Json& v) {
@@ -29,17 +31,8 @@ Expected<Json> ParseJsonObject(std::string_view body) {
   if (!JsonDepthWithin(body, kMaxJsonDepth)) {
     return InvalidArgument("JSON nesting deeper than {} levels", kMaxJsonDepth);
   }
-  Json j;
-  try {
-    j = Json::parse(body.begin(), body.end());
-  } catch (const Json::exception& e) {
-    // parse_error ("[json.exception.parse_error.101] parse error at line 1, column 2: …")
-    // and out_of_range 406 ("… number overflow parsing '1e999999'"): the text after the tag.
-    std::string what = e.what();
-    const size_t tag_end = what.find("] ");
-    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
-    return InvalidArgument("invalid JSON body: {}", what);
-  }
+  // Linear in the body and bounded in values (json_builder.h), not Json::parse.
+  FLASHKV_ASSIGN_OR_RETURN(Json j, BuildJson(body));
   if (!j.is_object())
     return InvalidArgument("request body must be a JSON object, not {}", JsonTypeName(j));
   return j;

@@ -19,8 +19,9 @@ using Json = nlohmann::ordered_json;
 
 // The body as a JSON object. InvalidArgument: "invalid JSON body: parse error …" (numbers
 // beyond double's range too), "request body must be a JSON object", "JSON nesting deeper
-// than 256 levels" (kMaxJsonDepth). Strings must be valid UTF-8 (the parser rejects
-// anything else).
+// than 256 levels" (kMaxJsonDepth), "JSON body holds more than N values"
+// (server/json_builder.h: time linear in the body, memory a bounded multiple of it).
+// Strings must be valid UTF-8 (the parser rejects anything else).
 Expected<Json> ParseJsonObject(std::string_view body);
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (generated text may split characters).

@@ -92,11 +92,13 @@ void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {
          "Redis Cluster MOVED and ASK replies followed to the node serving a key.")
       .Add(r.redirects);
   Family(out, "flashkv_remote_errors_total", "counter",
-         "Shared store errors by kind: unreachable or timed out, damaged values, other models' "
-         "values (never loaded).")
+         "Shared store errors by kind: unreachable or timed out, damaged (or oversized, "
+         "wrong-typed) values, other models' values, values unsigned or wrongly signed for "
+         "--kv-remote-key-file (never loaded).")
       .Add("kind=\"connection\"", r.errors)
       .Add("kind=\"damaged\"", r.damaged)
-      .Add("kind=\"foreign\"", r.foreign);
+      .Add("kind=\"foreign\"", r.foreign)
+      .Add("kind=\"unsigned\"", r.unsigned_values);
   Family(out, "flashkv_remote_upload_queue", "gauge", "Entries waiting to be mirrored.")
       .Add(r.queued);
   Family(out, "flashkv_remote_fetches_waiting", "gauge",

@@ -58,7 +58,15 @@ std::string HostName(std::string_view host_header) {
   return Lower(h);
 }
 
+bool HasControlBytes(std::string_view s) {
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return true;
+  }
+  return false;
+}
+
 ScreenVerdict ScreenFraming(const ScreenPolicy& policy, const RequestHead& head) {
+  if (head.control_bytes) return {400, "a request header holds a control byte"};
   const bool post = head.method == "POST";
   if (!post && head.method != "GET" && head.method != "HEAD" && head.method != "OPTIONS") {
     return {405, "method " + head.method + " is not allowed"};

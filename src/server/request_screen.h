@@ -33,7 +33,13 @@ struct RequestHead {
   std::optional<std::string> content_encoding;
   std::optional<std::string> content_type;
   std::optional<std::string> host;
+  // A header name or value holding a control byte (NUL, CR, LF, ... — tab excepted) or
+  // DEL: refused (400), as RFC 9110 §5.5 allows, before anything reads it.
+  bool control_bytes = false;
 };
+
+// Whether `s` holds such a byte.
+bool HasControlBytes(std::string_view s);
 
 struct ScreenVerdict {
   int status = 0;  // 0: go on

@@ -51,9 +51,16 @@ File& File::operator=(File&& other) noexcept {
 }
 
 Expected<File> File::OpenRead(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(errno, "opening", path);
-  return File(fd, path);
+  File f(fd, path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
+  if (!S_ISREG(st.st_mode)) return Corrupt("{} is not a regular file", path);
+  // Regular files ignore O_NONBLOCK; cleared anyway so that reads mean what they say.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return f;
 }
 
 Expected<File> File::Create(const std::string& path, bool exclusive) {
@@ -204,9 +211,12 @@ Status File::Close() {
   return Status::Ok();
 }
 
-Expected<std::string> ReadWholeFile(const std::string& path) {
+Expected<std::string> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
   FLASHKV_ASSIGN_OR_RETURN(File f, File::OpenRead(path));
   FLASHKV_ASSIGN_OR_RETURN(uint64_t size, f.Size());
+  if (size > max_bytes || size > std::string().max_size()) {
+    return Corrupt("{} is {} bytes, more than the {} expected", path, size, max_bytes);
+  }
   std::string out(size, '\0');
   FLASHKV_RETURN_IF_ERROR(f.ReadAt(0, out.data(), out.size()));
   return out;

@@ -25,6 +25,10 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
+  // Regular files only, opened so that the open itself cannot block: O_NONBLOCK (a FIFO
+  // put in place of a cache file would otherwise hold the opener until a writer comes),
+  // then fstat must say a regular file — anything else (FIFO, device, directory, socket)
+  // is kCorrupt "not a regular file", which the disk cache treats like damage.
   static Expected<File> OpenRead(const std::string& path);
   // Creates or truncates, mode 0600; fails if `exclusive` and the file exists.
   static Expected<File> Create(const std::string& path, bool exclusive = false);
@@ -77,8 +81,9 @@ class File {
   std::string path_;
 };
 
-// Reads the whole file.
-Expected<std::string> ReadWholeFile(const std::string& path);
+// Reads the whole (regular) file; one larger than `max_bytes` (a sparse file announcing
+// 100 GiB, say) is kCorrupt before anything is allocated for it.
+Expected<std::string> ReadWholeFile(const std::string& path, uint64_t max_bytes = UINT64_MAX);
 
 // fsyncs a directory so that a rename or unlink in it is durable.
 Status SyncDirectory(const std::string& dir);

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "fuzz_targets.h"
 #include "gguf/gguf_writer.h"
+#include "kv/remote_frame.h"
 #include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "model/model_config.h"
@@ -266,6 +267,44 @@ std::vector<Bytes> SafetensorsSeeds() {
           R"({"w":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},"i":{"dtype":"I64","shape":[1],"data_offsets":[2,10]}})",
           10),
   };
+}
+
+}  // namespace flashkv::fuzz
+
+namespace flashkv::fuzz {
+
+std::string_view RemoteSeedSecret() {
+  return "fuzz secret of some length";
+}
+std::string_view RemoteSeedKey() {
+  return "flashkv:1:m:official/q8:entry:k";
+}
+Sha1Digest RemoteSeedModel() {
+  return Sha1Of("fuzz-model");
+}
+
+std::vector<Bytes> RemoteSeeds() {
+  // Entry-record frames, unsigned (mode 0) and signed (mode 1), an object part, and RESP
+  // replies of every kind the client reads (mode 2).
+  const std::string record = "flashkv-remote-entry 1\nkey " + Sha1Hex(Sha1Of("ids")) +
+                             "\ntokens 40\nobject aa.kv 1234\nobject " + Sha1Hex(Sha1Of("c")) +
+                             ".kvc 99\n";
+  auto with_mode = [](uint8_t mode, std::string_view v) {
+    Bytes b{mode};
+    b.insert(b.end(), v.begin(), v.end());
+    return b;
+  };
+  std::vector<Bytes> out;
+  out.push_back(with_mode(0, FrameRemotePart(RemoteSeedModel(), 0, 1, record)));
+  out.push_back(with_mode(
+      1, FrameRemotePart(RemoteSeedModel(), 0, 1, record, RemoteSeedSecret(), RemoteSeedKey())));
+  out.push_back(with_mode(0, FrameRemotePart(RemoteSeedModel(), 0, 3, std::string(300, 'x'))));
+  for (const char* reply :
+       {"$5\r\nhello\r\n", "*2\r\n$2\r\n40\r\n$2\r\n12\r\n", "-WRONGTYPE wrong kind\r\n", ":1\r\n",
+        "+OK\r\n", "$-1\r\n", "*1\r\n*2\r\n:0\r\n:16383\r\n"}) {
+    out.push_back(with_mode(2, reply));
+  }
+  return out;
 }
 
 }  // namespace flashkv::fuzz

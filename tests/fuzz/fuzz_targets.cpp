@@ -1,7 +1,11 @@
 #include "fuzz_targets.h"
 
+#include <hiredis/hiredis.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <string>
 
@@ -12,6 +16,9 @@
 #include "chat/prompt_renderer.h"
 #include "convert/safetensors_file.h"
 #include "gguf/gguf_file.h"
+#include "kv/remote_command.h"
+#include "kv/remote_frame.h"
+#include "kv/remote_store.h"
 #include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "model/model_config.h"
@@ -32,6 +39,10 @@ std::vector<Bytes> RequestSeeds();
 std::vector<Bytes> DsmlSeeds();
 std::vector<Bytes> SafetensorsSeeds();
 std::vector<Bytes> ChunkSeeds();
+std::vector<Bytes> RemoteSeeds();
+std::string_view RemoteSeedSecret();
+std::string_view RemoteSeedKey();
+Sha1Digest RemoteSeedModel();
 KvShape SeedShape();
 SnapshotIdentity SeedIdentity();
 
@@ -227,13 +238,59 @@ int RunSafetensors(Input in) {
   return 1 + (converted > 0);
 }
 
+// First byte: 0 a frame read without a secret, 1 with the seeds' secret (as a keyed tier),
+// 2 a RESP reply read through the bounded reader from a socket; the rest is the value.
+int RunRemote(Input in) {
+  Quiet();
+  if (in.empty()) return 0;
+  const uint8_t mode = in[0] % 3;
+  const std::string_view value(reinterpret_cast<const char*>(in.data() + 1), in.size() - 1);
+  if (mode == 2) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
+    const int big = 1 << 21;
+    ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    (void)::send(sv[0], value.data(), value.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(sv[0], SHUT_WR);
+    redisContext* ctx = redisConnectFd(sv[1]);
+    int depth = 0;
+    if (ctx != nullptr && ctx->err == 0) {
+      BoundRemoteReader(ctx);
+      RemoteReplyLimits limits;
+      limits.max_bytes = 64 << 10;
+      limits.max_elements = 64;
+      Expected<redisReply*> r =
+          RunRemoteCommand(ctx, {"GET", "k"}, RemoteClock::now() + std::chrono::seconds(2), limits);
+      if (r.ok()) {
+        depth = 1 + ((*r)->type == REDIS_REPLY_ARRAY);
+        g_sink = g_sink + (*r)->len + (*r)->elements;
+        freeReplyObject(*r);
+      }
+    }
+    if (ctx != nullptr) redisFree(ctx);  // closes sv[1]
+    ::close(sv[0]);
+    return depth;
+  }
+  const std::string_view secret = mode == 1 ? RemoteSeedSecret() : std::string_view();
+  Expected<RemotePart> part =
+      UnframeRemotePart(value, RemoteSeedModel(), 0, secret, RemoteSeedKey());
+  if (!part.ok()) return 0;
+  Expected<RemoteEntryRecord> rec = DecodeRemoteEntryRecord(part->payload);
+  if (!rec.ok()) return 1;
+  uint64_t h = rec->n_tokens;
+  for (const auto& [name, bytes] : rec->objects) h += name.size() + bytes;
+  g_sink = g_sink + h;
+  return 2 + (mode == 1);
+}
+
 }  // namespace
 
 const std::vector<Target>& Targets() {
   static const std::vector<Target> targets = {
-      {"gguf", &RunGguf, &GgufSeeds},      {"kv", &RunSnapshot, &SnapshotSeeds},
-      {"kvchunk", &RunChunk, &ChunkSeeds}, {"request", &RunRequest, &RequestSeeds},
-      {"dsml", &RunDsml, &DsmlSeeds},      {"safetensors", &RunSafetensors, &SafetensorsSeeds},
+      {"gguf", &RunGguf, &GgufSeeds},       {"kv", &RunSnapshot, &SnapshotSeeds},
+      {"kvchunk", &RunChunk, &ChunkSeeds},  {"request", &RunRequest, &RequestSeeds},
+      {"dsml", &RunDsml, &DsmlSeeds},       {"safetensors", &RunSafetensors, &SafetensorsSeeds},
+      {"remote", &RunRemote, &RemoteSeeds},
   };
   return targets;
 }

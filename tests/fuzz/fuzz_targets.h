@@ -34,6 +34,9 @@ struct Target {
 // dsml: model output (its first byte picks thinking/tools and the chunk size) through the
 //   output parser and all three dialects' response bodies.
 // safetensors: a safetensors file's header and tensor views.
+// remote: a shared-tier value (its first byte picks the reader): a frame unsigned or signed
+//   and the entry record inside it, or a RESP reply through the bounded, deadline-held
+//   reader (kv/remote_command.h) from a socket.
 const std::vector<Target>& Targets();
 const Target* FindTarget(std::string_view name);
 

@@ -103,7 +103,7 @@ TEST_F(RemoteClusterTest, StoreFollowsMovedToEveryNodeAndRoundTripsBitExact) {
 
   // A fresh client (its own connections, no map yet) reads everything back.
   RemoteStore reader(StoreOptions());
-  auto back = reader.GetObject("big.kv");
+  auto back = reader.GetObject("big.kv", obj.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, obj);
   const std::string key = Sha1Hex(Sha1Of("ids"));
@@ -135,7 +135,7 @@ TEST_F(RemoteClusterTest, AskDuringASlotMigrationThenMovedWhenItEnds) {
   ASSERT_TRUE(store.PutObject("mig.kv", obj).ok());
   const uint64_t after_put = store.redirects();
   EXPECT_GE(after_put, 1u);  // ASK (and MOVED first when the seed is not the source)
-  auto back = store.GetObject("mig.kv");
+  auto back = store.GetObject("mig.kv", obj.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, obj);
   EXPECT_GT(store.redirects(), after_put);  // asked again: the map still names the source
@@ -146,11 +146,11 @@ TEST_F(RemoteClusterTest, AskDuringASlotMigrationThenMovedWhenItEnds) {
   }
   EXPECT_EQ(cluster_.node(dst).Command({"EXISTS", part0}), "1");
   const uint64_t before = store.redirects();
-  back = store.GetObject("mig.kv");
+  back = store.GetObject("mig.kv", obj.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, obj);
   EXPECT_EQ(store.redirects(), before + 1);  // one MOVED, then the refreshed map
-  back = store.GetObject("mig.kv");
+  back = store.GetObject("mig.kv", obj.size());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(store.redirects(), before + 1);
 }

@@ -110,18 +110,18 @@ TEST_F(RemoteStoreTest, ObjectsEntriesAndLengthsRoundTrip) {
   has = store.HasObject("abc.kv", obj.size());
   ASSERT_TRUE(has.ok());
   EXPECT_TRUE(*has);
-  auto back = store.GetObject("abc.kv");
+  auto back = store.GetObject("abc.kv", obj.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, obj);
   // Four parts under their own keys.
   EXPECT_EQ(redis_.Command({"EXISTS", RemoteObjectKey(kModel, "abc.kv", 3)}), "1");
   EXPECT_EQ(redis_.Command({"EXISTS", RemoteObjectKey(kModel, "abc.kv", 4)}), "0");
-  auto empty = store.GetObject("none.kv");
+  auto empty = store.GetObject("none.kv", 10);
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.status().code(), StatusCode::kNotFound);
   // A name that could leave the cache directory is never used.
   EXPECT_EQ(store.PutObject("../x.kv", obj).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store.GetObject("a/b").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.GetObject("a/b", 1).status().code(), StatusCode::kInvalidArgument);
 
   const std::string key = Sha1Hex(Sha1Of("ids"));
   RemoteEntryRecord rec{key, 70, {{"abc.kv", obj.size()}}};
@@ -161,24 +161,24 @@ TEST_F(RemoteStoreTest, DamagedForeignAndTruncatedValuesAreNeverReturned) {
   std::string flipped = good;
   flipped[kRemoteFrameBytes + 500] = char(flipped[kRemoteFrameBytes + 500] ^ 1);
   ASSERT_EQ(redis_.Command({"SET", k1, flipped}), "OK");
-  EXPECT_EQ(store.GetObject("o.kv").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(store.GetObject("o.kv", obj.size()).status().code(), StatusCode::kCorrupt);
 
   ASSERT_EQ(redis_.Command({"SET", k1, good.substr(0, good.size() - 10)}), "OK");
-  EXPECT_EQ(store.GetObject("o.kv").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(store.GetObject("o.kv", obj.size()).status().code(), StatusCode::kCorrupt);
 
   ASSERT_EQ(redis_.Command({"SET", k1, FrameRemotePart(kOther, 1, 3, obj.substr(1000, 1000))}),
             "OK");
-  EXPECT_EQ(store.GetObject("o.kv").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.GetObject("o.kv", obj.size()).status().code(), StatusCode::kFailedPrecondition);
 
   ASSERT_EQ(redis_.Command({"SET", k1, "not a flashkv value"}), "OK");
-  EXPECT_EQ(store.GetObject("o.kv").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(store.GetObject("o.kv", obj.size()).status().code(), StatusCode::kCorrupt);
 
   // A part evicted by the store damages the object.
   ASSERT_EQ(redis_.Command({"DEL", k1}), "1");
-  EXPECT_EQ(store.GetObject("o.kv").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(store.GetObject("o.kv", obj.size()).status().code(), StatusCode::kCorrupt);
 
   ASSERT_EQ(redis_.Command({"SET", k1, good}), "OK");
-  auto back = store.GetObject("o.kv");
+  auto back = store.GetObject("o.kv", obj.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, obj);
 
@@ -202,11 +202,11 @@ TEST_F(RemoteStoreTest, UnreachableStoreIsAnIoErrorAndTheConnectionComesBack) {
   RemoteStore store(Options());
   ASSERT_TRUE(store.PutObject("a.kv", "xyz").ok());
   redis_.Stop();
-  EXPECT_EQ(store.GetObject("a.kv").status().code(), StatusCode::kIoError);
+  EXPECT_EQ(store.GetObject("a.kv", 3).status().code(), StatusCode::kIoError);
   EXPECT_EQ(store.Ping().code(), StatusCode::kIoError);
   ASSERT_TRUE(redis_.Start());
   EXPECT_TRUE(store.Ping().ok());
-  EXPECT_EQ(store.GetObject("a.kv").status().code(), StatusCode::kNotFound);  // no persistence
+  EXPECT_EQ(store.GetObject("a.kv", 3).status().code(), StatusCode::kNotFound);  // no persistence
 }
 
 TEST_F(RemoteStoreTest, FullStoreRefusesWritesAsResourceExhausted) {
@@ -225,7 +225,7 @@ TEST_F(RemoteStoreTest, SelectsTheDatabase) {
   ASSERT_TRUE(store.PutObject("d.kv", "abc").ok());
   EXPECT_EQ(redis_.Command({"EXISTS", RemoteObjectKey(kModel, "d.kv", 0)}), "0");  // db 0
   RemoteStore again(o);
-  auto back = again.GetObject("d.kv");
+  auto back = again.GetObject("d.kv", 3);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, "abc");
 }

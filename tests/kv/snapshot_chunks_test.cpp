@@ -413,6 +413,20 @@ TEST_F(ChunkDamageTest, HeaderFlipTruncationAndMissingChunkAreCaught) {
   ExpectCorrupt("names another chunk");
 }
 
+// CRCs detect damage, not forgery: a manifest whose every CRC is valid but whose chunk
+// list names another sequence's (valid) chunk is refused, because the names are a hash
+// chain over the manifest's own ids (issue 34: it was loaded and answered wrong tokens).
+TEST_F(ChunkDamageTest, ManifestNamingAnotherSequencesChunkIsRefused) {
+  KvState other = RandomState(be_, SmallShape(), 40, 12);
+  Saved b = SaveChunked(dir_, other, Tokens(40, 1), &store_);
+  ASSERT_EQ(b.refs.size(), 2u);
+  ASSERT_NE(b.refs[1].name, saved_.refs[1].name);
+  Saved forged = SaveChunked(dir_, *src_, Tokens(40), &store_, "t", {}, "",
+                             [&](std::vector<SnapshotChunkRef>* refs) { (*refs)[1] = b.refs[1]; });
+  ASSERT_EQ(forged.path, saved_.path);
+  ExpectCorrupt("token ids name");
+}
+
 TEST_F(ChunkDamageTest, ManifestDamageIsCaught) {
   auto good = ReadWholeFile(saved_.path);
   ASSERT_TRUE(good.ok());

@@ -120,6 +120,16 @@ std::string Gzip(const std::string& data) {
   return out;
 }
 
+// zlib-wrapped deflate (Content-Encoding: deflate).
+std::string Deflate(const std::string& data) {
+  uLongf n = compressBound(uLong(data.size()));
+  std::string out(n, '\0');
+  compress2(reinterpret_cast<Bytef*>(out.data()), &n, reinterpret_cast<const Bytef*>(data.data()),
+            uLong(data.size()), 6);
+  out.resize(n);
+  return out;
+}
+
 // `n` zero bytes gzipped, without holding them: a bomb of any size in little memory.
 std::string GzipZeros(size_t n) {
   z_stream z{};
@@ -164,6 +174,16 @@ class HttpHardeningTest : public ::testing::Test {
       ++echoed_;
       HttpResponse r;
       r.body = std::to_string(req.body.size()) + ":" + req.body.substr(0, 64);
+      return r;
+    });
+    // Streams 64 KiB chunks until the client is gone (or 1 GiB).
+    server_->Get("/flood", [](const HttpRequest&) {
+      HttpResponse r;
+      r.stream = [](StreamWriter& w) {
+        const std::string chunk(64 << 10, 'f');
+        for (int i = 0; i < 16384 && w.Write(chunk); ++i) {
+        }
+      };
       return r;
     });
     server_->Get("/block", [this](const HttpRequest&) {
@@ -245,6 +265,92 @@ TEST_F(HttpHardeningTest, GzipBodiesAreBoundedAfterDecoding) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(echoed_, before);
+}
+
+// Issue 34: a coding name is case-insensitive (RFC 9110 §8.4.1), a gzip body of several
+// members is all of them (RFC 1952 §2.2), a truncated one is a 400, and a header holding a
+// control byte is refused before the body is read, a chunk size that is not one is a 400.
+TEST_F(HttpHardeningTest, GzipAnyCaseEveryMemberAndNoControlBytesInHeaders) {
+  HttpServerOptions o;
+  o.max_body_bytes = size_t(1) << 20;
+  Start(o);
+  const std::string doc = "{\"x\":\"" + std::string(5000, 'a') + "\"}";
+  for (const char* name : {"GZIP", "Gzip", " gzip ", "DEFLATE"}) {
+    const std::string coded =
+        std::string(name).find_first_of("Dd") != std::string::npos ? Deflate(doc) : Gzip(doc);
+    auto r = client_->Post("/echo", {{"Content-Encoding", name}}, coded, "application/json");
+    ASSERT_TRUE(r) << name;
+    EXPECT_EQ(r->status, 200) << name;
+    EXPECT_EQ(r->body, std::to_string(doc.size()) + ":" + doc.substr(0, 64)) << name;
+  }
+  const std::string a = "{\"x\":\"" + std::string(3000, 'b'), b = std::string(2000, 'c') + "\"}";
+  auto multi =
+      client_->Post("/echo", {{"Content-Encoding", "gzip"}}, Gzip(a) + Gzip(b), "application/json");
+  ASSERT_TRUE(multi);
+  EXPECT_EQ(multi->status, 200);
+  EXPECT_EQ(multi->body, std::to_string(a.size() + b.size()) + ":" + a.substr(0, 64));
+  const std::string whole = Gzip(doc);
+  auto cut = client_->Post("/echo", {{"Content-Encoding", "gzip"}},
+                           whole.substr(0, whole.size() / 2), "application/json");
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->status, 400);
+
+  const int before = echoed_;
+  for (const std::string& bad : {std::string("X-A: a\0b\r\n", 12), std::string("X-A: a\x01b\r\n"),
+                                 std::string("X-A: a\x7f\r\n")}) {
+    RawClient raw = Raw();
+    ASSERT_TRUE(raw.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
+                         "\r\nContent-Type: application/json\r\n" + bad +
+                         "Content-Length: 2\r\n\r\n{}"));
+    EXPECT_EQ(StatusOf(raw.ReadAll()), 400);
+  }
+  EXPECT_EQ(echoed_, before);
+
+  // Chunk sizes that are no size: answered at once, not at the 30 s read timeout.
+  // Well-formed framing with an extension and a blank before a size still reads.
+  for (const std::string bad :
+       {"-5\r\n", "\r\n", "zz\r\n", "fffffffffffffffff\r\n", "5\r\n{}{}{}X\r\n"}) {
+    RawClient raw = Raw();
+    ASSERT_TRUE(
+        raw.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
+                 "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + bad));
+    EXPECT_EQ(StatusOf(raw.ReadAll(seconds(20))), 400) << bad;
+  }
+  RawClient good = Raw();
+  ASSERT_TRUE(good.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +
+                        "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                        "Connection: close\r\n\r\n3;ext=1\r\n{\"a\r\n 5\r\n\":1}\n\r\n0\r\n\r\n"));
+  const std::string answer = good.ReadAll(seconds(20));
+  EXPECT_EQ(StatusOf(answer), 200) << answer;
+  EXPECT_NE(answer.find("8:{\"a\":1}\n"), std::string::npos) << answer;
+}
+
+// Issue 34: clients that ask for a streamed answer and never read it held every slot (an
+// answer in progress was never dropped), so everyone else got 503 until the write timeout.
+// A write waiting on its client now counts as waiting on the client: the gate drops the
+// longest-stalled one for a newcomer.
+TEST_F(HttpHardeningTest, ClientsThatStopReadingDoNotHoldTheSlots) {
+  HttpServerOptions o;
+  o.threads = 2;
+  o.write_timeout_ms = 600000;  // only the gate can free the slots in time
+  Start(o);
+  std::vector<RawClient> readers_that_stop;
+  for (int i = 0; i < 2; ++i) {
+    readers_that_stop.push_back(Raw());
+    ASSERT_TRUE(
+        readers_that_stop.back().Send("GET /flood HTTP/1.1\r\nHost: " + Host() + "\r\n\r\n"));
+  }
+  // Their answers fill the socket buffers at once; /health gets in within 20 s (at once
+  // when the server is right; never before the write timeout when it is not).
+  int status = 0;
+  const Clock::time_point end = Clock::now() + seconds(20);
+  while (Clock::now() < end && status != 200) {
+    std::this_thread::sleep_for(milliseconds(100));
+    RawClient c = Raw();
+    c.Send("GET /health HTTP/1.1\r\nHost: " + Host() + "\r\nConnection: close\r\n\r\n");
+    status = StatusOf(c.ReadAll(seconds(5)));
+  }
+  EXPECT_EQ(status, 200);
 }
 
 TEST_F(HttpHardeningTest, FramingErrorsAreAnsweredWithoutWaitingForABody) {

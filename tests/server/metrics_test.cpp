@@ -322,6 +322,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
   s.remote.errors = 60;
   s.remote.damaged = 61;
   s.remote.foreign = 62;
+  s.remote.unsigned_values = 64;
   s.remote.redirects = 63;
   s.remote.queued = 3;
   s.remote.backoff = true;
@@ -343,6 +344,7 @@ TEST(MetricsTest, RemoteSamplesAndFamiliesOnlyWhenTheSharedTierIsOn) {
            "flashkv_remote_errors_total{kind=\"connection\"} 60\n",
            "flashkv_remote_errors_total{kind=\"damaged\"} 61\n",
            "flashkv_remote_errors_total{kind=\"foreign\"} 62\n",
+           "flashkv_remote_errors_total{kind=\"unsigned\"} 64\n",
            "flashkv_remote_upload_queue 3\n",
            "flashkv_remote_fetches_waiting 2\n",
            "flashkv_remote_backoff{what=\"link\"} 1\n",

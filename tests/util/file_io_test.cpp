@@ -1,5 +1,6 @@
 #include "util/file_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,33 @@ TEST(FileIoTest, WriteReadRenameList) {
   EXPECT_EQ(RemoveFile(final_path, false).code(), StatusCode::kNotFound);
   EXPECT_EQ(File::OpenRead(final_path).status().code(), StatusCode::kNotFound);
   EXPECT_NE(File::OpenRead(final_path).status().message().find(final_path), std::string::npos);
+}
+
+// A FIFO, a directory or a sparse giant in place of a cache file: refused at once, never
+// a blocked open (issue 34: a FIFO chunk held the engine worker for good) or a giant
+// allocation (a sparse 100 GiB chunk aborted `kv verify`).
+TEST(FileIoTest, OpenReadRefusesAnythingButARegularFileWithoutBlocking) {
+  const std::string dir = TempDir();
+  const std::string fifo = JoinPath(dir, "x.kvc");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = File::OpenRead(fifo);  // no writer: a blocking open would never return
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos);
+  EXPECT_EQ(ReadWholeFile(fifo).status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(File::OpenRead(dir).status().code(), StatusCode::kCorrupt);
+
+  const std::string sparse = JoinPath(dir, "big.kvc");
+  {
+    auto w = File::Create(sparse);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Close().ok());
+  }
+  ASSERT_EQ(::truncate(sparse.c_str(), off_t(100) << 30), 0);
+  auto big = ReadWholeFile(sparse, uint64_t(1) << 20);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kCorrupt);
+  ASSERT_TRUE(RemoveFile(sparse).ok());
 }
 
 TEST(FileIoTest, CreateDirectoriesRejectsAFile) {

@@ -64,4 +64,16 @@ run again --kv-disk-dir "$DIR"
 KEY=$(ls "$DIR" | grep -E '^[0-9a-f]{40}\.kv$' | head -1 | cut -c1-8)
 "$FLASHKV" kv rm --dir "$DIR" "$KEY" || fail "kv rm"
 [ -z "$(ls "$DIR" | grep -E '\.kv$' || true)" ] || fail "kv rm should remove the entry"
+# Issue 34: a FIFO or a link under a chunk's or an entry's name is listed as damage (never
+# opened: a FIFO would block), kv verify fails on it and on a directory that is no cache.
+mkdir -p "$DIR/chunks"
+mkfifo "$DIR/chunks/0123456789abcdef0123456789abcdef01234567.kvc"
+ln -s /etc/hostname "$DIR/0123456789abcdef0123456789abcdef01234568.kv"
+timeout 20 "$FLASHKV" kv ls --dir "$DIR" | tee "$WORK/ls-odd.txt"
+grep -q ', 2 damaged,' "$WORK/ls-odd.txt" || fail "kv ls should count the FIFO and the link as damaged"
+if timeout 20 "$FLASHKV" kv verify --dir "$DIR"; then fail "kv verify passed a FIFO chunk"; fi
+rm -f "$DIR/chunks/0123456789abcdef0123456789abcdef01234567.kvc" \
+  "$DIR/0123456789abcdef0123456789abcdef01234568.kv"
+mkdir -p "$WORK/not-a-cache"
+if "$FLASHKV" kv verify --dir "$WORK/not-a-cache"; then fail "kv verify passed a non-cache dir"; fi
 echo "1 passed, 0 failed"
