@@ -1,7 +1,13 @@
 #include "model/expert_cache.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -35,6 +41,28 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
     return InvalidArgument("expert cache: {} slots for {} experts", options.slots, total);
   }
   std::unique_ptr<ExpertCache> c(new ExpertCache(backend, options, L, E));
+  // The device reads the experts through a shared mapping of the file: pinning pages of the
+  // model's private one made the kernel copy them (an 81 GB file in /dev/shm was killed for
+  // memory on a 125 GiB host), and a shared mapping's pages are the page cache's own.
+  // Files without a path (in-memory GGUFs) are read where they are.
+  const uint8_t* host_base = nullptr;
+  if (!file.path().empty()) {
+    const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IoError("cannot open {}: {}", file.path(), std::strerror(errno));
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && uint64_t(st.st_size) == file.file_size()) {
+      p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    }
+    const int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) {
+      return IoError("expert cache: cannot map {} shared: {}", file.path(), std::strerror(err));
+    }
+    c->shared_ = static_cast<const uint8_t*>(p);
+    c->shared_bytes_ = size_t(st.st_size);
+    host_base = c->shared_ + file.data_offset();
+  }
   c->stacks_.resize(size_t(L));
   uint64_t part_bytes[3] = {0, 0, 0};
   const uint8_t* lo = nullptr;
@@ -50,7 +78,7 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
         return Corrupt("expert cache: {} is not the bound {}-expert stack", st.name, E);
       }
       Stack& s = c->stacks_[size_t(l)][size_t(i)];
-      s.host = t->data;
+      s.host = host_base != nullptr ? host_base + t->offset : t->data;
       s.matrix_bytes = st.matrix_bytes();
       part_bytes[i] = std::max(part_bytes[i], s.matrix_bytes);
       lo = lo == nullptr ? s.host : std::min(lo, s.host);
@@ -142,6 +170,7 @@ ExpertCache::~ExpertCache() {
     (void)be_.Synchronize();  // no kernel may still read the mapping
     be_.UnmapHost(mapped_);
   }
+  if (shared_ != nullptr) munmap(const_cast<uint8_t*>(shared_), shared_bytes_);
 }
 
 DevPtr<uint32_t> ExpertCache::counts(int layer) const {

@@ -131,6 +131,9 @@ class ExpertCache {
   int n_layer_;
   int n_expert_;
   const uint8_t* mapped_ = nullptr;  // host range mapped for the device (UnmapHost at the end)
+  // The file again, shared and read-only: the range the device pins (Create says why).
+  const uint8_t* shared_ = nullptr;
+  size_t shared_bytes_ = 0;
   std::vector<std::array<Stack, 3>> stacks_;  // [layer][gate, up, down]
   uint64_t slot_bytes_ = 0;
   DeviceBuffer slots_;

@@ -90,8 +90,8 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
     ASSERT_TRUE(resident.ok()) << resident.status().ToString();
     const std::vector<float> want = RunAll(**resident);
     const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
-    resident->reset();
     const int E = (*resident)->config().n_expert;
+    resident->reset();
     // (slots, experts per staging buffer): in place, then staged through the upload stream
     // (the chunks of 64 rows stage; all of a layer's uncached experts, or 3 and the rest in
     // place).
