@@ -16,6 +16,7 @@
 #include "model/expert_cache_plan.h"
 #include "model/expert_heat.h"
 #include "model/model.h"
+#include "model_run_util.h"
 #include "model_test_util.h"
 
 namespace flashkv {
@@ -132,34 +133,11 @@ constexpr int kCtx = 64;
 constexpr int kPrompt = 24;
 constexpr int kDecode = 24;
 
-std::vector<int32_t> Tokens(int n) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 53 + 7) % 1000);
-  return t;
-}
-
-// Every logit of a chunked prefill and of one-token decode steps after it.
 std::vector<float> RunAll(Model& m) {
-  auto st = m.NewState(kCtx);
-  EXPECT_TRUE(st.ok()) << st.status().ToString();
-  if (!st.ok()) return {};
-  const int V = m.config().n_vocab;
-  const auto tokens = Tokens(kPrompt + kDecode);
-  std::vector<float> out(size_t(kPrompt + kDecode) * size_t(V));
-  Status s = m.Forward(std::span(tokens).first(kPrompt), *st, LogitsFor::kAll, out.data(), 7);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  for (int i = 0; i < kDecode; ++i) {
-    s = m.Forward(std::span(tokens).subspan(size_t(kPrompt + i), 1), *st, LogitsFor::kLast,
-                  out.data() + size_t(kPrompt + i) * size_t(V));
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  return out;
+  return testing::PrefillThenDecodeLogits(m, kCtx, kPrompt, kDecode, 7);
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return !a.empty() && a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::SameBits;
 
 TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
   CpuBackend be(nullptr);
