@@ -296,7 +296,7 @@ TEST_F(HttpHardeningTest, GzipAnyCaseEveryMemberAndNoControlBytesInHeaders) {
   EXPECT_EQ(cut->status, 400);
 
   const int before = echoed_;
-  for (const std::string& bad : {std::string("X-A: a\0b\r\n", 12), std::string("X-A: a\x01b\r\n"),
+  for (const std::string& bad : {std::string("X-A: a\0b\r\n", 10), std::string("X-A: a\x01b\r\n"),
                                  std::string("X-A: a\x7f\r\n")}) {
     RawClient raw = Raw();
     ASSERT_TRUE(raw.Send("POST /echo HTTP/1.1\r\nHost: " + Host() +

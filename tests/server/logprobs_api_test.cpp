@@ -160,7 +160,9 @@ TEST(LogprobsApiTest, ResponsesBodyAndStream) {
     if (item["type"] == "message") message = item;
   }
   ExpectAnswerEntries(message["content"][0]["logprobs"]);
-  for (const Json& item : ResponsesResponse(Ctx("resp_1", false), reply.result)["output"]) {
+  // A local: a range-for over a member of a temporary would read it after it is gone.
+  const Json plain = ResponsesResponse(Ctx("resp_1", false), reply.result);
+  for (const Json& item : plain["output"]) {
     if (item["type"] == "message") {
       EXPECT_FALSE(item["content"][0].contains("logprobs"));
     }
