@@ -70,16 +70,36 @@ Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in) {
   return plan;
 }
 
+namespace {
+
+// 0 gate, 1 up, 2 down for a routed-expert stack's name; -1 for any other tensor.
+int RoutedStack(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  if (name.ends_with(".ffn_gate_exps.weight")) return 0;
+  if (name.ends_with(".ffn_up_exps.weight")) return 1;
+  if (name.ends_with(".ffn_down_exps.weight")) return 2;
+  return -1;
+}
+
+}  // namespace
+
 bool IsRoutedExpertTensor(std::string_view name) {
-  return name.starts_with("blk.") &&
-         (name.ends_with(".ffn_gate_exps.weight") || name.ends_with(".ffn_up_exps.weight") ||
-          name.ends_with(".ffn_down_exps.weight"));
+  return RoutedStack(name) >= 0;
 }
 
 GgufWeightTally TallyGgufWeights(const GgufFile& file) {
   GgufWeightTally t;
   for (const GgufTensorInfo& info : file.tensors()) {
-    (IsRoutedExpertTensor(info.name) ? t.routed_bytes : t.other_bytes) += info.nbytes;
+    const int stack = RoutedStack(info.name);
+    if (stack < 0) {
+      t.other_bytes += info.nbytes;
+      continue;
+    }
+    t.routed_bytes += info.nbytes;
+    if (info.ne.size() >= 3 && info.ne[2] > 0) {
+      uint64_t& most = t.expert_matrix_bytes[stack];
+      most = std::max(most, info.nbytes / info.ne[2]);
+    }
   }
   return t;
 }

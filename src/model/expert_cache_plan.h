@@ -48,6 +48,8 @@ Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in);
 struct GgufWeightTally {
   uint64_t routed_bytes = 0;
   uint64_t other_bytes = 0;
+  // The largest one-expert matrix of the gate, up and down stacks (for ExpertSlotBytes).
+  uint64_t expert_matrix_bytes[3] = {0, 0, 0};
 };
 GgufWeightTally TallyGgufWeights(const GgufFile& file);
 bool IsRoutedExpertTensor(std::string_view name);

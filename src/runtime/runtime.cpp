@@ -29,18 +29,11 @@ Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
   auto config = ModelConfig::FromGguf(file);
   if (!config.ok()) return config.status().WithContext(o.model_path);
   const GgufWeightTally tally = TallyGgufWeights(file);
-  uint64_t part[3] = {0, 0, 0};
-  for (const GgufTensorInfo& t : file.tensors()) {
-    if (!IsRoutedExpertTensor(t.name) || t.ne.size() < 3 || t.ne[2] == 0) continue;
-    const int i = t.name.ends_with("gate_exps.weight") ? 0
-                  : t.name.ends_with("up_exps.weight") ? 1
-                                                       : 2;
-    part[i] = std::max(part[i], t.nbytes / t.ne[2]);
-  }
   ExpertCacheInputs in;
   in.resident_bytes = tally.other_bytes;
   in.routed_bytes = tally.routed_bytes;
-  in.slot_bytes = ExpertSlotBytes(part[0], part[1], part[2]);
+  in.slot_bytes = ExpertSlotBytes(tally.expert_matrix_bytes[0], tally.expert_matrix_bytes[1],
+                                  tally.expert_matrix_bytes[2]);
   in.n_experts_total = int64_t(config->n_layer) * config->n_expert;
   in.force = o.force_expert_cache;
   in.max_slots = o.expert_cache_slots;

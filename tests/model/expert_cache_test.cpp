@@ -194,6 +194,21 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
   }
 }
 
+TEST(ExpertCachePlanTest, TallySplitsTheTinyFileAndSizesOneExpert) {
+  auto file = GgufFile::Open(testing::Ds4TinyPath());
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const GgufWeightTally t = TallyGgufWeights(*file);
+  uint64_t all = 0;
+  for (const GgufTensorInfo& info : file->tensors()) all += info.nbytes;
+  EXPECT_EQ(t.routed_bytes + t.other_bytes, all);
+  const GgufTensorInfo* gate = file->FindTensor("blk.0.ffn_gate_exps.weight");
+  const GgufTensorInfo* down = file->FindTensor("blk.0.ffn_down_exps.weight");
+  ASSERT_TRUE(gate != nullptr && down != nullptr);
+  EXPECT_EQ(t.expert_matrix_bytes[0], gate->nbytes / gate->ne[2]);
+  EXPECT_EQ(t.expert_matrix_bytes[2], down->nbytes / down->ne[2]);
+  EXPECT_GT(t.routed_bytes, 0u);
+}
+
 TEST(ExpertCacheModelTest, SlotsOutsideTheExpertCountAreRefused) {
   CpuBackend be(nullptr);
   ExpertCacheOptions o;
