@@ -5,6 +5,7 @@
 // the session's snapshot to disk; /load NAME brings the text back and the next turn restores
 // its KV from disk instead of prefilling it again. Ctrl+C stops a reply and returns to the
 // prompt; at an empty prompt a second Ctrl+C (or Ctrl+D, /exit) quits.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -52,10 +53,45 @@ struct ChatFlags {
 };
 
 std::atomic<bool> g_stop_reply{false};
+int g_wake_prompt = -1;  // write end of the pipe the prompt's editor polls
 
 void OnChatInterrupt(int) {
   g_stop_reply.store(true);
+  if (g_wake_prompt >= 0) {
+    const char b = 1;
+    [[maybe_unused]] const ssize_t n = write(g_wake_prompt, &b, 1);
+  }
 }
+
+// SIGINT goes to OnChatInterrupt for the whole chat, not only while a reply streams: a
+// Ctrl+C typed in the moment the terminal is out of raw mode (a reply's last bytes, before
+// the prompt's editor takes it) must reach the prompt as a Ctrl+C, not end the process with
+// status 130. SA_RESTART: other reads and writes of the chat go on.
+class ChatInterruptHandler {
+ public:
+  ChatInterruptHandler() {
+    if (pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) == 0) g_wake_prompt = pipe_[1];
+    struct sigaction sa {};
+    sa.sa_handler = OnChatInterrupt;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~ChatInterruptHandler() {
+    sigaction(SIGINT, &previous_, nullptr);
+    g_wake_prompt = -1;
+    if (pipe_[0] >= 0) close(pipe_[0]);
+    if (pipe_[1] >= 0) close(pipe_[1]);
+  }
+  ChatInterruptHandler(const ChatInterruptHandler&) = delete;
+  ChatInterruptHandler& operator=(const ChatInterruptHandler&) = delete;
+
+  int wake_fd() const { return pipe_[0]; }
+
+ private:
+  int pipe_[2] = {-1, -1};
+  struct sigaction previous_ {};
+};
 
 std::string XdgDir(const char* var, const char* fallback, const char* leaf) {
   const char* base = std::getenv(var);
@@ -145,11 +181,6 @@ void ChatSession::Turn(const std::string& text) {
 
   auto handle = std::make_shared<RequestHandle>(std::move(req));
   g_stop_reply = false;
-  struct sigaction sa {};
-  sa.sa_handler = OnChatInterrupt;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction previous {};
-  sigaction(SIGINT, &sa, &previous);
   std::thread worker([&] { engine_.Run(*handle); });
 
   std::optional<Progress> progress;
@@ -203,7 +234,8 @@ void ChatSession::Turn(const std::string& text) {
     }
   }
   worker.join();
-  sigaction(SIGINT, &previous, nullptr);
+  // The Ctrl+C that stopped this reply is spent; one typed after it is the prompt's.
+  if (handle->cancelled()) g_stop_reply = false;
   progress.reset();
   if (in_reasoning && color_) std::fputs("\033[0m", stdout);
   std::fputs("\n", stdout);
@@ -372,6 +404,8 @@ Status RunChat(ChatFlags f) {
   std::error_code ec;
   std::filesystem::create_directories(f.chat_dir, ec);
   LineEditor editor(ec ? "" : f.chat_dir + "/history");
+  ChatInterruptHandler sigint;
+  editor.SetInterrupt(&g_stop_reply, sigint.wake_fd());
   std::printf(
       "flashkv chat: %s on %s, context %d%s. /help lists commands; Ctrl+C stops a "
       "reply, Ctrl+D or /exit quits.\n",

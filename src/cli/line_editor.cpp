@@ -1,5 +1,6 @@
 #include "cli/line_editor.h"
 
+#include <poll.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -34,15 +35,6 @@ class RawMode {
   bool ok_ = false;
 };
 
-bool ReadByte(char* c) {
-  while (true) {
-    const ssize_t n = read(STDIN_FILENO, c, 1);
-    if (n == 1) return true;
-    if (n < 0 && errno == EINTR) continue;
-    return false;
-  }
-}
-
 void Write(const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
@@ -60,6 +52,30 @@ bool IsContinuation(unsigned char c) {
 }
 
 }  // namespace
+
+bool LineEditor::ReadByte(char* c) const {
+  while (true) {
+    if (TakeInterrupt()) {
+      *c = 3;
+      return true;
+    }
+    if (wake_fd_ >= 0) {
+      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int n = poll(fds, 2, -1);
+      if (n < 0 && errno != EINTR) return false;
+      if (n > 0 && (fds[1].revents & POLLIN) != 0) {
+        char drain[64];
+        while (read(wake_fd_, drain, sizeof drain) > 0) {
+        }
+      }
+      if (n <= 0 || fds[0].revents == 0) continue;
+    }
+    const ssize_t n = read(STDIN_FILENO, c, 1);
+    if (n == 1) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
 
 LineEditor::LineEditor(std::string history_file)
     : history_file_(std::move(history_file)),
@@ -85,6 +101,10 @@ void LineEditor::AddHistory(const std::string& line) {
 
 LineEditor::Result LineEditor::ReadLine(const std::string& prompt, std::string* line) {
   line->clear();
+  if (TakeInterrupt()) {
+    Write("^C\r\n");
+    return Result::kInterrupt;
+  }
   if (tty_) return ReadRaw(prompt, line);
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);

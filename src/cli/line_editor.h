@@ -5,6 +5,7 @@
 // and a chat needs only this much. Must not: know the chat (commands, models).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -26,13 +27,26 @@ class LineEditor {
 
   bool interactive() const { return tty_; }
 
+  // A SIGINT handler's flag and the read end of a pipe it writes a byte to: a signal at
+  // the prompt (a Ctrl+C typed in the moment before raw mode, `kill -INT`) reads as a
+  // Ctrl+C typed there, so it is never lost and never ends the process with status 130.
+  void SetInterrupt(std::atomic<bool>* flag, int wake_fd) {
+    interrupt_ = flag;
+    wake_fd_ = wake_fd;
+  }
+
  private:
   Result ReadRaw(const std::string& prompt, std::string* line);
+  // One byte of input; a pending interrupt reads as Ctrl+C (3). False: end of input.
+  bool ReadByte(char* c) const;
+  bool TakeInterrupt() const { return interrupt_ != nullptr && interrupt_->exchange(false); }
   void Redraw(const std::string& prompt, const std::string& buffer, size_t cursor) const;
 
   std::string history_file_;
   std::vector<std::string> history_;
   bool tty_ = false;
+  std::atomic<bool>* interrupt_ = nullptr;
+  int wake_fd_ = -1;
 };
 
 }  // namespace flashkv::cli
