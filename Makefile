@@ -11,7 +11,7 @@ FLASHKV      := $(BUILD)/flashkv
 PREFIX       ?= /usr/local
 
 .PHONY: all deps deps-serve build build-serve tiny run test test-asan fuzz fuzz-deps bench \
-        install format clean cuda-archs
+        install format clean cuda-archs aarch64-check
 
 all: build
 
@@ -110,3 +110,8 @@ cuda-archs: deps
 	cmake -S . -B $(BUILD_ARCHS) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON \
 	  "-DFLASHKV_CUDA_ARCHS=$(CUDA_ARCHS)" $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ARCHS) -j $(JOBS) --target flashkv_backend_cuda
+
+# The host code for aarch64 (GH200, DGX Spark): every translation unit of $(BUILD) but the
+# CUDA kernels, compiled with Debian's cross compiler (also CTest aarch64_host_compiles).
+aarch64-check: build
+	python3 scripts/aarch64-check.py $(BUILD) --jobs $(JOBS)

@@ -83,13 +83,13 @@ stage() {
     cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON -DFLASHKV_NATIVE=OFF \
       -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
   fi
-  ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda ${STAGE_FLASHKV:+flashkv}
+  ninja -C $B -j2 backend_cuda_test flashkv_bench_cuda flashkv_host_link_probe ${STAGE_FLASHKV:+flashkv}
   rm -rf .devcarry
   mkdir -p .devcarry/build-cuda/tests/backend/cuda .devcarry/build-cuda/bench .devcarry/lib
   cp $B/tests/backend/cuda/backend_cuda_test .devcarry/build-cuda/tests/backend/cuda/
-  cp $B/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/
+  cp $B/bench/flashkv_bench_cuda $B/bench/flashkv_host_link_probe .devcarry/build-cuda/bench/
   [[ -z ${STAGE_FLASHKV:-} ]] || cp $B/flashkv .devcarry/build-cuda/
-  strip .devcarry/build-cuda/bench/flashkv_bench_cuda \
+  strip .devcarry/build-cuda/bench/flashkv_bench_cuda .devcarry/build-cuda/bench/flashkv_host_link_probe \
     .devcarry/build-cuda/tests/backend/cuda/backend_cuda_test ${STAGE_FLASHKV:+.devcarry/build-cuda/flashkv}
   # Non-system libraries the binaries link (the CUDA runtime is static).
   for bin in .devcarry/build-cuda/bench/flashkv_bench_cuda \
@@ -619,11 +619,15 @@ PY
     # GGUF of OFFLOAD_LAYERS layers (default 43, ~81 GB) in /dev/shm, then `flashkv bench`
     # once per entry of OFFLOAD_RUNS: "auto" (the budget the device has), a number (GiB,
     # --gpu-memory), "slotsN" (--expert-cache-slots N), "nostage" (auto, prefill reading
-    # uncached experts in place: --expert-stage-rows 0) or "resident" (no flag); each run's
-    # greedy probes (bench's "greedy probe" lines) must equal the first run's. Extra args go to bench.
+    # uncached experts in place: --expert-stage-rows 0), "nogatherN" (decode reading misses in
+    # place: --expert-gather-rows 0, with --gpu-memory N when N is given) or "resident" (no
+    # flag); each run's greedy probes (bench's "greedy probe" lines) must equal the first
+    # run's. Extra args go to bench. The host-link probe (flashkv_host_link_probe) runs first.
     local L=${OFFLOAD_LAYERS:-43} G=/dev/shm/flash-offload.gguf FK=/work/main/build-cuda/flashkv
     df -h /dev/shm | tail -1
     free -g | head -2
+    [[ ! -x /work/main/build-cuda/bench/flashkv_host_link_probe ]] ||
+      /work/main/build-cuda/bench/flashkv_host_link_probe 2>&1 | tee "$OUT/host-link.log"
     [[ -f $G ]] || { /usr/bin/time -f "make-tiny: %e s" "$FK" make-tiny --preset "flash:$L" "$G" \
       > "$OUT/make-tiny.log" 2>&1 || { tail -5 "$OUT/make-tiny.log"; return 1; }; }
     tail -2 "$OUT/make-tiny.log"
@@ -634,6 +638,10 @@ PY
         auto | resident) ;;
         slots*) extra=(--expert-cache-slots "${r#slots}") ;;
         nostage) extra=(--expert-stage-rows 0) ;;
+        nogather*)
+          extra=(--expert-gather-rows 0)
+          [[ -z ${r#nogather} ]] || extra+=(--gpu-memory "${r#nogather}")
+          ;;
         *) extra=(--gpu-memory "$r") ;;
       esac
       "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \

@@ -4,8 +4,9 @@
 #
 #   scripts/deps.sh serve   what building and running `flashkv serve` needs (`make run`)
 #   scripts/deps.sh test    that plus the test rig (`make test`): GoogleTest, Google
-#                           Benchmark, redis-server, Node and the npm clients and coding
-#                           agents the end-to-end tests drive (about 1.4 GB)
+#                           Benchmark, redis-server, the aarch64 cross compiler, Node and
+#                           the npm clients and coding agents the end-to-end tests drive
+#                           (about 1.5 GB)
 #   scripts/deps.sh         the same as `test`, as before the split
 # FLASHKV_DEPS_FUZZ=1 adds clang and its libFuzzer runtime (`make fuzz`); FLASHKV_DEPS_LIST=1
 # prints what the mode would install (Node and the npm trees included) and installs nothing.
@@ -28,8 +29,9 @@ PKGS=(
   libpcre2-dev libssl-dev libcpp-httplib-dev zlib1g-dev libhiredis-dev
 )
 if [[ $MODE == test ]]; then
-  # The remote tier's tests start a real redis-server.
-  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev redis-server redis-tools)
+  # The remote tier's tests start a real redis-server. The cross compiler: the host code's
+  # aarch64 compile check (scripts/aarch64-check.py, CTest aarch64_host_compiles).
+  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev redis-server redis-tools g++-aarch64-linux-gnu)
 fi
 if [[ ${FLASHKV_DEPS_FUZZ:-0} == 1 ]]; then
   PKGS+=(clang libclang-rt-14-dev)

@@ -55,7 +55,7 @@ class Server:
     def __init__(self, opt, extra, name):
         self.log_path = os.path.join(opt.out, f"server-{name}.log")
         args = [opt.flashkv, "serve", "--model", opt.model, "--port", "0", "--ctx", str(opt.ctx),
-                "--backend", opt.backend] + extra
+                "--backend", opt.backend] + opt.serve_flag + extra
         if opt.tokenizer:
             args += ["--tokenizer", opt.tokenizer]
         self.log = open(self.log_path, "ab")
@@ -147,6 +147,9 @@ def main():
     ap.add_argument("--stall-tokens", type=int, default=384)
     ap.add_argument("--save-interval", type=int, default=128)
     ap.add_argument("--ram-mb", default="auto")
+    ap.add_argument("--serve-flag", action="append", default=[],
+                    help="one more argument for every flashkv serve started (repeat: "
+                         "--serve-flag=--gpu-memory --serve-flag=40)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: tiers,identity,stall,exchange")
     ap.add_argument("--exchange-model", default=os.path.join(ROOT, "tests/data/fixtures/ds4-tiny/ds4-tiny.gguf"),

@@ -60,6 +60,10 @@ Status Backend::WaitUpload(uint64_t) {
   return Status::Ok();
 }
 
+bool Backend::GatherExperts(const ExpertGather&, DevPtr<const int32_t>, int) {
+  return false;
+}
+
 void Backend::CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
                           DevPtr<uint32_t> counts) {
   if (n <= 0 || n_expert <= 0) return;

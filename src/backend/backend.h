@@ -215,6 +215,28 @@ struct NormRopeArgs {
   bool f16_round = false;
 };
 
+// Routed experts in host memory (model/expert_cache.h), small steps: after routing, the
+// chosen experts whose gate-table entries point outside [device_lo, device_hi) are copied
+// into `scratch` (slots of slot_bytes, parts at part_offset) and the experts' products read
+// `out_tables`, where those entries point at the copies (the rest as in `tables`). A GPU
+// copies with every SM at about the host link's rate — 50 GB/s on the H100's PCIe Gen5,
+// where the product kernels' own reads across it reach 25 (docs/PERFORMANCE.md "Decode
+// misses gathered"). The same bytes are read: the same bits. More distinct misses than
+// `slots` are read in place.
+struct ExpertGather {
+  DevPtr<const uint8_t* const> tables;  // [3][n_expert] the layer's gate, up, down entries
+  DevPtr<const uint8_t*> out_tables;    // [3][n_expert] rewritten by each gather
+  DevPtr<int32_t> plan;                 // [1 + slots] scratch: how many, then which experts
+  const uint8_t* device_lo = nullptr;   // entries in [device_lo, device_hi) are on the device
+  const uint8_t* device_hi = nullptr;
+  DevPtr<uint8_t> scratch;
+  int slots = 0;
+  int n_expert = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t part_offset[3] = {0, 0, 0};  // gate, up, down within a slot
+  uint64_t part_bytes[3] = {0, 0, 0};   // one expert's matrix of each
+};
+
 // MoeBlock: the FFN after its input (docs/DS4_MODEL.md §5). logits = W_router x; the
 // router's choice (RouterSelect) into selected / weights; routed = the chosen experts
 // (MoeExperts); the shared expert's gate / up / mid; f = routed + W2_s mid; then
@@ -253,6 +275,8 @@ struct MoeBlockArgs {
   DevPtr<const float> comb;  // [n_tokens, n_hc·n_hc]
   HcParams hc{};
   DevPtr<float> out;  // [n_tokens, n_hc·n_embd], must not alias x_hc
+  // Copy the chosen experts from host memory first (GatherExperts); null: read in place.
+  const ExpertGather* gather = nullptr;
 };
 
 // A device range and a host range of the same size (ReadMany / WriteMany).
@@ -444,6 +468,10 @@ class Backend {
   // ops is kept); a GPU backend runs it as a kernel.
   virtual void CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
                            DevPtr<uint32_t> counts);
+  // ExpertGather for the n ids in `selected` (after the router wrote them): true when the
+  // copies and g.out_tables are queued, so the experts' products may read out_tables. The
+  // default returns false: a backend whose memory is the host's reads the experts in place.
+  virtual bool GatherExperts(const ExpertGather& g, DevPtr<const int32_t> selected, int n);
 
   // ---- coarse ops (fusion points) ----------------------------------------------------
   // Each is a fixed chain of the fine ops above. The defaults (backend/coarse_ops.cpp) run

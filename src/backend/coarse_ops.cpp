@@ -38,6 +38,18 @@ void Backend::MoeBlock(const MoeBlockArgs& a) {
   moe.gate = a.gate;
   moe.up = a.up;
   moe.down = a.down;
+  Weight gathered[3];
+  if (a.gather != nullptr && GatherExperts(*a.gather, a.selected, T * a.n_used)) {
+    const Weight* stacks[3] = {a.gate, a.up, a.down};
+    for (int i = 0; i < 3; ++i) {
+      gathered[i] = *stacks[i];
+      gathered[i].experts =
+          DevPtr<const uint8_t* const>(a.gather->out_tables.get() + size_t(i) * a.gather->n_expert);
+    }
+    moe.gate = &gathered[0];
+    moe.up = &gathered[1];
+    moe.down = &gathered[2];
+  }
   moe.out = a.routed;
   moe.n_tokens = T;
   moe.n_used = a.n_used;

@@ -194,13 +194,14 @@ Status RunBench(BenchFlags f) {
                    "bench: expert cache at ctx %lld: %.1f %% of %llu routes hit %lld of %lld "
                    "experts on the device; %.3f GB of experts a decoded token reads from host "
                    "memory at that rate; %llu experts traded (%.2f GB); %.2f GB staged ahead of "
-                   "prefill steps\n",
+                   "prefill steps; %llu steps gathered their misses\n",
                    (long long)row.ctx, 100.0 * rate, (unsigned long long)(hits + misses),
                    (long long)st.slots, (long long)st.experts,
                    (1.0 - rate) * routes_per_token * per_route / 1e9,
                    (unsigned long long)(st.swaps - cache_seen.swaps),
                    double(st.swap_bytes - cache_seen.swap_bytes) / 1e9,
-                   double(st.staged_bytes - cache_seen.staged_bytes) / 1e9);
+                   double(st.staged_bytes - cache_seen.staged_bytes) / 1e9,
+                   (unsigned long long)(st.gather_steps - cache_seen.gather_steps));
       cache_seen = st;
     }
   };

@@ -33,6 +33,7 @@
 #include "kv/disk_cache.h"
 #include "kv/kv_state.h"
 #include "kv/ram_cache.h"
+#include "model/expert_cache.h"
 #include "kv/remote_address.h"
 #include "runtime/runtime.h"
 #include "server/api_server.h"
@@ -247,10 +248,20 @@ Status RunServe(const ServeFlags& f) {
     ram_budget = *ram_flag << 20;
   } else {
     Expected<uint64_t> available = AvailableHostMemory();
+    // Routed experts pinned from a disk file's page cache still count in MemAvailable, but
+    // cannot be given back (util/host_memory.h): the RAM tier sizes itself after them.
+    uint64_t pinned = 0;
+    if (const ExpertCache* cache = rt->model().expert_cache();
+        cache != nullptr && setup.file && !OnMemoryFilesystem(setup.path)) {
+      pinned = cache->stats().host_bytes;
+    }
     if (available.ok()) {
-      ram_budget = DefaultRamBudgetBytes(*available);
-      spdlog::info("kv ram: {} MiB, a quarter of the {} MiB available (--kv-ram-space-mb)",
-                   ram_budget >> 20, *available >> 20);
+      const uint64_t left = *available > pinned ? *available - pinned : 0;
+      ram_budget = DefaultRamBudgetBytes(left);
+      spdlog::info("kv ram: {} MiB, a quarter of the {} MiB available{} (--kv-ram-space-mb)",
+                   ram_budget >> 20, left >> 20,
+                   pinned > 0 ? fmt::format(" after {} MiB of pinned routed experts", pinned >> 20)
+                              : std::string());
     } else {
       spdlog::warn("kv ram: tier off, host memory unknown ({}); set --kv-ram-space-mb",
                    available.status().message());

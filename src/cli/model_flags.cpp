@@ -51,6 +51,11 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
                   "uncached experts to the device ahead of its MoE block; 0: kernels read them "
                   "across PCIe in place")
       ->capture_default_str();
+  cmd->add_option("--expert-gather-rows", flags->expert_gather_rows,
+                  "with experts in host memory: steps of at most N rows copy the experts they "
+                  "chose to the device with every SM before reading them; 0: kernels read them "
+                  "across PCIe in place")
+      ->capture_default_str();
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -148,6 +153,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
     ro.gpu_memory_bytes = uint64_t(gib * double(uint64_t(1) << 30));
   }
   ro.expert_stage_min_rows = flags.expert_stage_rows;
+  ro.expert_gather_max_rows = flags.expert_gather_rows;
   if (flags.expert_cache_slots >= 0) {
     ro.force_expert_cache = true;
     ro.expert_cache_slots = flags.expert_cache_slots;

@@ -35,6 +35,7 @@ struct ModelFlags {
   std::string tokenizer;            // random: sources only (empty: models/tokenizer/tokenizer.json)
   std::string gpu_memory = "auto";  // --gpu-memory: auto (what the device has free) or GiB
   int64_t expert_cache_slots = -1;  // --expert-cache-slots: >= 0 forces the expert cache
+  int expert_gather_rows = 16;      // --expert-gather-rows: decode gather up to this many rows
   int expert_stage_rows = 256;      // --expert-stage-rows: prefill staging from this many rows
 };
 

@@ -65,6 +65,7 @@ struct StepContext {
   ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
   ExpertCache* cache = nullptr;           // set: each MoE block counts its routes for it
   bool staged_experts = false;            // the MoE blocks read cache->StagedStack
+  bool gathered_experts = false;          // the MoE blocks gather (cache->Gather)
 
   ActQuantMode aq() const { return opt.act_quant; }
 };

@@ -144,11 +144,34 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
     FLASHKV_ASSIGN_OR_RETURN(c->staged_tables_, backend.Alloc(size_t(total) * 3 * sizeof(void*)));
     c->upload_ticket_.assign(size_t(L), 0);
     c->stats_.stage_experts = per;
+    // Decode gather: the first staging buffer, idle in steps that do not stage.
+    FLASHKV_ASSIGN_OR_RETURN(c->gather_tables_, backend.Alloc(size_t(E) * 3 * sizeof(void*)));
+    FLASHKV_ASSIGN_OR_RETURN(c->gather_plan_, backend.Alloc(size_t(1 + per) * sizeof(int32_t)));
   }
   FLASHKV_RETURN_IF_ERROR(c->WriteTables());
   const auto* tables = reinterpret_cast<const uint8_t* const*>(c->tables_.as<void>().get());
   const auto* staged = reinterpret_cast<const uint8_t* const*>(c->staged_tables_.as<void>().get());
   c->staged_weights_.resize(size_t(L));
+  if (!c->gather_tables_.empty()) {
+    c->gather_.resize(size_t(L));
+    const uint8_t* lo_slots = c->slots_.empty() ? nullptr : c->SlotAddress(0);
+    for (int l = 0; l < L; ++l) {
+      ExpertGather& g = c->gather_[size_t(l)];
+      g.tables = DevPtr<const uint8_t* const>(tables + size_t(l) * 3 * E);
+      g.out_tables = c->gather_tables_.as<const uint8_t*>();
+      g.plan = c->gather_plan_.as<int32_t>();
+      g.device_lo = lo_slots;
+      g.device_hi = lo_slots == nullptr ? nullptr : c->SlotAddress(options.slots);
+      g.scratch = c->staging_[0].as<uint8_t>();
+      g.slots = int(c->stats_.stage_experts);
+      g.n_expert = E;
+      g.slot_bytes = c->slot_bytes_;
+      for (int i = 0; i < 3; ++i) {
+        g.part_offset[i] = c->stacks_[size_t(l)][size_t(i)].slot_offset;
+        g.part_bytes[i] = c->stacks_[size_t(l)][size_t(i)].matrix_bytes;
+      }
+    }
+  }
   for (int l = 0; l < L; ++l) {
     LayerWeights& w = weights.layers[size_t(l)];
     Weight* ws[3] = {&w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps};

@@ -14,6 +14,9 @@
 // buffers on an upload stream — layer l+2's while layers l+1 and l+2 compute, after layer l's
 // MoE block is done with the buffer — and that layer's MoE block reads a second set of tables
 // that point into the buffer (StagedStack). Same bytes, same kernels: the same logits.
+// Decode gather: a step of at most gather_max_rows rows (not staged) hands its MoE blocks an
+// ExpertGather (backend.h) over the first staging buffer, so the backend copies the chosen
+// uncached experts with every SM at the host link's rate before their products read them.
 // Must not: decide the budget (model/expert_cache_plan.h) or outlive the file's mapping.
 #pragma once
 
@@ -38,6 +41,7 @@ struct ExpertCacheOptions {
   double margin = 1.0;        // routes of heat an admission must win by
   int64_t stage_experts = 0;  // per staging buffer (0: no prefill staging)
   int stage_min_rows = 256;   // steps of at least this many rows stage (<= 0: never)
+  int gather_max_rows = 16;   // steps of at most this many rows gather (needs stage_experts)
 };
 
 struct ExpertCacheStats {
@@ -54,6 +58,7 @@ struct ExpertCacheStats {
   int64_t stage_experts = 0;  // per staging buffer
   uint64_t staged_steps = 0;  // steps that staged their layers' uncached experts
   uint64_t staged_bytes = 0;  // bytes those steps copied
+  uint64_t gather_steps = 0;  // steps whose MoE blocks gathered their uncached experts
 };
 
 class ExpertCache {
@@ -92,6 +97,14 @@ class ExpertCache {
   const Weight& StagedStack(int layer, int i) const {
     return staged_weights_[size_t(layer)][size_t(i)];
   }
+
+  // Decode gather: whether a step of `rows` rows that does not stage gathers; then
+  // BeginGatherStep before its first layer, and Gather(l) for layer l's MoeBlockArgs.
+  bool Gathering(int rows) const {
+    return !staging_[0].empty() && opt_.gather_max_rows > 0 && rows <= opt_.gather_max_rows;
+  }
+  void BeginGatherStep() { ++stats_.gather_steps; }
+  const ExpertGather* Gather(int layer) const { return &gather_[size_t(layer)]; }
 
   ExpertCacheStats stats() const { return stats_; }
   bool cached(int layer, int expert) const {
@@ -145,6 +158,9 @@ class ExpertCache {
   std::vector<std::array<Weight, 3>> staged_weights_;  // the stacks over staged_tables_
   std::vector<std::vector<int>> stage_list_;           // per layer: experts in buffer order
   std::vector<uint64_t> upload_ticket_;                // per layer, within a staged step
+  DeviceBuffer gather_tables_;                         // [3][expert], rewritten per layer
+  DeviceBuffer gather_plan_;
+  std::vector<ExpertGather> gather_;  // per layer
   std::vector<const uint8_t*> table_host_;
   std::vector<int64_t> slot_of_;  // [layer · n_expert + expert] → slot, or -1
   std::vector<ExpertId> holder_;  // slot → expert

@@ -73,6 +73,9 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   // A prefill-sized step copies each layer's uncached experts ahead of its MoE block.
   const bool staged = cache_ && cache_->Staging(rows);
   if (staged) FLASHKV_RETURN_IF_ERROR(cache_->BeginStagedStep());
+  // A decode-sized step copies the experts it chose from host memory inside each MoE block.
+  const bool gathered = cache_ && !staged && cache_->Gathering(rows);
+  if (gathered) cache_->BeginGatherStep();
 
   // Every row's token and its position in its session: the row-wise RoPE of a layer reads
   // the positions, so the rows of all sessions rotate in one call.
@@ -107,6 +110,7 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
   step.experts = experts_.get();
   step.cache = cache_.get();
   step.staged_experts = staged;
+  step.gathered_experts = gathered;
 
   // X = embedding broadcast to n_hc streams
   EmbedRows(step);

@@ -40,6 +40,8 @@ void FfnSublayer(StepContext& s, int l) {
     moe.gate = &s.cache->StagedStack(l, 0);
     moe.up = &s.cache->StagedStack(l, 1);
     moe.down = &s.cache->StagedStack(l, 2);
+  } else if (s.gathered_experts) {
+    moe.gather = s.cache->Gather(l);
   }
   moe.clamp = cfg.swiglu_limit(l);
   moe.routed = a.moe_out;

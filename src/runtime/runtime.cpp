@@ -37,7 +37,8 @@ Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
   in.n_experts_total = int64_t(config->n_layer) * config->n_expert;
   in.force = o.force_expert_cache;
   in.max_slots = o.expert_cache_slots;
-  in.n_layer = o.expert_stage_min_rows > 0 ? config->n_layer : 0;
+  // The staging buffers serve prefill staging and, the first of them, decode gather.
+  in.n_layer = o.expert_stage_min_rows > 0 || o.expert_gather_max_rows > 0 ? config->n_layer : 0;
   in.n_expert = config->n_expert;
   if (device) {
     in.budget_bytes = o.gpu_memory_bytes > 0 ? std::min(o.gpu_memory_bytes, device->free_bytes)
@@ -53,6 +54,7 @@ Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
   cache.slots = plan.slots;
   cache.stage_experts = plan.stage_experts;
   cache.stage_min_rows = o.expert_stage_min_rows;
+  cache.gather_max_rows = o.expert_gather_max_rows;
   return std::optional<ExpertCacheOptions>(cache);
 }
 

@@ -47,6 +47,9 @@ struct RuntimeOptions {
   // Steps of at least this many rows copy each layer's uncached experts ahead of its MoE
   // block (prefill staging, model/expert_cache.h); <= 0: never, kernels read them in place.
   int expert_stage_min_rows = 256;
+  // Steps of at most this many rows copy the experts they chose from host memory with every
+  // SM before reading them (decode gather, model/expert_cache.h); <= 0: read in place.
+  int expert_gather_max_rows = 16;
   // Follows the weights of a GGUF model onto one backend (model_weights.h); not called for
   // random: sources or expert parallel.
   LoadProgressFn load_progress;

@@ -72,6 +72,10 @@ void AppendExpertCacheMetrics(const EngineStats& s, std::string* out) {
   Family(out, "flashkv_expert_cache_staged_bytes_total", "counter",
          "Uncached experts' bytes copied ahead of prefill steps' MoE blocks (prefill staging).")
       .Add(c.staged_bytes);
+  Family(out, "flashkv_expert_cache_gather_steps_total", "counter",
+         "Decode-sized steps whose MoE blocks copied their chosen uncached experts to the "
+         "device before reading them (decode gather).")
+      .Add(c.gather_steps);
 }
 
 void AppendRemoteTierMetrics(const EngineStats& s, std::string* out) {

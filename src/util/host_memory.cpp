@@ -1,5 +1,7 @@
 #include "util/host_memory.h"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -40,6 +42,12 @@ Expected<uint64_t> AvailableHostMemory() {
   std::stringstream text;
   text << in.rdbuf();
   return ParseMemAvailable(text.str());
+}
+
+bool OnMemoryFilesystem(const std::string& path) {
+  struct statfs st {};
+  if (statfs(path.c_str(), &st) != 0) return false;
+  return st.f_type == TMPFS_MAGIC || st.f_type == RAMFS_MAGIC;
 }
 
 }  // namespace flashkv

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "util/status.h"
@@ -19,5 +20,10 @@ uint64_t PhysicalHostMemory();
 Expected<uint64_t> AvailableHostMemory();
 // The same, parsed from the text of a /proc/meminfo (for tests).
 Expected<uint64_t> ParseMemAvailable(std::string_view meminfo);
+
+// Whether `path` lies on a filesystem kept in memory (tmpfs, ramfs: /dev/shm): its pages are
+// shared memory, which MemAvailable already leaves out, where a disk file's cached pages
+// count as available even while pinned (model/expert_cache.h pins the routed experts').
+bool OnMemoryFilesystem(const std::string& path);
 
 }  // namespace flashkv

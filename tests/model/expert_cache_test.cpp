@@ -191,6 +191,9 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
     } else {
       EXPECT_EQ(st.staged_bytes, 0u);
     }
+    // Decode gather rides on the first staging buffer: the decode steps and the prompt's last
+    // chunk of 3 rows (the CPU reads host memory where it is, so only the count shows it).
+    EXPECT_EQ(st.gather_steps, c.stage > 0 ? uint64_t(kDecode + 1) : 0u);
   }
 }
 

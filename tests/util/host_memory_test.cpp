@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 namespace flashkv {
 namespace {
 
@@ -28,6 +31,21 @@ TEST(HostMemoryTest, ThisMachineReportsSomeMemory) {
   auto n = AvailableHostMemory();
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_GT(*n, 0u);
+}
+
+// /proc/mounts names each mount's filesystem: the test's own reading of what statfs should say.
+TEST(HostMemoryTest, KnowsAFileKeptInMemoryFromOneOnDisk) {
+  EXPECT_FALSE(OnMemoryFilesystem("/no/such/path/flashkv"));
+  EXPECT_FALSE(OnMemoryFilesystem("/proc/self"));  // procfs
+  std::ifstream mounts("/proc/mounts");
+  bool shm_is_tmpfs = false;
+  for (std::string dev, dir, type; mounts >> dev >> dir >> type;) {
+    if (dir == "/dev/shm") shm_is_tmpfs = type == "tmpfs";
+    std::string rest;
+    std::getline(mounts, rest);
+  }
+  if (!shm_is_tmpfs) GTEST_SKIP() << "/dev/shm is not a tmpfs mount here";
+  EXPECT_TRUE(OnMemoryFilesystem("/dev/shm"));
 }
 
 }  // namespace

@@ -169,6 +169,17 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     return Unsupported("CUDA device {} is compute capability {}.{}; flashkv needs 7.0 or newer",
                        s->prop.name, s->prop.major, s->prop.minor);
   }
+  int binary_version = 0;
+  int ptx_version = 0;
+  if ((e = cuda::KernelImage(&binary_version, &ptx_version)) != cudaSuccess) {
+    (void)cudaGetLastError();  // the probe's error is not sticky; clear it all the same
+    return Unsupported(
+        "CUDA device {} is sm_{}{}, and this build has no kernels for it (built for "
+        "FLASHKV_CUDA_ARCHS={}): rebuild with `make cuda-archs` or "
+        "-DFLASHKV_CUDA_ARCHS={}{} ({})",
+        s->prop.name, s->prop.major, s->prop.minor, FLASHKV_CUDA_ARCHS_STRING, s->prop.major,
+        s->prop.minor, cudaGetErrorString(e));
+  }
   if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     return CudaStatus("cudaStreamCreate", e);
@@ -195,6 +206,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   } else if (const char* env = std::getenv("FLASHKV_CUDA_PDL")) {
     pdl = std::strcmp(env, "0") != 0;
   }
+  // Programmatic dependent launch is Hopper's (sm_90 and later); below it launches plainly
+  // (pdl_dev.cuh's waits compile to nothing there).
+  pdl = pdl && s->prop.major >= 9;
   s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs, pdl);
   int imma = options.imma;
   if (imma < 0) {
@@ -244,10 +258,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
   spdlog::info(
-      "cuda backend: {} (graphs {}, int8 tensor-core prefill {}, tiled prefill {}, fused {}, "
-      "overlapped launches {})",
-      be->DeviceDescription(), graphs ? "on" : "off",
-      imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
+      "cuda backend: {} (kernels: sm_{} code from compute_{} of FLASHKV_CUDA_ARCHS={}; graphs {}, "
+      "int8 tensor-core prefill {}, tiled prefill {}, fused {}, overlapped launches {})",
+      be->DeviceDescription(), binary_version, ptx_version, FLASHKV_CUDA_ARCHS_STRING,
+      graphs ? "on" : "off", imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
       be->s_->tiled_prefill ? "on" : "off", be->s_->fused ? "on" : "off", pdl ? "on" : "off");
   return be;
 }

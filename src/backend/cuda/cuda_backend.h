@@ -192,6 +192,7 @@ class CudaBackend final : public Backend {
   void MoeExperts(const MoeArgs& a) override;
   void CountRoutes(DevPtr<const int32_t> selected, int n, int n_expert,
                    DevPtr<uint32_t> counts) override;
+  bool GatherExperts(const ExpertGather& g, DevPtr<const int32_t> selected, int n) override;
 
   // Coarse ops: fused kernels when fused() and the shapes fit (fused_ops.cpp), else the
   // Backend defaults over the ops above.

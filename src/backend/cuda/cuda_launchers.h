@@ -14,4 +14,8 @@ namespace flashkv::cuda {
 void LaunchRandomFill(CudaBackend::State& s, uint8_t* dst, DType type, uint64_t ne0, uint64_t rows,
                       uint64_t row_bytes, uint64_t seed, float scale);
 
+// The architecture of the machine code the device runs (binaryVersion: 90 for sm_90) and the
+// PTX version it came from; an error when this build has no code the device can run.
+cudaError_t KernelImage(int* binary_version, int* ptx_version);
+
 }  // namespace flashkv::cuda

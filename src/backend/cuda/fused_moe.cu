@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "backend/cuda/act_quant.cuh"
+#include "backend/cuda/expert_gather.h"
 #include "backend/cuda/fused_launch.h"
 #include "backend/cuda/fused_sync.cuh"
 #include "backend/cuda/hc_dev.cuh"
@@ -349,11 +350,18 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
       break;
   }
 
+  // Experts in host memory: the chosen uncached ones copied to the device first
+  // (expert_gather.cu), read through the rewritten tables.
+  const uint8_t* const* tables[3] = {gate.experts.get(), up.experts.get(), down.experts.get()};
+  if (a.gather != nullptr && LaunchExpertGather(s, *a.gather, a.selected.get(), k)) {
+    for (int m = 0; m < 3; ++m) tables[m] = a.gather->out_tables.get() + size_t(m) * E;
+  }
+
   GateUpArgs2 g{};
   g.gate = gate.data.get();
   g.up = up.data.get();
-  g.gate_experts = gate.experts.get();
-  g.up_experts = up.experts.get();
+  g.gate_experts = tables[0];
+  g.up_experts = tables[1];
   g.row_bytes = gate.row_bytes;
   g.expert_bytes = gate.matrix_bytes();
   g.sh_gate = sg.data.get();
@@ -392,7 +400,7 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
 
   DownArgs dn{};
   dn.down = down.data.get();
-  dn.down_experts = down.experts.get();
+  dn.down_experts = tables[2];
   dn.row_bytes = down.row_bytes;
   dn.expert_bytes = down.matrix_bytes();
   dn.sh_down = sd.data.get();

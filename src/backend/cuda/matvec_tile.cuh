@@ -20,8 +20,16 @@ namespace flashkv::cuda {
 
 inline constexpr int kTileThreads = 256;
 // Blocks per SM the tile kernels' registers leave room for (__launch_bounds__): the loads in
-// flight per SM are these blocks' tiles.
+// flight per SM are these blocks' tiles. 8 where an SM runs 2,048 threads (sm_80, sm_90,
+// sm_100); 6 where it runs 1,536 (sm_86, sm_87, sm_89, sm_120), for which ptxas would ignore
+// 8 with a warning. Only the device pass reads it (CUDA C++ Programming Guide, "Launch
+// Bounds", picks its values per __CUDA_ARCH__ the same way).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || \
+                               __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1200)
+inline constexpr int kTileMinBlocks = 6;
+#else
 inline constexpr int kTileMinBlocks = 8;
+#endif
 // Weight bytes a block aims to hold (all NR weights): enough loads in flight per SM with the
 // blocks that fit beside each other, small enough that short matrices still spread.
 // FLASHKV_CUDA_TILE_BYTES (4096 … kTileMaxBytes) overrides it for measurements; read once.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -92,16 +93,19 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
     const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
     const int E = (*resident)->config().n_expert;
     resident->reset();
-    // (slots, experts per staging buffer): in place, then staged through the upload stream
-    // (the chunks of 64 rows stage; all of a layer's uncached experts, or 3 and the rest in
-    // place).
-    for (auto [slots, stage] : {std::pair<int64_t, int64_t>{0, 0},
-                                {5, 0},
-                                {total / 2, 0},
-                                {total, 0},
-                                {0, E},
-                                {total / 2, E},
-                                {total / 2, 3}}) {
+    // (slots, experts per staging buffer, decode gather rows): in place, then staged through
+    // the upload stream (the chunks of 64 rows stage; all of a layer's uncached experts, or 3
+    // and the rest in place); decode and the 3-row steps gather into the first buffer (every
+    // choice, or 3 and the rest in place), or read in place (0).
+    for (auto [slots, stage, gather] : {std::tuple<int64_t, int64_t, int>{0, 0, 16},
+                                        {5, 0, 16},
+                                        {total / 2, 0, 16},
+                                        {total, 0, 16},
+                                        {0, E, 16},
+                                        {0, E, 0},
+                                        {total / 2, E, 16},
+                                        {total / 2, E, 0},
+                                        {total / 2, 3, 16}}) {
       ExpertCacheOptions c;
       c.slots = slots;
       c.fold_interval = 2;
@@ -109,10 +113,12 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
       c.margin = 0.0;
       c.stage_experts = stage;
       c.stage_min_rows = 64;
+      c.gather_max_rows = gather;
       auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
-      EXPECT_TRUE(Same(RunAll(**m), want)) << slots << " slots, staging " << stage << ", act-quant "
-                                           << ActQuantModeName(o.act_quant);
+      EXPECT_TRUE(Same(RunAll(**m), want))
+          << slots << " slots, staging " << stage << ", gather " << gather << ", act-quant "
+          << ActQuantModeName(o.act_quant);
       ASSERT_TRUE((*m)->expert_cache()->Fold().ok());
       const ExpertCacheStats st = (*m)->expert_cache()->stats();
       EXPECT_GT(st.hits + st.misses, 0u);
@@ -129,6 +135,7 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
         EXPECT_EQ(st.staged_steps, 4u);  // the 300-token prompt's chunks of 64
         EXPECT_GT(st.staged_bytes, 0u);
       }
+      EXPECT_EQ(st.gather_steps > 0, stage > 0 && gather > 0);
     }
   }
 }
