@@ -34,10 +34,10 @@
 #include "batch_micro.h"
 #include "decode_micro.h"
 #include "formats_bench.h"
-#include "kv/kv_state.h"
 #include "matmul_bench.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "state/kv_state.h"
 
 namespace flashkv {
 namespace {

@@ -9,11 +9,11 @@
 #include "cli/gpus_flag.h"
 #include "cli/project_files.h"
 #include "engine/memory_plan.h"
-#include "kv/kv_state.h"
 #include "kv/model_fingerprint.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/random_model.h"
+#include "state/kv_state.h"
 #include "tokenizer/vocab.h"
 
 namespace flashkv::cli {

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "engine/step_planner.h"
-#include "kv/kv_state.h"
 #include "model/model.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv {

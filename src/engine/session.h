@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kv/kv_state.h"
 #include "kv/resume_point.h"
+#include "state/kv_state.h"
 
 namespace flashkv {
 

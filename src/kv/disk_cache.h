@@ -39,11 +39,11 @@
 #include <string_view>
 #include <vector>
 
-#include "kv/kv_state.h"
 #include "kv/resume_point.h"
 #include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
 #include "kv/snapshot_format.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv {

@@ -29,11 +29,11 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
-#include "kv/kv_state.h"
 #include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "kv/resume_point.h"
 #include "kv/snapshot_codec.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv {

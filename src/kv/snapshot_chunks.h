@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kv/kv_state.h"
 #include "kv/snapshot_format.h"
+#include "state/kv_state.h"
 #include "util/file_io.h"
 #include "util/sha1.h"
 #include "util/status.h"

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "kv/kv_state.h"
 #include "kv/snapshot_codec.h"
 #include "kv/snapshot_format.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv::snapshot_detail {

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/kv_state.h"
 #include "kv/snapshot_codec.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "kv/kv_state.h"
 #include "model/activations.h"
 #include "model/model_config.h"
 #include "model/model_options.h"
 #include "model/model_weights.h"
+#include "state/kv_state.h"
 
 namespace flashkv {
 

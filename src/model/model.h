@@ -19,12 +19,12 @@
 
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
-#include "kv/kv_state.h"
 #include "model/activations.h"
 #include "model/expert_cache.h"
 #include "model/model_config.h"
 #include "model/model_options.h"
 #include "model/model_weights.h"
+#include "state/kv_state.h"
 
 namespace flashkv {
 

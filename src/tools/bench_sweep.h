@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/kv_state.h"
+#include "state/kv_state.h"
 #include "util/status.h"
 
 namespace flashkv {

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/kv_state.h"
 #include "kv/snapshot_chunks.h"
+#include "state/kv_state.h"
 
 namespace flashkv::testing {
 

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/kv_state.h"
 #include "model/model.h"
+#include "state/kv_state.h"
 
 namespace flashkv::testing {
 

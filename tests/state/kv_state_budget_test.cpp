@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
-#include "kv/kv_state.h"
+#include "state/kv_state.h"
 
 namespace flashkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "kv/kv_state.h"
+#include "state/kv_state.h"
 
 #include <algorithm>
 #include <limits>

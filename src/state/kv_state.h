@@ -25,7 +25,7 @@
 
 namespace flashkv {
 
-// What a KvState must hold, from the model shape; built by the model (kv/ does not
+// What a KvState must hold, from the model shape; built by the model (state/ does not
 // depend on model/).
 struct KvLayerShape {
   int compress_ratio = 0;  // 0: sliding only

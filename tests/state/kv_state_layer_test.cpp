@@ -2,7 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kv_test_util.h"
+#include "backend/cpu/cpu_backend.h"
+#include "state_test_util.h"
 
 namespace flashkv {
 namespace {
