@@ -55,7 +55,7 @@ struct ServeFlags {
   std::string api_key;
   int max_body_mb = 64;
   int http_threads = 64;
-  int http_client_connections = 0;
+  std::string http_client_connections = "auto";  // auto | 0 (off) | N
   int header_timeout_s = 10;
   std::vector<std::string> allowed_hosts;
   std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
@@ -140,8 +140,12 @@ Status RunServe(const ServeFlags& f) {
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
   if (f.http_threads < 1) return InvalidArgument("--http-threads must be positive");
-  if (f.http_client_connections < 0)
-    return InvalidArgument("--http-client-connections must be 0 (off) or positive");
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<uint64_t> client_connections,
+                           AutoOrNumber("--http-client-connections", f.http_client_connections, 0));
+  if (client_connections && *client_connections > uint64_t(f.http_threads)) {
+    return InvalidArgument("--http-client-connections must be at most --http-threads ({}), got {}",
+                           f.http_threads, *client_connections);
+  }
   if (f.header_timeout_s < 1 || f.header_timeout_s > 3600)
     return InvalidArgument("--http-header-timeout must be 1..3600 seconds");
   // Before the model loads, so the warning is the first thing an operator sees.
@@ -172,7 +176,7 @@ Status RunServe(const ServeFlags& f) {
   ho.api_key = f.api_key;
   ho.max_body_bytes = size_t(f.max_body_mb) << 20;
   ho.threads = f.http_threads;
-  ho.max_client_connections = f.http_client_connections;
+  ho.max_client_connections = client_connections ? int(*client_connections) : -1;
   ho.header_timeout_ms = f.header_timeout_s * 1000;
   ho.allowed_hosts = f.allowed_hosts;
   ho.error_body = &ApiServer::TransportErrorBody;
@@ -369,7 +373,9 @@ void RegisterServe(CLI::App& app) {
                   "on its client is dropped for a newcomer")
       ->capture_default_str();
   cmd->add_option("--http-client-connections", f->http_client_connections,
-                  "connections open at once per client address (0: --http-threads)")
+                  "connections open at once per client address (auto: three quarters of "
+                  "--http-threads, so one address cannot take every slot; 0: no per-address cap, "
+                  "for clients behind one proxy)")
       ->capture_default_str();
   cmd->add_option("--http-header-timeout", f->header_timeout_s,
                   "seconds a request's line and headers may take from their first byte")

@@ -174,9 +174,16 @@ std::string HttpRequest::Header(std::string_view name) const {
 
 struct HttpServer::Impl {
   explicit Impl(HttpServerOptions o)
-      : options(std::move(o)),
-        server(ConnectionLimits{std::max(1, options.threads), options.max_client_connections},
-               Timeouts(options), Refusal(options)) {}
+      : options(std::move(o)), server(Limits(options), Timeouts(options), Refusal(options)) {}
+
+  static ConnectionLimits Limits(const HttpServerOptions& o) {
+    ConnectionLimits l;
+    l.max_connections = std::max(1, o.threads);
+    l.max_client_connections = o.max_client_connections < 0
+                                   ? DefaultClientConnections(l.max_connections)
+                                   : o.max_client_connections;
+    return l;
+  }
 
   static ConnectionTimeouts Timeouts(const HttpServerOptions& o) {
     ConnectionTimeouts t;
