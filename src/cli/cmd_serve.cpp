@@ -54,6 +54,7 @@ struct ServeFlags {
   bool cors = false;
   std::string api_key;
   int max_body_mb = 64;
+  int max_request_cpu_ms = 10000;
   int http_threads = 64;
   std::string http_client_connections = "auto";  // auto | 0 (off) | N
   int header_timeout_s = 10;
@@ -136,6 +137,9 @@ Status RunServe(const ServeFlags& f) {
   if (f.max_batch < 1 || f.max_batch > 4096)
     return InvalidArgument("--max-batch must be 1..4096, got {}", f.max_batch);
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
+  if (f.max_request_cpu_ms < 0) {
+    return InvalidArgument("--max-request-cpu-ms must be 0 (no limit) or positive");
+  }
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
@@ -326,6 +330,7 @@ Status RunServe(const ServeFlags& f) {
   ao.default_max_tokens = f.tokens;
   ao.exact_dsml_replay = !f.disable_exact_dsml;
   ao.keepalive_ms = f.keepalive_ms;
+  ao.max_request_cpu_ms = f.max_request_cpu_ms;
   ApiServer api(scheduler, tokenizer, replay, metrics, ao);
   gate.Open(api);
   loaded = true;
@@ -367,6 +372,10 @@ void RegisterServe(CLI::App& app) {
       ->envname("FLASHKV_API_KEY");
   cmd->add_option("--max-body-mb", f->max_body_mb,
                   "largest request body accepted, MiB (after gzip/deflate/br decoding)")
+      ->capture_default_str();
+  cmd->add_option("--max-request-cpu-ms", f->max_request_cpu_ms,
+                  "CPU time one request may spend on its body before it is queued (JSON parse, "
+                  "checks, rendering, tokenization); past it the request gets 413 (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads,
                   "connections open at once, one thread each; at the cap the one waiting longest "

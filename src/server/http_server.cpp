@@ -205,6 +205,7 @@ struct HttpServer::Impl {
 
   HttpServerOptions options;
   GuardedHttpServer server;
+  std::atomic<bool> stopping{false};  // HttpRequest::server_stopping
   ScreenPolicy screen;
   std::vector<std::string> post_paths;  // as registered ("{param}" for one segment)
   int port = -1;
@@ -246,6 +247,7 @@ struct HttpServer::Impl {
     if (!req.matches.empty() && req.matches.size() > 1) hr.path_param = req.matches[1];
     auto probe = std::make_shared<ConnectionProbe>(req);
     hr.client_connected = [probe] { return probe->Connected(); };
+    hr.server_stopping = &stopping;
     HttpResponse r;
     try {
       r = handler(hr);
@@ -511,6 +513,7 @@ Status HttpServer::Serve() {
 }
 
 void HttpServer::Stop() {
+  impl_->stopping = true;
   if (impl_->server.is_running()) impl_->server.stop();
   // In-flight answers finish; connections waiting on their clients end now.
   impl_->server.ShutdownWaiting();

@@ -15,6 +15,7 @@
 // thread-safe and must not throw (a throw becomes a 500).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +37,9 @@ struct HttpRequest {
   std::string path_param;
   // False once the client has closed its connection (polls the socket; cheap).
   std::function<bool()> client_connected;
+  // True once the server is stopping (Stop(): SIGTERM/SIGINT): a handler doing long work
+  // on the request (parsing a huge body) ends it instead of holding the shutdown.
+  const std::atomic<bool>* server_stopping = nullptr;
 
   // The first value of a header (name in any case), or "".
   std::string Header(std::string_view name) const;
@@ -106,7 +110,8 @@ class HttpServer {
   int port() const;
   // Serves until Stop(); returns after the listener closed.
   Status Serve();
-  // Closes the listener; in-flight requests finish on their threads. Thread-safe.
+  // Closes the listener and sets every request's server_stopping; in-flight requests
+  // finish on their threads. Thread-safe.
   void Stop();
 
  private:
