@@ -72,7 +72,7 @@ test-asan: deps $(BUILD_ASAN)/build.ninja
 # + UBSan, from the seeds flashkv_fuzz writes, FUZZ_SECONDS each (corpora are kept in
 # $(BUILD_FUZZ)/corpus between runs). FUZZ_TARGETS=gguf picks some.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= gguf kv request dsml safetensors
+FUZZ_TARGETS ?= gguf kv request dsml safetensors remote
 $(BUILD_FUZZ)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFLASHKV_FUZZ=ON -DFLASHKV_CUDA=OFF -DFLASHKV_NATIVE=OFF $(CMAKE_FLAGS)

@@ -55,8 +55,9 @@ struct ServeFlags {
   bool cors = false;
   std::string api_key;
   int max_body_mb = 64;
+  int max_request_cpu_ms = 10000;
   int http_threads = 64;
-  int http_client_connections = 0;
+  std::string http_client_connections = "auto";  // auto | 0 (off) | N
   int header_timeout_s = 10;
   std::vector<std::string> allowed_hosts;
   std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
@@ -137,12 +138,19 @@ Status RunServe(const ServeFlags& f) {
   if (f.max_batch < 1 || f.max_batch > 4096)
     return InvalidArgument("--max-batch must be 1..4096, got {}", f.max_batch);
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
+  if (f.max_request_cpu_ms < 0) {
+    return InvalidArgument("--max-request-cpu-ms must be 0 (no limit) or positive");
+  }
   if (f.keepalive_ms < 50 || f.keepalive_ms > 2000)
     return InvalidArgument("--sse-keepalive-ms must be 50..2000, got {}", f.keepalive_ms);
   if (f.port < 0 || f.port > 65535) return InvalidArgument("--port must be 0..65535");
   if (f.http_threads < 1) return InvalidArgument("--http-threads must be positive");
-  if (f.http_client_connections < 0)
-    return InvalidArgument("--http-client-connections must be 0 (off) or positive");
+  FLASHKV_ASSIGN_OR_RETURN(std::optional<uint64_t> client_connections,
+                           AutoOrNumber("--http-client-connections", f.http_client_connections, 0));
+  if (client_connections && *client_connections > uint64_t(f.http_threads)) {
+    return InvalidArgument("--http-client-connections must be at most --http-threads ({}), got {}",
+                           f.http_threads, *client_connections);
+  }
   if (f.header_timeout_s < 1 || f.header_timeout_s > 3600)
     return InvalidArgument("--http-header-timeout must be 1..3600 seconds");
   // Before the model loads, so the warning is the first thing an operator sees.
@@ -173,7 +181,7 @@ Status RunServe(const ServeFlags& f) {
   ho.api_key = f.api_key;
   ho.max_body_bytes = size_t(f.max_body_mb) << 20;
   ho.threads = f.http_threads;
-  ho.max_client_connections = f.http_client_connections;
+  ho.max_client_connections = client_connections ? int(*client_connections) : -1;
   ho.header_timeout_ms = f.header_timeout_s * 1000;
   ho.allowed_hosts = f.allowed_hosts;
   ho.error_body = &ApiServer::TransportErrorBody;
@@ -333,6 +341,7 @@ Status RunServe(const ServeFlags& f) {
   ao.default_max_tokens = f.tokens;
   ao.exact_dsml_replay = !f.disable_exact_dsml;
   ao.keepalive_ms = f.keepalive_ms;
+  ao.max_request_cpu_ms = f.max_request_cpu_ms;
   ApiServer api(scheduler, tokenizer, replay, metrics, ao);
   gate.Open(api);
   loaded = true;
@@ -375,12 +384,18 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-body-mb", f->max_body_mb,
                   "largest request body accepted, MiB (after gzip/deflate/br decoding)")
       ->capture_default_str();
+  cmd->add_option("--max-request-cpu-ms", f->max_request_cpu_ms,
+                  "CPU time one request may spend on its body before it is queued (JSON parse, "
+                  "checks, rendering, tokenization); past it the request gets 413 (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads,
                   "connections open at once, one thread each; at the cap the one waiting longest "
                   "on its client is dropped for a newcomer")
       ->capture_default_str();
   cmd->add_option("--http-client-connections", f->http_client_connections,
-                  "connections open at once per client address (0: --http-threads)")
+                  "connections open at once per client address (auto: three quarters of "
+                  "--http-threads, so one address cannot take every slot; 0: no per-address cap, "
+                  "for clients behind one proxy)")
       ->capture_default_str();
   cmd->add_option("--http-header-timeout", f->header_timeout_s,
                   "seconds a request's line and headers may take from their first byte")

@@ -1,5 +1,7 @@
 #include "kv/disk_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,8 +29,20 @@ double DiskCacheEntry::ValueFor(int64_t now_ms, double half_life_hours, double b
   return (hits + 1.0) * double(n_tokens) / std::max(bytes, 1.0);
 }
 
+namespace {
+
+// The options with the owner every cache file must have settled (the effective uid unless
+// a test names another), for the scan and for every load.
+DiskCacheOptions WithOwner(DiskCacheOptions o) {
+  if (!o.owner_uid) o.owner_uid = uint32_t(::geteuid());
+  o.load.owner_uid = o.owner_uid;
+  return o;
+}
+
+}  // namespace
+
 DiskCache::Impl::Impl(DiskCacheOptions o)
-    : opt_(std::move(o)),
+    : opt_(WithOwner(std::move(o))),
       dir_(opt_.dir, JoinPath(opt_.dir, kQuarantineDirName)),
       index_(opt_.hit_half_life_hours),
       writer_(opt_.dir, opt_.write, opt_.reuse_host_buffer, opt_.max_pending_bytes, WriterHost()) {}
@@ -87,7 +101,7 @@ void DiskCache::Impl::ScanChunks() {
       // The header only: name, size and payload CRC, which a manifest's ref must agree
       // with; a load checks the payload.
       Expected<ChunkHeader> h = [&]() -> Expected<ChunkHeader> {
-        FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
+        FLASHKV_ASSIGN_OR_RETURN(File file, File::OpenRead(path, opt_.owner_uid));
         FLASHKV_ASSIGN_OR_RETURN(ChunkHeader ch, ReadChunkHeader(file));
         if (ch.name != name) return Corrupt("chunk file name does not match its header");
         return ch;
@@ -226,7 +240,7 @@ Status DiskCache::Impl::Scan() {
 }
 
 void DiskCache::Impl::ScanEntry(const std::string& path, const Sha1Digest& key, uint64_t size) {
-  Expected<ScannedSnapshot> scan = ScanEntryFile(path, key);
+  Expected<ScannedSnapshot> scan = ScanEntryFile(path, key, opt_.owner_uid);
   std::lock_guard<std::mutex> lock(mu_);
   if (scan.ok()) {
     // Every chunk it names must be there, of the size it records (a missing one makes it
@@ -528,10 +542,11 @@ DiskCache::~DiskCache() {
 Expected<std::unique_ptr<DiskCache>> DiskCache::Open(const DiskCacheOptions& options) {
   if (options.dir.empty()) return InvalidArgument("kv cache directory is empty");
   if (options.budget_bytes == 0) return InvalidArgument("kv cache budget must be positive");
-  auto impl = std::make_unique<Impl>(options);
+  const DiskCacheOptions settled = WithOwner(options);
+  auto impl = std::make_unique<Impl>(settled);
   Status st = impl->Open();
   if (!st.ok()) return st.WithContext("opening kv cache " + options.dir);
-  return std::unique_ptr<DiskCache>(new DiskCache(std::move(impl), options));
+  return std::unique_ptr<DiskCache>(new DiskCache(std::move(impl), settled));
 }
 
 std::vector<DiskCacheEntry> DiskCache::Candidates(const DiskLookup& lookup) const {
@@ -563,7 +578,7 @@ std::vector<std::string> DiskCache::ReplaySections() const {
   std::vector<std::string> out;
   for (const DiskCacheEntry& e : List()) {
     if (!e.loadable) continue;
-    Expected<File> f = File::OpenRead(e.path);
+    Expected<File> f = File::OpenRead(e.path, options_.owner_uid);
     if (!f.ok()) continue;
     Expected<SnapshotHeader> h = ReadSnapshotHeader(*f);
     if (!h.ok()) continue;

@@ -64,6 +64,10 @@ struct DiskCacheOptions {
   // the copy is the part of a save that blocks decoding.
   bool reuse_host_buffer = true;
   SnapshotLoadOptions load;
+  // The uid every file the cache reads must belong to (File::OpenRead); unset: the
+  // process's effective uid. A file of another owner is damage: not loaded, quarantined,
+  // logged and counted. Tests set another uid to check that without root.
+  std::optional<uint32_t> owner_uid;
   // Tokens per content-addressed chunk of a save (format version 2, kv/snapshot_chunks.h):
   // a save writes only the chunks not already stored plus a manifest. 0, or a size that
   // is not a multiple of every compress ratio of the state's shape: whole-state version-1

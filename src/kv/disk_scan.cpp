@@ -8,8 +8,9 @@
 
 namespace flashkv {
 
-Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key) {
-  auto file = File::OpenRead(path);
+Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key,
+                                        std::optional<uint32_t> owner) {
+  auto file = File::OpenRead(path, owner);
   if (!file.ok()) return file.status();
   Expected<ScannedSnapshot> scan = ScanSnapshotFile(*file);
   if (scan.ok() && TokensKey(scan->tokens) != key) {

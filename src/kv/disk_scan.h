@@ -19,8 +19,10 @@ inline constexpr std::string_view kSnapshotSuffix = ".kv";
 inline constexpr const char* kQuarantineDirName = "quarantine";
 
 // The scanned header of the entry file at `path` whose name says `key`: a file whose token
-// ids do not hash to its name is damaged (renamed or rewritten outside the cache).
-Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key);
+// ids do not hash to its name is damaged (renamed or rewritten outside the cache), and so
+// is one not owned by `owner` when given (File::OpenRead).
+Expected<ScannedSnapshot> ScanEntryFile(const std::string& path, const Sha1Digest& key,
+                                        std::optional<uint32_t> owner = std::nullopt);
 
 // The index record of a scanned file of `size` bytes; loadable when its identity is
 // `identity`.

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -251,6 +252,9 @@ struct SnapshotLoadOptions {
   size_t direct_read_bytes = size_t(1) << 20;
   // n_vocab the caller's logits span must hold; 0: take the file's.
   int64_t expect_vocab = 0;
+  // When set, the file and every chunk it names must be owned by this uid (the disk cache
+  // sets its effective uid: File::OpenRead); kCorrupt otherwise.
+  std::optional<uint32_t> owner_uid;
 };
 
 struct LoadedSnapshot {

@@ -328,7 +328,7 @@ Status LoadChunkedLayers(const std::string& chunk_dir, const SnapshotHeader& h,
   uint64_t header_bytes = 0;
   for (size_t k = 0; k < refs.size(); ++k) {
     const std::string path = JoinPath(chunk_dir, ChunkFileName(refs[k].name));
-    Expected<File> f = File::OpenRead(path);
+    Expected<File> f = File::OpenRead(path, options.owner_uid);
     if (!f.ok()) {
       // A chunk gone makes the manifest unloadable: damage, not a vanished entry.
       return Corrupt("chunk {} ({}) is missing: {}", k, path, f.status().message());
@@ -497,7 +497,7 @@ Expected<LoadedSnapshot> LoadInto(const File& file, const std::string& chunk_dir
 
 Expected<LoadedSnapshot> LoadSnapshot(const std::string& path, const SnapshotIdentity& identity,
                                       KvState& state, const SnapshotLoadOptions& options) {
-  auto file = File::OpenRead(path);
+  auto file = File::OpenRead(path, options.owner_uid);
   if (!file.ok()) return file.status();
   ::posix_fadvise(file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
   auto loaded = LoadInto(*file, ChunkDirForManifest(path), identity, state, options);

@@ -116,10 +116,10 @@ HttpResponse ApiServer::Error(Dialect dialect, const Status& status) const {
   return JsonResponse(code, body);
 }
 
-HttpResponse ApiServer::ContextError(Dialect dialect, int64_t n_prompt) const {
+HttpResponse ApiServer::ContextError(Dialect dialect, int64_t n_prompt, bool at_least) const {
   const std::string message =
-      fmt::format("Prompt has {} tokens, but the configured context size is {} tokens", n_prompt,
-                  options_.ctx_size);
+      fmt::format("Prompt has {}{} tokens, but the configured context size is {} tokens",
+                  at_least ? "at least " : "", n_prompt, options_.ctx_size);
   Json body = ErrorJson(dialect, 400, message);
   Json& err = body["error"];
   if (dialect != Dialect::kAnthropic) {
@@ -133,11 +133,29 @@ HttpResponse ApiServer::ContextError(Dialect dialect, int64_t n_prompt) const {
   return JsonResponse(400, body);
 }
 
+HttpResponse ApiServer::BudgetError(Dialect dialect, const WorkBudget& budget,
+                                    size_t body_bytes) const {
+  if (budget.status().code() == StatusCode::kCancelled) {
+    return JsonResponse(503, ErrorJson(dialect, 503, "server shutting down"));
+  }
+  spdlog::warn("request refused: its {} byte body took more than {} ms of CPU time to read",
+               body_bytes, budget.cpu_limit().count());
+  return JsonResponse(
+      413, ErrorJson(dialect, 413,
+                     fmt::format("the request took more than {} ms of CPU time to read (parse, "
+                                 "render and tokenize); send a smaller one",
+                                 budget.cpu_limit().count())));
+}
+
 bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
                         HttpResponse* error) {
-  Expected<ApiRequest> api = ReadApiRequest(dialect, http.body);
+  // Everything before the request is queued runs on this HTTP thread at a cost the client
+  // chooses: it is held to a CPU budget, and ends at once when the server stops.
+  WorkBudget budget(std::chrono::milliseconds(options_.max_request_cpu_ms), http.server_stopping);
+  Expected<ApiRequest> api = ReadApiRequest(dialect, http.body, &budget);
   if (!api.ok()) {
-    *error = Error(dialect, api.status());
+    *error =
+        budget.ok() ? Error(dialect, api.status()) : BudgetError(dialect, budget, http.body.size());
     return false;
   }
   p->api = std::move(*api);
@@ -156,7 +174,25 @@ bool ApiServer::Prepare(const HttpRequest& http, Dialect dialect, Prepared* p,
     g.output = OutputMode::kChat;
     g.history = a.messages;
   }
-  g.prompt_tokens = tokenizer_.EncodeChatPrompt(g.prompt_text);
+  if (!budget.Check()) {
+    *error = BudgetError(dialect, budget, http.body.size());
+    return false;
+  }
+  // Every token stands for at most max_token_bytes() bytes: a text that long cannot fit,
+  // and is refused before the tokenizer spends seconds and gigabytes on it (a 60 MB word:
+  // 24 s of merges and 2.1 GB).
+  const int64_t at_least = int64_t((g.prompt_text.size() + tokenizer_.max_token_bytes() - 1) /
+                                   tokenizer_.max_token_bytes());
+  if (at_least >= options_.ctx_size) {
+    *error = ContextError(dialect, at_least, /*at_least=*/true);
+    return false;
+  }
+  Expected<std::vector<int32_t>> ids = tokenizer_.EncodeChatPrompt(g.prompt_text, budget);
+  if (!ids.ok()) {
+    *error = BudgetError(dialect, budget, http.body.size());
+    return false;
+  }
+  g.prompt_tokens = std::move(*ids);
   if (int64_t(g.prompt_tokens.size()) >= options_.ctx_size) {
     *error = ContextError(dialect, int64_t(g.prompt_tokens.size()));
     return false;
@@ -313,8 +349,12 @@ HttpResponse ApiServer::Generate(const HttpRequest& http, Dialect dialect) {
 }
 
 HttpResponse ApiServer::CountTokens(const HttpRequest& http) {
-  Expected<Json> body = ParseJsonObject(http.body);
-  if (!body.ok()) return Error(Dialect::kAnthropic, body.status());
+  WorkBudget budget(std::chrono::milliseconds(options_.max_request_cpu_ms), http.server_stopping);
+  Expected<Json> body = ParseJsonObject(http.body, &budget);
+  if (!body.ok()) {
+    return budget.ok() ? Error(Dialect::kAnthropic, body.status())
+                       : BudgetError(Dialect::kAnthropic, budget, http.body.size());
+  }
   Json b = *body;
   if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not required for counting
   Expected<ApiRequest> api = ParseAnthropicRequest(b);
@@ -324,8 +364,10 @@ HttpResponse ApiServer::CountTokens(const HttpRequest& http) {
   PromptOptions po;
   po.thinking = EffectiveThinkingMode(api->thinking, size_t(options_.ctx_size));
   po.tools = api->tools;
-  const size_t n = tokenizer_.EncodeChatPrompt(RenderPrompt(api->messages, po)).size();
-  return JsonResponse(200, Json{{"input_tokens", n}});
+  Expected<std::vector<int32_t>> ids =
+      tokenizer_.EncodeChatPrompt(RenderPrompt(api->messages, po), budget);
+  if (!ids.ok()) return BudgetError(Dialect::kAnthropic, budget, http.body.size());
+  return JsonResponse(200, Json{{"input_tokens", ids->size()}});
 }
 
 Json ApiServer::ModelJson() const {

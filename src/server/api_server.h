@@ -30,6 +30,9 @@ struct ApiServerOptions {
   int64_t default_max_tokens = 393216;  // when the client gives no limit (clamped to the context)
   bool exact_dsml_replay = true;        // render sampled DSML for known tool-call ids
   int keepalive_ms = 1000;              // SSE comment after this long without a write (<= 2 s)
+  // CPU time one request may spend on its body before it is queued (JSON parse, checks,
+  // rendering, tokenization; util/work_budget.h): past it the request is a 413. 0: none.
+  int max_request_cpu_ms = 10000;
 };
 
 class ApiServer;
@@ -70,7 +73,10 @@ class ApiServer {
   // Parse, replay, render and tokenize. False: *error is the response to send.
   bool Prepare(const HttpRequest& http, Dialect dialect, Prepared* out, HttpResponse* error);
   HttpResponse Error(Dialect dialect, const Status& status) const;
-  HttpResponse ContextError(Dialect dialect, int64_t n_prompt) const;
+  // `at_least`: n_prompt is a lower bound (the prompt was refused before tokenizing).
+  HttpResponse ContextError(Dialect dialect, int64_t n_prompt, bool at_least = false) const;
+  // A request whose budget ran out: 413, or 503 when the server is stopping.
+  HttpResponse BudgetError(Dialect dialect, const WorkBudget& budget, size_t body_bytes) const;
   Json ModelJson() const;
 
   Scheduler& scheduler_;

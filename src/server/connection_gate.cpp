@@ -3,9 +3,15 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 namespace flashkv {
+
+int DefaultClientConnections(int max_connections) {
+  if (max_connections <= 1) return 1;
+  return max_connections - std::max(1, max_connections / 4);
+}
 
 ConnectionGate::ConnectionGate(ConnectionLimits limits) : limits_(limits) {}
 
@@ -19,11 +25,25 @@ int ConnectionGate::Counted(const std::string* peer) const {
 
 bool ConnectionGate::MakeRoom(const std::string* peer, int limit) {
   for (int open = Counted(peer); open >= limit; --open) {
+    // For the total cap, the address holding the most connections gives one up: a client
+    // flooding connections then churns through its own, whoever has waited longest.
+    std::map<std::string_view, int> held;
+    if (peer == nullptr) {
+      for (const auto& [id, c] : connections_) {
+        if (!c.dropped) ++held[c.peer];
+      }
+    }
     Connection* victim = nullptr;
+    int victim_held = 0;
     for (auto& [id, c] : connections_) {
       if (c.dropped || !c.Waiting()) continue;
       if (peer != nullptr && c.peer != *peer) continue;
-      if (victim == nullptr || c.WaitingSince() < victim->WaitingSince()) victim = &c;
+      const int h = peer == nullptr ? held[c.peer] : 0;
+      if (victim == nullptr || h > victim_held ||
+          (h == victim_held && c.WaitingSince() < victim->WaitingSince())) {
+        victim = &c;
+        victim_held = h;
+      }
     }
     if (victim == nullptr) return false;
     // Its thread wakes from poll/recv, sees the connection closed and releases it.

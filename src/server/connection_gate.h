@@ -6,7 +6,11 @@
 // answered are never dropped — unless the answer is stalled on a client that stopped
 // reading it (SetStalled: a write waits for the client to take bytes), which is waiting on
 // the client like any other; when only answers in progress fill the cap, the newcomer is
-// refused.
+// refused. Fairness between addresses: one address may hold at most
+// `max_client_connections` (by default three quarters of the cap, so a quarter always stays
+// for the others), and the connection dropped for a newcomer is taken from the address
+// holding the most — a client that floods connections pushes out its own, not the one
+// connection another address is still sending its request on.
 // Must not: read or write sockets (it only shuts down the ones it drops) or know HTTP.
 //
 // Threading: thread-safe. A registered descriptor stays valid until Release (its owner
@@ -24,8 +28,12 @@ namespace flashkv {
 
 struct ConnectionLimits {
   int max_connections = 64;        // open at once
-  int max_client_connections = 0;  // per peer address; 0: max_connections
+  int max_client_connections = 0;  // per peer address; 0: max_connections (no own cap)
 };
+
+// The per-address cap when none is configured: three quarters of `max_connections` (48 of
+// 64), at least one connection kept for other addresses once there are two or more.
+int DefaultClientConnections(int max_connections);
 
 class ConnectionGate {
  public:
@@ -36,9 +44,11 @@ class ConnectionGate {
 
   explicit ConnectionGate(ConnectionLimits limits);
 
-  // Registers connection `fd` from `peer` in phase kIdle. When a cap is reached, the
-  // longest-waiting connection (of the same peer, for the per-client cap) is shut down to
-  // make room; false (not registered) when every connection in the way is kAnswering.
+  // Registers connection `fd` from `peer` in phase kIdle. When a cap is reached, a
+  // connection waiting on its client is shut down to make room: for the per-client cap the
+  // peer's own longest-waiting one, for the total cap the longest-waiting one of the address
+  // holding the most connections. False (not registered) when every connection in the way
+  // is kAnswering.
   bool Admit(int fd, const std::string& peer, uint64_t* id);
   // The connection's phase changed (the wait starts now).
   void SetPhase(uint64_t id, Phase phase);
@@ -67,8 +77,9 @@ class ConnectionGate {
       return phase != Phase::kAnswering ? since : stalled_since;
     }
   };
-  // Shuts down connections waiting on their client, longest first (only those of `peer`
-  // when given), until fewer than `limit` count; false when not enough can go.
+  // Shuts down connections waiting on their client until fewer than `limit` count: with
+  // `peer`, only that peer's, longest-waiting first; without, the longest-waiting of the
+  // address holding the most connections. False when not enough can go.
   bool MakeRoom(const std::string* peer, int limit);
   int Counted(const std::string* peer) const;
 

@@ -174,9 +174,16 @@ std::string HttpRequest::Header(std::string_view name) const {
 
 struct HttpServer::Impl {
   explicit Impl(HttpServerOptions o)
-      : options(std::move(o)),
-        server(ConnectionLimits{std::max(1, options.threads), options.max_client_connections},
-               Timeouts(options), Refusal(options)) {}
+      : options(std::move(o)), server(Limits(options), Timeouts(options), Refusal(options)) {}
+
+  static ConnectionLimits Limits(const HttpServerOptions& o) {
+    ConnectionLimits l;
+    l.max_connections = std::max(1, o.threads);
+    l.max_client_connections = o.max_client_connections < 0
+                                   ? DefaultClientConnections(l.max_connections)
+                                   : o.max_client_connections;
+    return l;
+  }
 
   static ConnectionTimeouts Timeouts(const HttpServerOptions& o) {
     ConnectionTimeouts t;
@@ -198,6 +205,7 @@ struct HttpServer::Impl {
 
   HttpServerOptions options;
   GuardedHttpServer server;
+  std::atomic<bool> stopping{false};  // HttpRequest::server_stopping
   ScreenPolicy screen;
   std::vector<std::string> post_paths;  // as registered ("{param}" for one segment)
   int port = -1;
@@ -239,6 +247,7 @@ struct HttpServer::Impl {
     if (!req.matches.empty() && req.matches.size() > 1) hr.path_param = req.matches[1];
     auto probe = std::make_shared<ConnectionProbe>(req);
     hr.client_connected = [probe] { return probe->Connected(); };
+    hr.server_stopping = &stopping;
     HttpResponse r;
     try {
       r = handler(hr);
@@ -504,6 +513,7 @@ Status HttpServer::Serve() {
 }
 
 void HttpServer::Stop() {
+  impl_->stopping = true;
   if (impl_->server.is_running()) impl_->server.stop();
   // In-flight answers finish; connections waiting on their clients end now.
   impl_->server.ShutdownWaiting();

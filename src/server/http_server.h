@@ -15,6 +15,7 @@
 // thread-safe and must not throw (a throw becomes a 500).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +37,9 @@ struct HttpRequest {
   std::string path_param;
   // False once the client has closed its connection (polls the socket; cheap).
   std::function<bool()> client_connected;
+  // True once the server is stopping (Stop(): SIGTERM/SIGINT): a handler doing long work
+  // on the request (parsing a huge body) ends it instead of holding the shutdown.
+  const std::atomic<bool>* server_stopping = nullptr;
 
   // The first value of a header (name in any case), or "".
   std::string Header(std::string_view name) const;
@@ -67,14 +71,17 @@ struct HttpServerOptions {
   int port = 8000;                           // 0: any free port (see HttpServer::port)
   size_t max_body_bytes = size_t(64) << 20;  // after Content-Encoding is undone
   // Connections open at once, each on its own thread (streams, queued requests, idle
-  // keep-alive ones); at the cap the one waiting longest on its client is dropped for a
-  // newcomer, and when all are being answered the newcomer gets a 503.
+  // keep-alive ones); at the cap the one waiting longest on its client (of the address
+  // holding the most) is dropped for a newcomer, and when all are being answered the
+  // newcomer gets a 503.
   int threads = 64;
-  int max_client_connections = 0;  // per client address; 0: `threads`
-  int header_timeout_ms = 10000;   // from a request's first byte to the end of its headers
-  int idle_timeout_ms = 5000;      // keep-alive wait for the next request
-  int read_timeout_ms = 30000;     // longest wait for more body bytes
-  int write_timeout_ms = 10000;    // longest wait for the client to take bytes
+  // Per client address: -1 three quarters of `threads` (connection_gate.h
+  // DefaultClientConnections), 0 no cap of its own (clients behind one proxy), N at most N.
+  int max_client_connections = -1;
+  int header_timeout_ms = 10000;  // from a request's first byte to the end of its headers
+  int idle_timeout_ms = 5000;     // keep-alive wait for the next request
+  int read_timeout_ms = 30000;    // longest wait for more body bytes
+  int write_timeout_ms = 10000;   // longest wait for the client to take bytes
   bool cors = false;
   std::string api_key;  // non-empty: required as "Authorization: Bearer" or "x-api-key"
   // Without an API key, Host names accepted besides loopback names and the addresses the
@@ -103,7 +110,8 @@ class HttpServer {
   int port() const;
   // Serves until Stop(); returns after the listener closed.
   Status Serve();
-  // Closes the listener; in-flight requests finish on their threads. Thread-safe.
+  // Closes the listener and sets every request's server_stopping; in-flight requests
+  // finish on their threads. Thread-safe.
   void Stop();
 
  private:

@@ -21,7 +21,7 @@ class DomBuilder {
   using string_t = Json::string_t;
   using binary_t = Json::binary_t;
 
-  explicit DomBuilder(size_t max_values) : max_values_(max_values) {}
+  DomBuilder(size_t max_values, WorkBudget* budget) : max_values_(max_values), budget_(budget) {}
 
   bool null() { return Place(Json(nullptr)) != nullptr; }
   bool boolean(bool v) { return Place(Json(v)) != nullptr; }
@@ -58,6 +58,7 @@ class DomBuilder {
   Json& root() { return root_; }
   const std::string& error() const { return error_; }
   bool too_many() const { return too_many_; }
+  bool spent() const { return budget_ != nullptr && !budget_->ok(); }
   JsonBuildWork work() const { return JsonBuildWork{count_, key_steps_}; }
 
  private:
@@ -81,6 +82,7 @@ class DomBuilder {
       too_many_ = true;
       return nullptr;
     }
+    if (budget_ != nullptr && !budget_->Step()) return nullptr;
     if (stack_.empty()) {
       root_ = std::move(v);
       return &root_;
@@ -120,6 +122,7 @@ class DomBuilder {
   }
 
   const size_t max_values_;
+  WorkBudget* const budget_;
   size_t count_ = 0;
   uint64_t key_steps_ = 0;
   bool too_many_ = false;
@@ -130,8 +133,9 @@ class DomBuilder {
 
 }  // namespace
 
-Expected<Json> BuildJson(std::string_view text, size_t max_values, JsonBuildWork* work) {
-  DomBuilder builder(max_values);
+Expected<Json> BuildJson(std::string_view text, size_t max_values, JsonBuildWork* work,
+                         WorkBudget* budget) {
+  DomBuilder builder(max_values, budget);
   bool ok = false;
   try {
     ok = Json::sax_parse(text.begin(), text.end(), &builder);
@@ -142,6 +146,7 @@ Expected<Json> BuildJson(std::string_view text, size_t max_values, JsonBuildWork
   if (builder.too_many()) {
     return InvalidArgument("JSON body holds more than {} values", max_values);
   }
+  if (builder.spent()) return budget->status();
   if (!ok) {
     // "[json.exception.parse_error.101] parse error at line 1, column 2: …": the text after
     // the tag.

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "server/json_util.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
@@ -27,8 +28,9 @@ struct JsonBuildWork {
 };
 
 // `text` as one JSON value; InvalidArgument "invalid JSON body: …" as Json::parse words it,
-// or "JSON body holds more than N values".
+// or "JSON body holds more than N values"; with a `budget` (one step per value), its status
+// once it is spent.
 Expected<Json> BuildJson(std::string_view text, size_t max_values = kMaxJsonValues,
-                         JsonBuildWork* work = nullptr);
+                         JsonBuildWork* work = nullptr, WorkBudget* budget = nullptr);
 
 }  // namespace flashkv

@@ -27,12 +27,12 @@ const char* JsonTypeName(const Json& v) {
   }
 }
 
-Expected<Json> ParseJsonObject(std::string_view body) {
+Expected<Json> ParseJsonObject(std::string_view body, WorkBudget* budget) {
   if (!JsonDepthWithin(body, kMaxJsonDepth)) {
     return InvalidArgument("JSON nesting deeper than {} levels", kMaxJsonDepth);
   }
   // Linear in the body and bounded in values (json_builder.h), not Json::parse.
-  FLASHKV_ASSIGN_OR_RETURN(Json j, BuildJson(body));
+  FLASHKV_ASSIGN_OR_RETURN(Json j, BuildJson(body, kMaxJsonValues, nullptr, budget));
   if (!j.is_object())
     return InvalidArgument("request body must be a JSON object, not {}", JsonTypeName(j));
   return j;

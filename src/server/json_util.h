@@ -12,6 +12,7 @@
 
 #include "util/json_depth.h"
 #include "util/status.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
@@ -21,8 +22,9 @@ using Json = nlohmann::ordered_json;
 // beyond double's range too), "request body must be a JSON object", "JSON nesting deeper
 // than 256 levels" (kMaxJsonDepth), "JSON body holds more than N values"
 // (server/json_builder.h: time linear in the body, memory a bounded multiple of it).
-// Strings must be valid UTF-8 (the parser rejects anything else).
-Expected<Json> ParseJsonObject(std::string_view body);
+// Strings must be valid UTF-8 (the parser rejects anything else). With a `budget`, every
+// value is a step, and a spent budget ends the parse with its status.
+Expected<Json> ParseJsonObject(std::string_view body, WorkBudget* budget = nullptr);
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (generated text may split characters).
 std::string DumpJson(const Json& value);

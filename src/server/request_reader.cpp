@@ -24,8 +24,8 @@ Expected<ApiRequest> ParseDialect(Dialect d, const Json& body) {
 
 }  // namespace
 
-Expected<ApiRequest> ReadApiRequest(Dialect dialect, std::string_view body) {
-  FLASHKV_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
+Expected<ApiRequest> ReadApiRequest(Dialect dialect, std::string_view body, WorkBudget* budget) {
+  FLASHKV_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body, budget));
   FLASHKV_ASSIGN_OR_RETURN(ApiRequest request, ParseDialect(dialect, json));
   FLASHKV_RETURN_IF_ERROR(ValidateRequestSchema(dialect, json));
   return request;

@@ -9,10 +9,13 @@
 
 #include "server/api_request.h"
 #include "util/status.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
-// InvalidArgument / Unsupported (→ 400) naming the field at fault.
-Expected<ApiRequest> ReadApiRequest(Dialect dialect, std::string_view body);
+// InvalidArgument / Unsupported (→ 400) naming the field at fault; with a `budget`, the
+// parse steps it (json_builder.h) and a spent budget is its status.
+Expected<ApiRequest> ReadApiRequest(Dialect dialect, std::string_view body,
+                                    WorkBudget* budget = nullptr);
 
 }  // namespace flashkv

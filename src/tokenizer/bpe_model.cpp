@@ -76,11 +76,9 @@ void BpeModel::Insert(int32_t left, int32_t right, Merge merge) {
   values_[i] = merge;
 }
 
-void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out) const {
-  if (piece.size() > kSmallPiece) {
-    EncodePieceWithHeap(piece, out);
-    return;
-  }
+bool BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out,
+                           WorkBudget* budget) const {
+  if (piece.size() > kSmallPiece) return EncodePieceWithHeap(piece, out, budget);
   int32_t sym[kSmallPiece];
   int32_t rank[kSmallPiece];  // rank of the pair (sym[i], sym[i + 1]); INT_MAX: none
   int32_t merged[kSmallPiece];
@@ -111,9 +109,15 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out) co
     if (best + 1 < n) pair_at(best);
   }
   out->insert(out->end(), sym, sym + n);
+  return budget == nullptr || budget->Step(piece.size());
 }
 
-void BpeModel::EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>* out) const {
+bool BpeModel::EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>* out,
+                                   WorkBudget* budget) const {
+  // A piece of many megabytes (a word without spaces, or text the pre-tokenizer could not
+  // split) costs seconds here: with a budget, every byte and every merge is a step.
+  WorkBudget unlimited;
+  WorkBudget& b = budget != nullptr ? *budget : unlimited;
   // Symbols form a linked list over their original positions; a merged symbol keeps the
   // left position and the right one is marked dead (len 0), as in HF's Word::merge_all.
   struct Symbol {
@@ -129,7 +133,7 @@ void BpeModel::EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>*
     auto i = static_cast<int32_t>(syms.size());
     syms.push_back(Symbol{id, i - 1, i + 1, true});
   }
-  if (syms.empty()) return;
+  if (syms.empty()) return true;
   syms.back().next = -1;
 
   struct Candidate {
@@ -148,9 +152,13 @@ void BpeModel::EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>*
       queue.push(Candidate{mg->rank, pos, mg->new_id});
     }
   };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) push_pair(i);
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) {
+    push_pair(i);
+    if (!b.Step()) return false;
+  }
 
   while (!queue.empty()) {
+    if (!b.Step()) return false;
     Candidate top = queue.top();
     queue.pop();
     Symbol& left = syms[top.pos];
@@ -167,6 +175,7 @@ void BpeModel::EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>*
     push_pair(top.pos);
   }
   for (int32_t i = 0; i >= 0; i = syms[i].next) out->push_back(syms[i].id);
+  return true;
 }
 
 }  // namespace flashkv

@@ -10,6 +10,7 @@
 
 #include "tokenizer/vocab.h"
 #include "util/status.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
@@ -20,12 +21,16 @@ class BpeModel {
   static Expected<BpeModel> FromVocab(const Vocab& vocab);
 
   // Appends the token ids of `piece` (raw bytes) to `out`. Bytes without a token (only in
-  // a broken vocabulary) are dropped, as HF does without an unk token.
-  void EncodePiece(std::string_view piece, std::vector<int32_t>* out) const;
+  // a broken vocabulary) are dropped, as HF does without an unk token. With a `budget`
+  // the merge loop of a long piece steps it (one step per byte and per merge): false,
+  // with `out` holding a partial result, once it is spent.
+  bool EncodePiece(std::string_view piece, std::vector<int32_t>* out,
+                   WorkBudget* budget = nullptr) const;
 
   // The heap-based merge loop that EncodePiece uses for long pieces; public so a test can
   // check it against the short-piece loop on every input.
-  void EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>* out) const;
+  bool EncodePieceWithHeap(std::string_view piece, std::vector<int32_t>* out,
+                           WorkBudget* budget = nullptr) const;
 
   size_t merge_count() const { return merge_count_; }
   size_t skipped_merges() const { return skipped_merges_; }

@@ -25,9 +25,10 @@ struct PreTokenizer::Impl {
     for (Pattern& p : stages) pcre2_code_free(p.code);
   }
 
-  // Splits `piece` with stage `s` ("Isolated") and hands each part to stage s + 1.
-  void SplitStage(int s, std::string_view piece, pcre2_match_data* md,
-                  std::vector<std::string_view>* out) const;
+  // Splits `piece` with stage `s` ("Isolated") and hands each part to stage s + 1; false
+  // once `budget` is spent (one step per match).
+  bool SplitStage(int s, std::string_view piece, pcre2_match_data* md,
+                  std::vector<std::string_view>* out, WorkBudget& budget) const;
 };
 
 namespace {
@@ -51,17 +52,18 @@ Expected<Pattern> Compile(const char* pattern) {
 
 }  // namespace
 
-void PreTokenizer::Impl::SplitStage(int s, std::string_view piece, pcre2_match_data* md,
-                                    std::vector<std::string_view>* out) const {
+bool PreTokenizer::Impl::SplitStage(int s, std::string_view piece, pcre2_match_data* md,
+                                    std::vector<std::string_view>* out, WorkBudget& budget) const {
   if (s == 3) {
     out->push_back(piece);
-    return;
+    return true;
   }
   const Pattern& pat = stages[s];
   auto subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   size_t pos = 0;
   size_t last = 0;
   while (pos < piece.size()) {
+    if (!budget.Step()) return false;
     int rc = pat.jit ? pcre2_jit_match(pat.code, subject, piece.size(), pos, 0, md, nullptr)
                      : PCRE2_ERROR_JIT_BADOPTION;
     if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
@@ -78,9 +80,11 @@ void PreTokenizer::Impl::SplitStage(int s, std::string_view piece, pcre2_match_d
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t start = ov[0];
     size_t end = ov[1];
-    if (start > last) SplitStage(s + 1, piece.substr(last, start - last), md, out);
+    if (start > last && !SplitStage(s + 1, piece.substr(last, start - last), md, out, budget)) {
+      return false;
+    }
     if (end > start) {
-      SplitStage(s + 1, piece.substr(start, end - start), md, out);
+      if (!SplitStage(s + 1, piece.substr(start, end - start), md, out, budget)) return false;
       last = end;
       pos = end;
     } else {
@@ -89,7 +93,8 @@ void PreTokenizer::Impl::SplitStage(int s, std::string_view piece, pcre2_match_d
       pos += n ? n : 1;
     }
   }
-  if (last < piece.size()) SplitStage(s + 1, piece.substr(last), md, out);
+  if (last < piece.size()) return SplitStage(s + 1, piece.substr(last), md, out, budget);
+  return true;
 }
 
 Expected<PreTokenizer> PreTokenizer::Create() {
@@ -106,24 +111,30 @@ PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
-void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* pieces) const {
+bool PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* pieces,
+                         WorkBudget* budget) const {
+  WorkBudget unlimited;
+  WorkBudget& b = budget != nullptr ? *budget : unlimited;
   // One match block sized for the largest pattern serves all three stages (the stages
   // run nested, but each match's offsets are consumed before the next match call).
   pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
+  bool ok = true;
   size_t i = 0;
-  while (i < text.size()) {
+  while (ok && i < text.size()) {
     size_t valid = utf8::ValidPrefixLength(text.substr(i));
     if (valid > 0) {
-      impl_->SplitStage(0, text.substr(i, valid), md, pieces);
+      ok = impl_->SplitStage(0, text.substr(i, valid), md, pieces, b);
       i += valid;
       continue;
     }
     size_t j = i + 1;  // a maximal run of bytes that start no valid character
     while (j < text.size() && utf8::ValidSequenceLength(text.substr(j)) == 0) ++j;
     pieces->push_back(text.substr(i, j - i));
+    ok = b.Step(j - i);
     i = j;
   }
   pcre2_match_data_free(md);
+  return ok;
 }
 
 }  // namespace flashkv

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
@@ -37,8 +38,10 @@ class PreTokenizer {
   ~PreTokenizer();
 
   // Appends the pieces of `text` (views into it, in order, covering it exactly) to
-  // `pieces`. Thread-safe: compiled patterns are shared, match state is per call.
-  void Split(std::string_view text, std::vector<std::string_view>* pieces) const;
+  // `pieces`. Thread-safe: compiled patterns are shared, match state is per call. With a
+  // `budget`, every match is a step: false, with `pieces` partial, once it is spent.
+  bool Split(std::string_view text, std::vector<std::string_view>* pieces,
+             WorkBudget* budget = nullptr) const;
 
  private:
   struct Impl;

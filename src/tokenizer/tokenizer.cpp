@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "tokenizer/byte_level.h"
@@ -53,6 +55,7 @@ Expected<Tokenizer> Tokenizer::FromVocab(const Vocab& vocab) {
       byte_level::Decode(piece, &t.bytes_[i]);
     }
   }
+  for (const std::string& b : t.bytes_) t.max_token_bytes_ = std::max(t.max_token_bytes_, b.size());
   for (const char* marker : kChatMarkerTexts) {
     int32_t id = t.FindToken(marker);
     if (id >= 0 && IsAdded(t.types_[id])) t.chat_markers_.Add(marker, id);
@@ -65,20 +68,23 @@ Expected<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
   return FromVocab(vocab);
 }
 
-void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out) const {
+bool Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out,
+                               WorkBudget* budget) const {
   std::vector<std::string_view> pieces;
   pieces.reserve(text.size() / 4 + 1);
-  pre_.Split(text, &pieces);
+  if (!pre_.Split(text, &pieces, budget)) return false;
   if (text.size() < kCacheMinText) {
-    for (std::string_view p : pieces) bpe_.EncodePiece(p, out);
-    return;
+    for (std::string_view p : pieces) {
+      if (!bpe_.EncodePiece(p, out, budget)) return false;
+    }
+    return true;
   }
   // piece → [begin, end) of its ids inside *out (the first time it was encoded).
   std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
   cache.reserve(pieces.size() / 8 + 16);
   for (std::string_view p : pieces) {
     if (p.size() > kCacheMaxPiece) {
-      bpe_.EncodePiece(p, out);
+      if (!bpe_.EncodePiece(p, out, budget)) return false;
       continue;
     }
     auto [it, inserted] = cache.try_emplace(p, 0u, 0u);
@@ -87,12 +93,14 @@ void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* out)
         int32_t id = (*out)[k];  // copy first: push_back may reallocate
         out->push_back(id);
       }
+      if (budget != nullptr && !budget->Step()) return false;
       continue;
     }
     auto begin = static_cast<uint32_t>(out->size());
-    bpe_.EncodePiece(p, out);
+    if (!bpe_.EncodePiece(p, out, budget)) return false;
     it->second = {begin, static_cast<uint32_t>(out->size())};
   }
+  return true;
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool allow_specials) const {
@@ -102,26 +110,36 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool allow_special
     EncodeOrdinary(text, &ids);
     return ids;
   }
-  return EncodeWith(specials_, text);
+  std::vector<int32_t> ids;
+  EncodeWith(specials_, text, &ids);
+  return ids;
 }
 
 std::vector<int32_t> Tokenizer::EncodeChatPrompt(std::string_view text) const {
-  return EncodeWith(chat_markers_, text);
+  std::vector<int32_t> ids;
+  EncodeWith(chat_markers_, text, &ids);
+  return ids;
 }
 
-std::vector<int32_t> Tokenizer::EncodeWith(const SpecialMatcher& specials,
-                                           std::string_view text) const {
+Expected<std::vector<int32_t>> Tokenizer::EncodeChatPrompt(std::string_view text,
+                                                           WorkBudget& budget) const {
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
+  if (!EncodeWith(chat_markers_, text, &ids, &budget)) return budget.status();
+  return ids;
+}
+
+bool Tokenizer::EncodeWith(const SpecialMatcher& specials, std::string_view text,
+                           std::vector<int32_t>* ids, WorkBudget* budget) const {
+  ids->reserve(text.size() / 3 + 4);
   size_t pos = 0;
   while (pos < text.size()) {
     SpecialMatcher::Match m = specials.FindNext(text, pos);
-    if (m.pos > pos) EncodeOrdinary(text.substr(pos, m.pos - pos), &ids);
+    if (m.pos > pos && !EncodeOrdinary(text.substr(pos, m.pos - pos), ids, budget)) return false;
     if (m.len == 0) break;
-    ids.push_back(m.id);
+    ids->push_back(m.id);
     pos = m.pos + m.len;
   }
-  return ids;
+  return true;
 }
 
 Expected<std::string> Tokenizer::Decode(std::span<const int32_t> ids) const {

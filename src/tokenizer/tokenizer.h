@@ -26,6 +26,7 @@
 #include "tokenizer/special_matcher.h"
 #include "tokenizer/vocab.h"
 #include "util/status.h"
+#include "util/work_budget.h"
 
 namespace flashkv {
 
@@ -47,6 +48,14 @@ class Tokenizer {
   // special ids; V3 leftovers such as "<｜tool▁calls▁begin｜>" inside user text stay
   // ordinary text, as in ds4.
   std::vector<int32_t> EncodeChatPrompt(std::string_view text) const;
+  // The same under a budget (a request's, util/work_budget.h): every pre-tokenizer match,
+  // piece byte and merge is a step, and once the budget is spent the encoding stops with
+  // its status (kResourceExhausted, or kCancelled when its stop flag was set).
+  Expected<std::vector<int32_t>> EncodeChatPrompt(std::string_view text, WorkBudget& budget) const;
+
+  // The most bytes one token stands for. Since Decode(Encode(x)) == x, a text of n bytes
+  // is at least ceil(n / max_token_bytes()) tokens: a bound known before encoding it.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
   // The exact bytes of the ids concatenated (not necessarily valid UTF-8 when a character
   // is split across a cut). OutOfRange for an id outside the vocabulary.
@@ -67,9 +76,12 @@ class Tokenizer {
 
  private:
   Tokenizer(BpeModel bpe, PreTokenizer pre) : bpe_(std::move(bpe)), pre_(std::move(pre)) {}
-  // Encodes text that contains no special token to recognise.
-  void EncodeOrdinary(std::string_view text, std::vector<int32_t>* out) const;
-  std::vector<int32_t> EncodeWith(const SpecialMatcher& specials, std::string_view text) const;
+  // Encodes text that contains no special token to recognise; false once `budget` (when
+  // given) is spent.
+  bool EncodeOrdinary(std::string_view text, std::vector<int32_t>* out,
+                      WorkBudget* budget = nullptr) const;
+  bool EncodeWith(const SpecialMatcher& specials, std::string_view text, std::vector<int32_t>* ids,
+                  WorkBudget* budget = nullptr) const;
 
   BpeModel bpe_;
   PreTokenizer pre_;
@@ -81,6 +93,7 @@ class Tokenizer {
   std::unordered_map<std::string_view, int32_t> id_of_piece_;  // views into pieces_
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
+  size_t max_token_bytes_ = 1;
 };
 
 }  // namespace flashkv

@@ -50,13 +50,17 @@ File& File::operator=(File&& other) noexcept {
   return *this;
 }
 
-Expected<File> File::OpenRead(const std::string& path) {
+Expected<File> File::OpenRead(const std::string& path, std::optional<uint32_t> owner) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(errno, "opening", path);
   File f(fd, path);
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
   if (!S_ISREG(st.st_mode)) return Corrupt("{} is not a regular file", path);
+  // Checked on the open descriptor, so a file swapped after the check is not the one read.
+  if (owner && st.st_uid != *owner) {
+    return Corrupt("{} is owned by uid {}, not by this process's uid {}", path, st.st_uid, *owner);
+  }
   // Regular files ignore O_NONBLOCK; cleared anyway so that reads mean what they say.
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,12 @@ class File {
   // Regular files only, opened so that the open itself cannot block: O_NONBLOCK (a FIFO
   // put in place of a cache file would otherwise hold the opener until a writer comes),
   // then fstat must say a regular file — anything else (FIFO, device, directory, socket)
-  // is kCorrupt "not a regular file", which the disk cache treats like damage.
-  static Expected<File> OpenRead(const std::string& path);
+  // is kCorrupt "not a regular file", which the disk cache treats like damage. With
+  // `owner`, the file must also belong to that uid (the cache passes its effective uid): a
+  // file someone else owns — put there by another user, or restored as root — may have
+  // been written by anyone, so it is kCorrupt "owned by uid N" like any other damage.
+  static Expected<File> OpenRead(const std::string& path,
+                                 std::optional<uint32_t> owner = std::nullopt);
   // Creates or truncates, mode 0600; fails if `exclusive` and the file exists.
   static Expected<File> Create(const std::string& path, bool exclusive = false);
   // Opens an existing file for positioned reads and writes (header patches).

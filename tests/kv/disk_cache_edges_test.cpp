@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -139,6 +141,81 @@ TEST_F(DiskCacheEdgesTest, NonFilesAtEntryNamesAreLoggedOnceAndMovedAside) {
   auto target = ReadWholeFile(outside);
   ASSERT_TRUE(target.ok());
   EXPECT_EQ(*target, "not a snapshot");
+}
+
+// Issue 34: every file the cache reads must be owned by the cache's uid (its effective uid
+// by default). Through the seam (DiskCacheOptions::owner_uid), so that it runs without
+// root: a cache told that its uid is another one finds every file foreign — a manifest at
+// the scan, a chunk at a load — and loads none, quarantines them, logs and counts them.
+TEST_F(DiskCacheEdgesTest, FilesOwnedByAnotherUidAreNotLoaded) {
+  DiskCacheOptions o = Options();
+  o.chunk_tokens = 16;  // a multiple of SmallShape's ratios: 40 ids are 2 chunks + a manifest
+  {
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_TRUE(Save(**cache, 40, 1).ok());
+    ASSERT_TRUE(Save(**cache, 12, 2).ok());
+    EXPECT_TRUE(Loads(**cache, 40, 1));
+    EXPECT_TRUE(Loads(**cache, 12, 2));
+  }
+  LogCapture log;
+  o.owner_uid = uint32_t(::geteuid()) + 1;
+  auto other = DiskCache::Open(o);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_FALSE(Loads(**other, 40, 1));
+  EXPECT_FALSE(Loads(**other, 12, 2));
+  EXPECT_TRUE((*other)->List().empty());
+  EXPECT_GE((*other)->stats().quarantined, 2u);
+  EXPECT_GE(log.Count("is owned by uid " + std::to_string(::geteuid())), 2) << log.text();
+  EXPECT_FALSE(Exists(EntryPath(40, 1)));  // moved to quarantine/
+}
+
+// The same with a file really owned by someone else, put in place while the cache runs:
+// needs a chown to another uid (root outside a user namespace that lacks the uid).
+TEST_F(DiskCacheEdgesTest, AFileChownedToAnotherUserWhileRunningIsNotLoaded) {
+  constexpr uid_t kOther = 4242;
+  {
+    const std::string probe = JoinPath(dir_, "chown-probe");
+    ASSERT_TRUE(File::Create(probe).ok());
+    const int rc = ::lchown(probe.c_str(), kOther, kOther);
+    const int err = errno;
+    ASSERT_TRUE(RemoveFile(probe).ok());
+    if (rc != 0) {
+      GTEST_SKIP() << "cannot chown a file to uid " << kOther << " here (" << std::strerror(err)
+                   << "); FilesOwnedByAnotherUidAreNotLoaded covers the check through "
+                      "DiskCacheOptions::owner_uid";
+    }
+  }
+  DiskCacheOptions o = Options();
+  o.chunk_tokens = 16;
+  LogCapture log;
+  auto cache = DiskCache::Open(o);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  ASSERT_TRUE(Save(**cache, 40, 1).ok());
+  ASSERT_TRUE(Save(**cache, 44, 3).ok());
+  ASSERT_TRUE(Save(**cache, 12, 2).ok());
+  // A manifest, and one chunk of another entry.
+  ASSERT_EQ(::lchown(EntryPath(40, 1).c_str(), kOther, kOther), 0);
+  EXPECT_FALSE(Loads(**cache, 40, 1));
+  EXPECT_TRUE(Loads(**cache, 12, 2));
+  EXPECT_EQ(log.Count("is owned by uid 4242"), 1) << log.text();
+  EXPECT_EQ((*cache)->stats().quarantined, 1u);
+  // A chunk: the entry of 44 ids names two (those of the quarantined manifest are gone).
+  auto files = ListDirectory(JoinPath(dir_, "chunks"));
+  ASSERT_TRUE(files.ok());
+  ASSERT_FALSE(files->empty());
+  for (const DirEntry& f : *files) {
+    ASSERT_EQ(::lchown(JoinPath(JoinPath(dir_, "chunks"), f.name).c_str(), kOther, kOther), 0);
+  }
+  EXPECT_FALSE(Loads(**cache, 44, 3));
+  EXPECT_EQ(log.Count("is owned by uid 4242"), 2) << log.text();
+  // At the next start the scan refuses it too (the quarantined ones are not rescanned).
+  cache->reset();
+  ASSERT_EQ(::lchown(EntryPath(12, 2).c_str(), kOther, kOther), 0);
+  auto again = DiskCache::Open(o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(Loads(**again, 12, 2));
+  EXPECT_GE(log.Count("is owned by uid 4242"), 3) << log.text();
 }
 
 TEST_F(DiskCacheEdgesTest, ADirectoryAppearingAtAnEntryNameDoesNotBreakItsSave) {

@@ -1,8 +1,11 @@
-// A fault-injecting RESP server for the remote tier's tests: it listens on a loopback port
-// and answers every command it receives in one hostile way — trickling a reply one byte at
-// a time, an endless status line, a truncated reply, WRONGTYPE, an array announcing 2^31
-// elements, or bytes that are not RESP. It serves one connection at a time and stops (every
-// connection closed) when destroyed; nothing it sends depends on what was asked.
+// Fault-injecting RESP servers for the remote tier's tests, on loopback ports.
+// FakeRespServer answers every command it receives in one hostile way — trickling a reply
+// one byte at a time, an endless status line, a truncated reply, WRONGTYPE, an array
+// announcing 2^31 elements, or bytes that are not RESP. It serves one connection at a time
+// and stops (every connection closed) when destroyed; nothing it sends depends on what was
+// asked. FaultProxy sits in front of a real store (tests/kv/redis_server.h) and passes
+// bytes both ways until a test turns it hostile (a trickle, an endless line), so a real
+// `flashkv serve` can be warmed up against a working store first.
 #pragma once
 
 #include <arpa/inet.h>
@@ -13,9 +16,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace flashkv::testing {
 
@@ -149,6 +155,159 @@ class FakeRespServer {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> sent_{0};
   std::thread thread_;
+};
+
+// A RESP proxy on a loopback port in front of a real store on `upstream_port`. In kPass it
+// forwards bytes both ways. Once Set() to a fault, every command a client sends (on a
+// connection old or new) is answered with that fault instead of being forwarded:
+// kTrickle sends "+" and then one byte every `trickle_every` until the client closes;
+// kEndlessLine sends "+" and then 64 KiB blocks without a line end (at most 256 MiB, then
+// holds). Each connection has its own thread; all end when the proxy is destroyed.
+class FaultProxy {
+ public:
+  enum class Mode { kPass, kTrickle, kEndlessLine };
+
+  explicit FaultProxy(int upstream_port,
+                      std::chrono::milliseconds trickle_every = std::chrono::milliseconds(500))
+      : upstream_port_(upstream_port), trickle_every_(trickle_every) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::listen(listen_, 64) == 0 &&
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port_ = ntohs(a.sin_port);
+    }
+    accept_ = std::thread([this] { Accept(); });
+  }
+  ~FaultProxy() {
+    stop_ = true;
+    accept_.join();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+    ::close(listen_);
+  }
+  FaultProxy(const FaultProxy&) = delete;
+  FaultProxy& operator=(const FaultProxy&) = delete;
+
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void Set(Mode mode) { mode_ = mode; }
+  // Commands answered with a fault so far.
+  uint64_t faulted() const { return faulted_.load(); }
+
+ private:
+  static bool Readable(int fd, int ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0;
+  }
+  // All of `s` unless the peer left or the proxy stops.
+  bool SendAll(int fd, const char* data, size_t n) {
+    size_t at = 0;
+    while (at < n && !stop_) {
+      const ssize_t k = ::send(fd, data + at, n - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) {
+        at += size_t(k);
+      } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 50);
+      } else {
+        return false;
+      }
+    }
+    return at == n;
+  }
+  // True once the client closed (what it sends meanwhile is read and dropped).
+  bool ClientGone(int fd, int ms) {
+    if (!Readable(fd, ms)) return false;
+    char buf[4096];
+    return ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) == 0;
+  }
+
+  void Fault(int client, Mode mode) {
+    ++faulted_;
+    if (!SendAll(client, "+", 1)) return;
+    if (mode == Mode::kTrickle) {
+      // Until the client gives up: it is the client's own deadline that must end this.
+      while (!stop_) {
+        const auto until = std::chrono::steady_clock::now() + trickle_every_;
+        while (!stop_ && std::chrono::steady_clock::now() < until) {
+          if (ClientGone(client, 20)) return;
+        }
+        if (!SendAll(client, "A", 1)) return;
+      }
+      return;
+    }
+    const std::string block(64 << 10, 'A');
+    for (int i = 0; i < 4096 && !stop_; ++i) {
+      if (!SendAll(client, block.data(), block.size())) return;
+    }
+    while (!stop_ && !ClientGone(client, 50)) {
+    }
+  }
+
+  void Serve(int client) {
+    const int up = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(uint16_t(upstream_port_));
+    if (::connect(up, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(up);
+      ::close(client);
+      return;
+    }
+    char buf[65536];
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {up, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents != 0) {
+        const ssize_t n = ::recv(client, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        const Mode mode = mode_.load();
+        if (mode != Mode::kPass) {
+          Fault(client, mode);
+          break;  // the connection is spent: what follows would be out of step
+        }
+        if (!SendAll(up, buf, size_t(n))) break;
+      }
+      if (p[1].revents != 0) {
+        const ssize_t n = ::recv(up, buf, sizeof buf, 0);
+        if (n <= 0 || !SendAll(client, buf, size_t(n))) break;
+      }
+    }
+    ::close(up);
+    ::close(client);
+  }
+
+  void Accept() {
+    while (!stop_) {
+      if (!Readable(listen_, 50)) continue;
+      const int fd = ::accept(listen_, nullptr, nullptr);
+      if (fd < 0) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+
+  const int upstream_port_;
+  const std::chrono::milliseconds trickle_every_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<Mode> mode_{Mode::kPass};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> faulted_{0};
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::thread accept_;
 };
 
 }  // namespace flashkv::testing

@@ -151,6 +151,26 @@ class RedisServer {
     return out;
   }
 
+  // The keys matching `pattern` (KEYS: a test's small store only).
+  std::vector<std::string> Keys(const std::string& pattern) const {
+    timeval tv{2, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    std::vector<std::string> out;
+    if (c == nullptr || c->err != 0) {
+      if (c != nullptr) redisFree(c);
+      return out;
+    }
+    auto* r = static_cast<redisReply*>(redisCommand(c, "KEYS %b", pattern.data(), pattern.size()));
+    if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        out.emplace_back(r->element[i]->str, r->element[i]->len);
+      }
+    }
+    if (r != nullptr) freeReplyObject(r);
+    redisFree(c);
+    return out;
+  }
+
  private:
   bool Ping() const { return Command({"PING"}) == "PONG"; }
 

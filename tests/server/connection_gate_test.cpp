@@ -86,6 +86,36 @@ TEST(ConnectionGateTest, ThePerClientCapDropsThatClientsConnection) {
   EXPECT_EQ(gate.open(), 3);
 }
 
+// Issue 34: for the total cap the connection dropped is the longest-waiting one of the
+// address holding the most, not another address's older one.
+TEST(ConnectionGateTest, TheTotalCapDropsFromTheAddressHoldingTheMost) {
+  ConnectionGate gate({4, 0});
+  Pair b0, a0, a1, a2, a3, c0;
+  uint64_t id;
+  ASSERT_TRUE(gate.Admit(b0.server, "10.0.0.2", &id));  // waits longest
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (Pair* p : {&a0, &a1, &a2}) {
+    ASSERT_TRUE(gate.Admit(p->server, "10.0.0.1", &id));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(gate.Admit(a3.server, "10.0.0.1", &id));
+  EXPECT_FALSE(b0.Dropped());
+  EXPECT_TRUE(a0.Dropped());
+  // A third address's newcomer also takes from the biggest holder.
+  ASSERT_TRUE(gate.Admit(c0.server, "10.0.0.3", &id));
+  EXPECT_FALSE(b0.Dropped());
+  EXPECT_TRUE(a1.Dropped());
+  EXPECT_EQ(gate.open(), 4);
+}
+
+TEST(ConnectionGateTest, TheDefaultPerAddressCapLeavesAQuarterToOthers) {
+  EXPECT_EQ(DefaultClientConnections(1), 1);
+  EXPECT_EQ(DefaultClientConnections(2), 1);
+  EXPECT_EQ(DefaultClientConnections(4), 3);
+  EXPECT_EQ(DefaultClientConnections(7), 6);
+  EXPECT_EQ(DefaultClientConnections(64), 48);
+}
+
 TEST(ConnectionGateTest, StoppingShutsDownOnlyTheWaiting) {
   ConnectionGate gate({10, 0});
   Pair idle, answering;

@@ -5,6 +5,7 @@
 // 1.7 GB DOM).
 #include "server/json_builder.h"
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -64,6 +65,23 @@ TEST(JsonBuilderTest, ValueCountIsBoundedBeforeTheDomIsBuilt) {
   EXPECT_NE(over.status().message().find("more than 1001 values"), std::string::npos);
   // The server's default: 21 million values of `[{},…]` are refused.
   EXPECT_LT(kMaxJsonValues, size_t(21) << 20);
+}
+
+// Issue 34: the parse steps the request's budget once per value, so a server that is
+// stopping (or a spent budget) ends it with the budget's status.
+TEST(JsonBuilderTest, ABudgetEndsTheParse) {
+  std::string arr = "[";
+  for (int i = 0; i < 20000; ++i) arr += "1,";
+  arr += "1]";
+  std::atomic<bool> stop{true};
+  WorkBudget stopped(std::chrono::milliseconds(0), &stop);
+  auto cut = BuildJson(arr, kMaxJsonValues, nullptr, &stopped);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), StatusCode::kCancelled);
+  WorkBudget ample(std::chrono::milliseconds(600000), nullptr);
+  auto whole = BuildJson(arr, kMaxJsonValues, nullptr, &ample);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->size(), 20001u);
 }
 
 // Linear, not quadratic, counted in work rather than time: 10x the keys cost at most

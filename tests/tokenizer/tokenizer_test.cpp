@@ -1,6 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -200,6 +202,42 @@ TEST(TokenizerTest, LongInputsDoNotBlowUp) {
     EXPECT_FALSE(ids.empty());
     EXPECT_EQ(*t.Decode(ids), *s);
   }
+}
+
+// Issue 34: a request's budget (util/work_budget.h) holds the encoder: one long word takes
+// the merge loop seconds per tens of megabytes, and a budget or a stop flag ends it; with
+// room to spare the ids are the unbudgeted ones.
+TEST(TokenizerTest, ABudgetEndsALongEncodingAndChangesNothingElse) {
+  const Tokenizer& t = Tiny();
+  const std::string text = "<｜User｜>" + std::string(4 << 20, 'a') + " done";
+  std::atomic<bool> stop{true};
+  WorkBudget stopped(std::chrono::milliseconds(0), &stop);
+  auto cut = t.EncodeChatPrompt(text, stopped);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), StatusCode::kCancelled);
+
+  WorkBudget tiny(std::chrono::milliseconds(1), nullptr);
+  auto spent = t.EncodeChatPrompt(text, tiny);
+  ASSERT_FALSE(spent.ok());
+  EXPECT_EQ(spent.status().code(), StatusCode::kResourceExhausted);
+
+  const std::string small = "<｜User｜>hello there, a few words<｜Assistant｜>";
+  WorkBudget ample(std::chrono::milliseconds(600000), nullptr);
+  auto ids = t.EncodeChatPrompt(small, ample);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, t.EncodeChatPrompt(small));
+}
+
+// The bound ApiServer refuses huge prompts by before encoding them: no token is longer.
+TEST(TokenizerTest, MaxTokenBytesBoundsEveryToken) {
+  const Tokenizer& t = Tiny();
+  size_t longest = 0;
+  for (size_t id = 0; id < t.vocab_size(); ++id) {
+    longest = std::max(longest, t.TokenBytes(int32_t(id)).size());
+  }
+  EXPECT_EQ(t.max_token_bytes(), longest);
+  const std::string text(100000, ' ');
+  EXPECT_GE(t.EncodeChatPrompt(text).size(), text.size() / t.max_token_bytes());
 }
 
 }  // namespace

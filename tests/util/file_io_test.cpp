@@ -90,6 +90,30 @@ TEST(FileIoTest, OpenReadRefusesAnythingButARegularFileWithoutBlocking) {
   ASSERT_TRUE(RemoveFile(sparse).ok());
 }
 
+// Issue 34: a cache file must belong to the cache's uid (File::OpenRead's `owner`, which
+// the disk cache sets to its effective uid); a file someone else owns is refused like
+// damage. Any file of ours is "owned by someone else" for an owner uid that is not ours.
+TEST(FileIoTest, OpenReadWithAnOwnerRefusesAFileSomeoneElseOwns) {
+  const std::string dir = TempDir();
+  const std::string path = JoinPath(dir, "a.kv");
+  {
+    auto w = File::Create(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write("abc", 3).ok());
+  }
+  const uint32_t me = uint32_t(::geteuid());
+  EXPECT_TRUE(File::OpenRead(path).ok());
+  EXPECT_TRUE(File::OpenRead(path, me).ok());
+  auto other = File::OpenRead(path, me + 1);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(other.status().message().find("is owned by uid " + std::to_string(me) +
+                                          ", not by this process's uid " + std::to_string(me + 1)),
+            std::string::npos)
+      << other.status().ToString();
+  ASSERT_TRUE(RemoveFile(path).ok());
+}
+
 TEST(FileIoTest, CreateDirectoriesRejectsAFile) {
   const std::string dir = TempDir();
   const std::string file = JoinPath(dir, "f");
