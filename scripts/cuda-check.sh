@@ -621,12 +621,13 @@ PY
     # --gpu-memory), "slotsN" (--expert-cache-slots N), "nostage" (auto, prefill reading
     # uncached experts in place: --expert-stage-rows 0), "nogatherN" (decode reading misses in
     # place: --expert-gather-rows 0, with --gpu-memory N when N is given) or "resident" (no
-    # flag); each run's greedy probes (bench's "greedy probe" lines) must equal the first
-    # run's. Extra args go to bench. The host-link probe (flashkv_host_link_probe) runs first.
+    # flag), "none" (no bench run); each run's greedy probes (bench's "greedy probe" lines)
+    # must equal the first run's. Extra args go to bench. The host-link probe
+    # (flashkv_host_link_probe) runs first unless OFFLOAD_PROBE=0.
     local L=${OFFLOAD_LAYERS:-43} G=/dev/shm/flash-offload.gguf FK=/work/main/build-cuda/flashkv
     df -h /dev/shm | tail -1
     free -g | head -2
-    [[ ! -x /work/main/build-cuda/bench/flashkv_host_link_probe ]] ||
+    [[ ${OFFLOAD_PROBE:-1} == 0 || ! -x /work/main/build-cuda/bench/flashkv_host_link_probe ]] ||
       /work/main/build-cuda/bench/flashkv_host_link_probe 2>&1 | tee "$OUT/host-link.log"
     [[ -f $G ]] || { /usr/bin/time -f "make-tiny: %e s" "$FK" make-tiny --preset "flash:$L" "$G" \
       > "$OUT/make-tiny.log" 2>&1 || { tail -5 "$OUT/make-tiny.log"; return 1; }; }
@@ -642,6 +643,7 @@ PY
           extra=(--expert-gather-rows 0)
           [[ -z ${r#nogather} ]] || extra+=(--gpu-memory "${r#nogather}")
           ;;
+        none) continue ;;
         *) extra=(--gpu-memory "$r") ;;
       esac
       "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \
@@ -660,6 +662,56 @@ PY
         fi
       fi
     done
+    # With OFFLOAD_SDK=N: the official openai / @anthropic-ai/sdk suites (tests/clients, Node
+    # and node_modules carried in .devcarry: STAGE_NODE=1) against `flashkv serve --backend
+    # cuda --gpu-memory N` on this file. With OFFLOAD_SERVE="N ...": the 25k-token agent
+    # prompt's first token cold, live, from RAM and after a restart from disk
+    # (serve_tiers.py) per budget N ("auto": no flag). With OFFLOAD_DS4=DIR (ds4-bench and
+    # ds4-server built for this GPU, antirez/ds4): ds4-bench at 2k and 8k and ds4-server's
+    # first token on the same 25k prompt, on the same file — the anchor.
+    if [[ -n ${OFFLOAD_SDK:-} ]]; then
+      local NODE
+      NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
+      [[ -e $ROOT/tests/clients/node_modules ]] || ln -s "$ROOT/.devcarry/node_modules" \
+        "$ROOT/tests/clients/node_modules"
+      local sdk_args="--backend cuda"
+      [[ $OFFLOAD_SDK == auto ]] || sdk_args+=" --gpu-memory $OFFLOAD_SDK"
+      FLASHKV_BIN=$FK FLASHKV_MODEL=$G FLASHKV_SERVE_ARGS="$sdk_args" FLASHKV_START_TIMEOUT_S=300 \
+        FLASHKV_TEST_OUT="$OUT/sdk" "$NODE" --test --test-concurrency=1 \
+        "$ROOT/tests/clients/openai.test.mjs" "$ROOT/tests/clients/anthropic.test.mjs" \
+        > "$OUT/sdk.log" 2>&1 || rc=1
+      grep -E "^# (tests|pass|fail|duration_ms)|^not ok" "$OUT/sdk.log" || true
+    fi
+    for r in ${OFFLOAD_SERVE:-}; do
+      local flags=()
+      [[ $r == auto ]] || flags=(--serve-flag=--gpu-memory "--serve-flag=$r")
+      python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv "$FK" --backend cuda --model "$G" \
+        --tokenizer "" --skip identity,stall,exchange --out "$OUT/tiers-$r" "${flags[@]}" \
+        > "$OUT/tiers-$r.log" 2>&1 || rc=1
+      echo "serve $r: $(tail -1 "$OUT/tiers-$r.log" | cut -c1-400)"
+      grep -hE "weights:|restart_s" "$OUT/tiers-$r"/server-tiers-a.log 2>/dev/null | head -3
+    done
+    if [[ -n ${OFFLOAD_DS4:-} ]]; then
+      local D=$ROOT/$OFFLOAD_DS4 P=$ROOT/data/bench/devils-dictionary.txt
+      timeout 240 "$D/ds4-bench" -m "$G" --cuda --prompt-file "$P" --ctx-start 2048 \
+        --ctx-max 8192 --step-mul 4 --gen-tokens 16 --csv "$OUT/ds4-bench.csv" \
+        > "$OUT/ds4-bench.log" 2>&1 || echo "ds4-bench: exit $?"
+      grep -iE "registered|cached|error|fail" "$OUT/ds4-bench.log" | head -5
+      cat "$OUT/ds4-bench.csv" 2>/dev/null
+      "$D/ds4-server" -m "$G" --ctx 32768 --port 8093 > "$OUT/ds4-server.log" 2>&1 &
+      local pid=$! i
+      for i in $(seq 1 180); do
+        grep -q "listening on" "$OUT/ds4-server.log" && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 1
+      done
+      echo "ds4-server: up after ${i} s"
+      timeout 300 python3 "$ROOT/bench/serve/serve_tiers.py" --against http://127.0.0.1:8093 \
+        --out "$OUT/ds4-tiers" > "$OUT/ds4-tiers.log" 2>&1 || echo "ds4-server turns: exit $?"
+      tail -1 "$OUT/ds4-tiers.log" | cut -c1-400
+      kill $pid 2>/dev/null; wait $pid 2>/dev/null
+      grep -iE "registered|cached|error|fail" "$OUT/ds4-server.log" | head -5
+    fi
   fi
   if [[ $what == bench || $what == all ]]; then
     /work/main/build-cuda/bench/flashkv_bench_cuda --json "$OUT/bench.json" "$@" 2>&1 \

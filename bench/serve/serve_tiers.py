@@ -22,6 +22,10 @@ same reply without them (p50 / p99 / max).
 
   python3 bench/serve/serve_tiers.py --flashkv build/flashkv --model random:flash \\
       --tokenizer models/tokenizer/tokenizer.json --backend cuda --prompt-tokens 25000
+
+With --against URL it starts no server: the same cold turn and the next turn go to a server
+already listening there (another engine, e.g. ds4-server, as the anchor), and only their
+times are kept (no tier header is expected).
 """
 
 import argparse
@@ -151,6 +155,8 @@ def main():
                     help="one more argument for every flashkv serve started (repeat: "
                          "--serve-flag=--gpu-memory --serve-flag=40)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--against", default="",
+                    help="time the cold and the next turn on a server already at this URL")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: tiers,identity,stall,exchange")
     ap.add_argument("--exchange-model", default=os.path.join(ROOT, "tests/data/fixtures/ds4-tiny/ds4-tiny.gguf"),
                     help="a GGUF for the CPU <-> --backend snapshot exchange through the server")
@@ -174,6 +180,19 @@ def main():
         if interval > 0:  # continued frontiers are multiples of the alignment
             args += ["--kv-cache-boundary-align-tokens", str(interval)]
         return args
+
+    if opt.against:
+        conv = conversation(prose, opt.prompt_tokens, 1)
+        conv.append({"role": "user", "content": "Find the bug in the entries above."})
+        rows = {"cold": chat(opt.against, conv, opt.gen_tokens)}
+        conv += [{"role": "assistant", "content": rows["cold"]["text"]},
+                 {"role": "user", "content": "Now fix it."}]
+        rows["next"] = chat(opt.against, conv, opt.gen_tokens)
+        results["against"] = {k: {kk: v[kk] for kk in ("ttft_ms", "total_ms", "header")}
+                              for k, v in rows.items()}
+        save()
+        print(json.dumps(results["against"]), flush=True)
+        return
 
     # One disk tier for the tiers and the stall parts: the stall's conversation starts from
     # the first one's system prompt, whose anchor is saved there (no second long prefill).

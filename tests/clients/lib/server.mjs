@@ -1,6 +1,9 @@
 // Starts `flashkv serve` on a free loopback port for one test file and stops it again.
 // The binary and the model come from the environment CTest sets (FLASHKV_BIN,
 // FLASHKV_MODEL); every server logs to a file under FLASHKV_TEST_OUT for post-mortems.
+// FLASHKV_SERVE_ARGS (flags split at whitespace) and FLASHKV_START_TIMEOUT_S (default 60)
+// let the same suites run against a GPU server on a large model: scripts/cuda-check.sh's
+// `device offload` with OFFLOAD_SDK=1 serves the 43-layer Flash file that way.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -9,6 +12,8 @@ import path from 'node:path';
 
 const BIN = process.env.FLASHKV_BIN;
 const MODEL = process.env.FLASHKV_MODEL;
+const EXTRA = (process.env.FLASHKV_SERVE_ARGS || '').split(/\s+/).filter((a) => a !== '');
+const START_TIMEOUT_S = Number(process.env.FLASHKV_START_TIMEOUT_S || 60);
 const OUT = process.env.FLASHKV_TEST_OUT || fs.mkdtempSync(path.join(os.tmpdir(), 'flashkv-e2e-'));
 fs.mkdirSync(OUT, { recursive: true });
 
@@ -24,16 +29,20 @@ export function tempDir(name) {
 
 let serial = 0;
 
-// Resolves once the server prints its address; rejects if it exits first or takes > 60 s.
+// Resolves once the server prints its address; rejects if it exits first or takes longer
+// than FLASHKV_START_TIMEOUT_S.
 export async function startServer(args = [], name = 'server') {
   const log = path.join(OUT, `${name}-${process.pid}-${++serial}.log`);
   const logFd = fs.openSync(log, 'w');
-  const child = spawn(BIN, ['serve', '--model', MODEL, '--port', '0', '--threads', '2', ...args], {
+  const child = spawn(BIN, ['serve', '--model', MODEL, '--port', '0', '--threads', '2', ...EXTRA, ...args], {
     stdio: ['ignore', 'pipe', logFd],
   });
   let stdout = '';
   const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in 60 s; see ${log}`)), 60000);
+    const timer = setTimeout(
+      () => reject(new Error(`server did not start in ${START_TIMEOUT_S} s; see ${log}`)),
+      START_TIMEOUT_S * 1000,
+    );
     child.stdout.on('data', (d) => {
       stdout += d.toString();
       const m = stdout.match(/listening on (http:\/\/[0-9.]+:\d+)/);
