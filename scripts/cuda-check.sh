@@ -621,10 +621,21 @@ PY
     # --gpu-memory), "slotsN" (--expert-cache-slots N), "nostage" (auto, prefill reading
     # uncached experts in place: --expert-stage-rows 0), "nogatherN" (decode reading misses in
     # place: --expert-gather-rows 0, with --gpu-memory N when N is given) or "resident" (no
-    # flag), "none" (no bench run); each run's greedy probes (bench's "greedy probe" lines)
+    # flag), "pageableN" (--expert-host pageable, with --gpu-memory N when N is given), "none"
+    # (no bench run); each run's greedy probes (bench's "greedy probe" lines)
     # must equal the first run's. Extra args go to bench. The host-link probe
     # (flashkv_host_link_probe) runs first unless OFFLOAD_PROBE=0.
-    local L=${OFFLOAD_LAYERS:-43} G=/dev/shm/flash-offload.gguf FK=/work/main/build-cuda/flashkv
+    # OFFLOAD_FILE puts the GGUF elsewhere (a disk path: the page cache, not tmpfs, holds it);
+    # OFFLOAD_MEM_GIB=N runs each bench in a cgroup of N GiB (memory.max, page cache
+    # included), so a file larger than N GiB is read back from disk as it is used — host RAM
+    # short, for the "pageableN" runs (--expert-host pageable [--gpu-memory N]).
+    local L=${OFFLOAD_LAYERS:-43} G=${OFFLOAD_FILE:-/dev/shm/flash-offload.gguf}
+    local FK=/work/main/build-cuda/flashkv CG=""
+    if [[ -n ${OFFLOAD_MEM_GIB:-} ]]; then
+      CG=/sys/fs/cgroup/flashkv-offload
+      { mkdir -p $CG && echo "${OFFLOAD_MEM_GIB}G" > $CG/memory.max; } 2>/dev/null ||
+        { echo "offload: no cgroup of ${OFFLOAD_MEM_GIB} GiB here (memory.max not writable)"; CG=""; }
+    fi
     df -h /dev/shm | tail -1
     free -g | head -2
     [[ ${OFFLOAD_PROBE:-1} == 0 || ! -x /work/main/build-cuda/bench/flashkv_host_link_probe ]] ||
@@ -644,10 +655,18 @@ PY
           [[ -z ${r#nogather} ]] || extra+=(--gpu-memory "${r#nogather}")
           ;;
         none) continue ;;
+        pageable*)
+          extra=(--expert-host pageable)
+          [[ -z ${r#pageable} ]] || extra+=(--gpu-memory "${r#pageable}")
+          ;;
         *) extra=(--gpu-memory "$r") ;;
       esac
-      "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \
+      if [[ -n ${OFFLOAD_DROP:-} ]]; then sync; echo 3 > /proc/sys/vm/drop_caches || true; fi
+      # shellcheck disable=SC2016  # $0 and $@ belong to the inner shell
+      ${CG:+bash -c 'echo $$ > '"$CG"'/cgroup.procs && exec "$0" "$@"'} \
+        "$FK" bench --backend cuda --model "$G" --ctx-start 2048 --ctx-max 8192 --step-mul 2 \
         --gen-tokens 32 --csv "$OUT/offload-$r.csv" "${extra[@]}" "$@" > "$OUT/offload-$r.log" 2>&1 || rc=1
+      [[ -z $CG ]] || echo "cgroup: peak $(( $(cat $CG/memory.peak 2>/dev/null || echo 0) >> 20 )) MiB"
       grep -E "weights:|expert cache|model:|error|exhausted" "$OUT/offload-$r.log" | head -20
       cat "$OUT/offload-$r.csv" 2>/dev/null | cut -c1-200
       if [[ -z $first ]]; then

@@ -329,6 +329,13 @@ class Backend {
   // memory; an error leaves nothing mapped.
   virtual Expected<DevPtr<const uint8_t>> MapHost(const void* p, size_t bytes);
   virtual void UnmapHost(const void* p);
+  // Whether kernels can read ordinary pageable host memory — a file's shared mapping whose
+  // pages the kernel may evict and read back from disk — at its own address, with nothing
+  // page-locked: a backend whose memory is the host's always; a GPU where the driver gives
+  // it pageable memory access (HMM, or ATS on coherent hosts). The expert cache reads the
+  // GGUF's routed experts that way when host RAM cannot hold them page-locked
+  // (model/expert_cache.h, ExpertCacheOptions::pageable_host).
+  virtual bool ReadsPageableHost() const { return true; }
   // Uploads beside the ops (the expert cache's prefill staging, model/expert_cache.h).
   // MarkOps: a point in the op stream, after every op queued so far (a ticket, never 0).
   // UploadAfter: host → device copies (host ranges page-locked: MapHost or PinHost) that start

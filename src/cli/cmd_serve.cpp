@@ -260,7 +260,8 @@ Status RunServe(const ServeFlags& f) {
     // cannot be given back (util/host_memory.h): the RAM tier sizes itself after them.
     uint64_t pinned = 0;
     if (const ExpertCache* cache = rt->model().expert_cache();
-        cache != nullptr && setup.file && !OnMemoryFilesystem(setup.path)) {
+        cache != nullptr && !cache->pageable_host() && setup.file &&
+        !OnMemoryFilesystem(setup.path)) {
       pinned = cache->stats().host_bytes;
     }
     if (available.ok()) {

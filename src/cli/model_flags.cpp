@@ -56,6 +56,11 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
                   "chose to the device with every SM before reading them; 0: kernels read them "
                   "across PCIe in place")
       ->capture_default_str();
+  cmd->add_option("--expert-host", flags->expert_host,
+                  "with experts in host memory: pin (page-locked: every expert in RAM), pageable "
+                  "(the GGUF's pages through the page cache, read from disk when RAM is short; "
+                  "needs a GPU with HMM or ATS) or auto (pin when host memory holds them)")
+      ->capture_default_str();
   cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
@@ -154,6 +159,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
   }
   ro.expert_stage_min_rows = flags.expert_stage_rows;
   ro.expert_gather_max_rows = flags.expert_gather_rows;
+  FLASHKV_ASSIGN_OR_RETURN(ro.expert_host, ParseExpertHostMode(flags.expert_host));
   if (flags.expert_cache_slots >= 0) {
     ro.force_expert_cache = true;
     ro.expert_cache_slots = flags.expert_cache_slots;

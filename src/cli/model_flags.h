@@ -37,6 +37,7 @@ struct ModelFlags {
   int64_t expert_cache_slots = -1;  // --expert-cache-slots: >= 0 forces the expert cache
   int expert_gather_rows = 16;      // --expert-gather-rows: decode gather up to this many rows
   int expert_stage_rows = 256;      // --expert-stage-rows: prefill staging from this many rows
+  std::string expert_host = "auto";  // --expert-host: auto | pin | pageable
 };
 
 // What the caller keeps free on the device after the weights, when --gpu-memory (or the

@@ -92,8 +92,17 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
   const auto lo_a = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(lo) / page * page);
   const auto hi_a =
       reinterpret_cast<const uint8_t*>(AlignUp(reinterpret_cast<uintptr_t>(hi), page));
-  FLASHKV_ASSIGN_OR_RETURN(DevPtr<const uint8_t> dev, backend.MapHost(lo_a, size_t(hi_a - lo_a)));
-  c->mapped_ = lo_a;
+  DevPtr<const uint8_t> dev(lo_a);
+  if (options.pageable_host) {
+    if (!backend.ReadsPageableHost()) {
+      return FailedPrecondition(
+          "expert cache: this device cannot read pageable host memory (no HMM or ATS: the "
+          "NVIDIA open kernel modules give it), so the routed experts must be page-locked");
+    }
+  } else {
+    FLASHKV_ASSIGN_OR_RETURN(dev, backend.MapHost(lo_a, size_t(hi_a - lo_a)));
+    c->mapped_ = lo_a;
+  }
   uint64_t offset = 0;
   for (int i = 0; i < 3; ++i) {
     for (auto& layer : c->stacks_) layer[size_t(i)].slot_offset = offset;

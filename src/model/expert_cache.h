@@ -17,6 +17,10 @@
 // Decode gather: a step of at most gather_max_rows rows (not staged) hands its MoE blocks an
 // ExpertGather (backend.h) over the first staging buffer, so the backend copies the chosen
 // uncached experts with every SM at the host link's rate before their products read them.
+// Pageable host (options.pageable_host): nothing is page-locked; the device reads the
+// mapping at its own address through the host's page tables, so experts evicted from the
+// page cache are read back from the GGUF on disk (ds4's --ssd-streaming, without a second
+// copy) — the same bytes and kernels, slower where a page must come from disk.
 // Must not: decide the budget (model/expert_cache_plan.h) or outlive the file's mapping.
 #pragma once
 
@@ -42,6 +46,11 @@ struct ExpertCacheOptions {
   int64_t stage_experts = 0;  // per staging buffer (0: no prefill staging)
   int stage_min_rows = 256;   // steps of at least this many rows stage (<= 0: never)
   int gather_max_rows = 16;   // steps of at most this many rows gather (needs stage_experts)
+  // The device reads uncached experts from the file's shared mapping as ordinary pageable
+  // memory (Backend::ReadsPageableHost) instead of page-locking it: the page cache holds
+  // what host RAM can and the rest is read from disk when a copy or kernel touches it — for
+  // hosts whose RAM cannot pin the routed experts (model/expert_cache_plan.h decides).
+  bool pageable_host = false;
 };
 
 struct ExpertCacheStats {
@@ -107,6 +116,8 @@ class ExpertCache {
   const ExpertGather* Gather(int layer) const { return &gather_[size_t(layer)]; }
 
   ExpertCacheStats stats() const { return stats_; }
+  // Whether the experts are read pageable (nothing page-locked) rather than pinned.
+  bool pageable_host() const { return opt_.pageable_host; }
   bool cached(int layer, int expert) const {
     return slot_of_[size_t(layer) * size_t(n_expert_) + size_t(expert)] >= 0;
   }

@@ -70,6 +70,57 @@ Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in) {
   return plan;
 }
 
+Expected<ExpertHostMode> ParseExpertHostMode(std::string_view s) {
+  if (s == "auto") return ExpertHostMode::kAuto;
+  if (s == "pin") return ExpertHostMode::kPinned;
+  if (s == "pageable") return ExpertHostMode::kPageable;
+  return InvalidArgument("--expert-host: expected auto, pin or pageable, got '{}'", s);
+}
+
+Expected<ExpertHostChoice> ChooseExpertHost(const ExpertHostInputs& in) {
+  const std::string no_pageable =
+      "this device cannot read pageable host memory (no HMM or ATS; the NVIDIA open kernel "
+      "modules give it HMM)";
+  switch (in.mode) {
+    case ExpertHostMode::kPinned:
+      return ExpertHostChoice{false, "page-locked host memory (--expert-host pin)"};
+    case ExpertHostMode::kPageable:
+      if (!in.device_reads_pageable) {
+        return FailedPrecondition("--expert-host pageable: {}", no_pageable);
+      }
+      return ExpertHostChoice{
+          true,
+          "the GGUF's pages through the page cache, read from disk when evicted "
+          "(--expert-host pageable)"};
+    case ExpertHostMode::kAuto:
+      break;
+  }
+  // A file in tmpfs is RAM already: pinning its pages takes no more of it.
+  if (in.on_memory_filesystem) {
+    return ExpertHostChoice{false, "page-locked host memory (the GGUF is on a memory filesystem)"};
+  }
+  if (!in.available_known) {
+    return ExpertHostChoice{false, "page-locked host memory (host memory unknown)"};
+  }
+  if (in.routed_bytes + kHostPinSpare <= in.available_bytes) {
+    return ExpertHostChoice{
+        false, fmt::format("page-locked host memory ({:.2f} GiB of experts + {:.0f} GiB spare <= "
+                           "{:.2f} GiB available)",
+                           Gib(in.routed_bytes), Gib(kHostPinSpare), Gib(in.available_bytes))};
+  }
+  if (!in.device_reads_pageable) {
+    return ResourceExhausted(
+        "the routed experts ({:.2f} GiB) left in host memory must be page-locked, but only "
+        "{:.2f} GiB of host memory is available ({:.0f} GiB kept spare) and {}; free host "
+        "memory, or raise --gpu-memory on a larger GPU",
+        Gib(in.routed_bytes), Gib(in.available_bytes), Gib(kHostPinSpare), no_pageable);
+  }
+  return ExpertHostChoice{
+      true, fmt::format("the GGUF's pages through the page cache, read from disk when evicted "
+                        "({:.2f} GiB of experts + {:.0f} GiB spare > {:.2f} GiB available)",
+                        Gib(in.routed_bytes), Gib(kHostPinSpare), Gib(in.available_bytes))};
+}
+
 namespace {
 
 // 0 gate, 1 up, 2 down for a routed-expert stack's name; -1 for any other tensor.

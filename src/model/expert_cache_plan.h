@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "gguf/gguf_file.h"
 #include "util/status.h"
@@ -42,6 +43,32 @@ struct ExpertCachePlan {
 // kResourceExhausted, naming the numbers, when not even the resident weights fit beside
 // keep_free_bytes.
 Expected<ExpertCachePlan> PlanExpertCache(const ExpertCacheInputs& in);
+
+// How the device reads the routed experts left in host memory (--expert-host): page-locked
+// and mapped (kPinned: the fastest reads, but every expert byte must sit in RAM), or the
+// file's own pages through the page cache (kPageable: what RAM cannot hold is read back from
+// disk; needs a device that reads pageable memory, Backend::ReadsPageableHost). kAuto pins
+// when host memory holds the experts with kHostPinSpare to spare, else reads them pageable.
+enum class ExpertHostMode { kAuto, kPinned, kPageable };
+// "auto" | "pin" | "pageable"; kInvalidArgument naming the value otherwise.
+Expected<ExpertHostMode> ParseExpertHostMode(std::string_view s);
+inline constexpr uint64_t kHostPinSpare = uint64_t(4) << 30;
+
+struct ExpertHostInputs {
+  ExpertHostMode mode = ExpertHostMode::kAuto;
+  uint64_t routed_bytes = 0;          // the experts the device reads from host memory
+  bool available_known = false;       // MemAvailable could be read (util/host_memory.h)
+  uint64_t available_bytes = 0;       // MemAvailable
+  bool on_memory_filesystem = false;  // the GGUF is in tmpfs/ramfs: its pages are RAM already
+  bool device_reads_pageable = false;
+};
+struct ExpertHostChoice {
+  bool pageable = false;
+  std::string explanation;  // for the start-up log: which way and why
+};
+// kFailedPrecondition for kPageable on a device that cannot read pageable memory;
+// kResourceExhausted when kAuto finds too little RAM to pin and no pageable reads.
+Expected<ExpertHostChoice> ChooseExpertHost(const ExpertHostInputs& in);
 
 // The routed-expert tensors of a DS4 GGUF (blk.N.ffn_{gate,up,down}_exps.weight) and the rest,
 // in bytes, from the tensor table alone (no weight byte is read).

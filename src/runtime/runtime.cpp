@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/expert_cache_plan.h"
+#include "util/host_memory.h"
 
 #if FLASHKV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -21,8 +22,9 @@ namespace {
 // Where the routed experts of the GGUF at `path` go (model/expert_cache_plan.h): nullopt
 // when every weight goes on the device as before. Only for one home backend without expert
 // shards; a backend without device memory of its own offloads only when forced (tests).
+// `reads_pageable`: Backend::ReadsPageableHost of the home backend.
 Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
-    const RuntimeOptions& o, const std::optional<Backend::MemoryInfo>& device,
+    const RuntimeOptions& o, const std::optional<Backend::MemoryInfo>& device, bool reads_pageable,
     std::string* explanation) {
   if (!device && !o.force_expert_cache) return std::optional<ExpertCacheOptions>();
   FLASHKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(o.model_path));
@@ -50,7 +52,19 @@ Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
   FLASHKV_ASSIGN_OR_RETURN(ExpertCachePlan plan, PlanExpertCache(in));
   *explanation = plan.explanation;
   if (!plan.offload) return std::optional<ExpertCacheOptions>();
+  ExpertHostInputs host;
+  host.mode = o.expert_host;
+  host.routed_bytes = tally.routed_bytes;  // the whole span is mapped, cached experts too
+  if (Expected<uint64_t> avail = AvailableHostMemory(); avail.ok()) {
+    host.available_known = true;
+    host.available_bytes = *avail;
+  }
+  host.on_memory_filesystem = OnMemoryFilesystem(o.model_path);
+  host.device_reads_pageable = reads_pageable;
+  FLASHKV_ASSIGN_OR_RETURN(ExpertHostChoice choice, ChooseExpertHost(host));
+  *explanation += "; experts read from " + choice.explanation;
   ExpertCacheOptions cache;
+  cache.pageable_host = choice.pageable;
   cache.slots = plan.slots;
   cache.stage_experts = plan.stage_experts;
   cache.stage_min_rows = o.expert_stage_min_rows;
@@ -208,7 +222,8 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
   const std::optional<Backend::MemoryInfo> before = rt->backend_->DeviceMemory();
   std::optional<ExpertCacheOptions> cache;
   if (shards.empty()) {
-    auto planned = PlanPlacement(options, before, &rt->placement_);
+    auto planned =
+        PlanPlacement(options, before, rt->backend_->ReadsPageableHost(), &rt->placement_);
     if (!planned.ok()) return planned.status().WithContext(options.model_path);
     cache = *planned;
     if (!rt->placement_.empty()) spdlog::info("weights: {}", rt->placement_);

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/exchange.h"
+#include "model/expert_cache_plan.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "util/thread_pool.h"
@@ -50,6 +51,9 @@ struct RuntimeOptions {
   // Steps of at most this many rows copy the experts they chose from host memory with every
   // SM before reading them (decode gather, model/expert_cache.h); <= 0: read in place.
   int expert_gather_max_rows = 16;
+  // How the device reads the experts left in host memory: page-locked, or the file's pages
+  // through the page cache when RAM cannot hold them (model/expert_cache_plan.h).
+  ExpertHostMode expert_host = ExpertHostMode::kAuto;
   // Follows the weights of a GGUF model onto one backend (model_weights.h); not called for
   // random: sources or expert parallel.
   LoadProgressFn load_progress;

@@ -108,6 +108,61 @@ TEST(ExpertCachePlanTest, SlotPartsAreAligned) {
   EXPECT_FALSE(IsRoutedExpertTensor("blk.3.ffn_down_shexp.weight"));
 }
 
+ExpertHostInputs FlashHost(ExpertHostMode mode, uint64_t available_gib, bool hmm) {
+  ExpertHostInputs in;
+  in.mode = mode;
+  in.routed_bytes = 73 * kGiB;
+  in.available_known = true;
+  in.available_bytes = available_gib * kGiB;
+  in.device_reads_pageable = hmm;
+  return in;
+}
+
+TEST(ExpertHostTest, AutoPinsWhenHostMemoryHoldsTheExpertsElseReadsThemPageable) {
+  auto pinned = ChooseExpertHost(FlashHost(ExpertHostMode::kAuto, 120, true));
+  ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+  EXPECT_FALSE(pinned->pageable) << pinned->explanation;
+  EXPECT_NE(pinned->explanation.find("73.00 GiB of experts + 4 GiB spare <= 120.00 GiB"),
+            std::string::npos)
+      << pinned->explanation;
+  // 73 + 4 > 76: the page cache holds what it can, the rest comes from disk.
+  auto pageable = ChooseExpertHost(FlashHost(ExpertHostMode::kAuto, 76, true));
+  ASSERT_TRUE(pageable.ok()) << pageable.status().ToString();
+  EXPECT_TRUE(pageable->pageable);
+  EXPECT_NE(pageable->explanation.find("page cache"), std::string::npos) << pageable->explanation;
+  // A file in tmpfs is pinned where it lies whatever MemAvailable says (its pages are RAM).
+  ExpertHostInputs shm = FlashHost(ExpertHostMode::kAuto, 10, true);
+  shm.on_memory_filesystem = true;
+  EXPECT_FALSE(ChooseExpertHost(shm)->pageable);
+  ExpertHostInputs unknown = FlashHost(ExpertHostMode::kAuto, 0, true);
+  unknown.available_known = false;
+  EXPECT_FALSE(ChooseExpertHost(unknown)->pageable);
+}
+
+TEST(ExpertHostTest, TooLittleRamWithoutPageableReadsIsAClearRefusal) {
+  auto refused = ChooseExpertHost(FlashHost(ExpertHostMode::kAuto, 40, false));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("73.00 GiB"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("cannot read pageable host memory"), std::string::npos);
+  auto forced = ChooseExpertHost(FlashHost(ExpertHostMode::kPageable, 400, false));
+  ASSERT_FALSE(forced.ok());
+  EXPECT_EQ(forced.status().code(), StatusCode::kFailedPrecondition);
+  // The flags win over the arithmetic either way.
+  EXPECT_FALSE(ChooseExpertHost(FlashHost(ExpertHostMode::kPinned, 10, true))->pageable);
+  EXPECT_TRUE(ChooseExpertHost(FlashHost(ExpertHostMode::kPageable, 400, true))->pageable);
+}
+
+TEST(ExpertHostTest, FlagValues) {
+  EXPECT_EQ(*ParseExpertHostMode("auto"), ExpertHostMode::kAuto);
+  EXPECT_EQ(*ParseExpertHostMode("pin"), ExpertHostMode::kPinned);
+  EXPECT_EQ(*ParseExpertHostMode("pageable"), ExpertHostMode::kPageable);
+  auto bad = ParseExpertHostMode("mlock");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'mlock'"), std::string::npos);
+}
+
 TEST(ExpertHeatTest, DecaysAndTradesColdForHot) {
   ExpertHeat heat(2, 4, 0.5);
   // Layer 0 expert 3 and layer 1 expert 0 are hot; the cache holds experts 0 and 1 of layer 0.
@@ -149,9 +204,10 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
   struct Case {
     int64_t slots;
     int64_t stage;  // experts per staging buffer: all of a layer's, a few (the rest in place)
+    bool pageable = false;  // the file's pages as they are, nothing mapped or pinned
   };
   for (Case c : {Case{0, 0}, Case{3, 0}, Case{total / 2, 0}, Case{total, 0}, Case{0, E},
-                 Case{total / 2, E}, Case{total / 2, 2}}) {
+                 Case{total / 2, E}, Case{total / 2, 2}, Case{total / 2, E, true}}) {
     const int64_t slots = c.slots;
     ExpertCacheOptions o;
     o.slots = slots;
@@ -160,10 +216,13 @@ TEST(ExpertCacheModelTest, LogitsEqualTheResidentModelWhateverTheCacheHolds) {
     o.margin = 0.0;
     o.stage_experts = c.stage;
     o.stage_min_rows = 7;  // the prompt's chunks of 7 stage, decode steps do not
+    o.pageable_host = c.pageable;
     auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    EXPECT_TRUE(SameBits(RunAll(**m), want)) << slots << " slots, staging " << c.stage;
+    EXPECT_TRUE(SameBits(RunAll(**m), want))
+        << slots << " slots, staging " << c.stage << (c.pageable ? ", pageable" : "");
     ExpertCache& cache = *(*m)->expert_cache();
+    EXPECT_EQ(cache.pageable_host(), c.pageable);
     ASSERT_TRUE(cache.Fold().ok());
     const ExpertCacheStats st = cache.stats();
     EXPECT_EQ(st.slots, slots);
@@ -210,6 +269,27 @@ TEST(ExpertCachePlanTest, TallySplitsTheTinyFileAndSizesOneExpert) {
   EXPECT_EQ(t.expert_matrix_bytes[0], gate->nbytes / gate->ne[2]);
   EXPECT_EQ(t.expert_matrix_bytes[2], down->nbytes / down->ne[2]);
   EXPECT_GT(t.routed_bytes, 0u);
+}
+
+// A backend whose kernels cannot read pageable host memory (a GPU without HMM or ATS).
+class NoPageableCpu : public CpuBackend {
+ public:
+  NoPageableCpu() : CpuBackend(nullptr) {}
+  bool ReadsPageableHost() const override { return false; }
+};
+
+TEST(ExpertCacheModelTest, PageableExpertsNeedADeviceThatReadsPageableMemory) {
+  NoPageableCpu be;
+  ExpertCacheOptions o;
+  o.slots = 3;
+  o.pageable_host = true;
+  auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(m.status().message().find("cannot read pageable host memory"), std::string::npos)
+      << m.status().message();
+  o.pageable_host = false;  // pinned (mapped) still loads there
+  EXPECT_TRUE(Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o).ok());
 }
 
 TEST(ExpertCacheModelTest, SlotsOutsideTheExpertCountAreRefused) {

@@ -505,6 +505,12 @@ void CudaBackend::UnmapHost(const void* p) {
   UnpinHost(const_cast<void*>(p));
 }
 
+bool CudaBackend::ReadsPageableHost() const {
+  // cudaDevAttrPageableMemoryAccess: the driver resolves the device's loads of any host
+  // address through the host's page tables (HMM with the open kernel modules, or ATS).
+  return s_->prop.pageableMemoryAccess != 0;
+}
+
 namespace {
 
 // The event of `ticket`, taken out of the table (each ticket is used once).

@@ -96,6 +96,7 @@ class CudaBackend final : public Backend {
   // mapping qualifies) and cudaHostGetDevicePointer: kernels read the range across PCIe.
   Expected<DevPtr<const uint8_t>> MapHost(const void* p, size_t bytes) override;
   void UnmapHost(const void* p) override;
+  bool ReadsPageableHost() const override;
   // Events between the op stream and an upload stream of its own.
   Expected<uint64_t> MarkOps() override;
   Expected<uint64_t> UploadAfter(uint64_t after, const HostCopy* copies, size_t n) override;

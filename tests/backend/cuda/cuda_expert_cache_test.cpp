@@ -140,5 +140,39 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
   }
 }
 
+// --expert-host pageable: nothing page-locked; the device reads the GGUF's shared mapping at
+// its own address through the host's page tables (HMM / ATS), the gather and staging copies
+// included. The same bytes, so the same bits; a device without pageable reads skips.
+TEST(CudaExpertCacheTest, PageableHostExpertsGiveTheResidentBits) {
+  FLASHKV_REQUIRE_GPU();
+  if (!SharedCuda()->ReadsPageableHost()) {
+    GTEST_SKIP() << "this device cannot read pageable host memory (no HMM or ATS)";
+  }
+  ModelOptions o{NumericsMode::kOfficial, ActQuantMode::kQ8};
+  auto resident = Model::Load(Ds4Tiny(), *SharedCuda(), &o);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const std::vector<float> want = RunAll(**resident);
+  const int64_t total = int64_t((*resident)->config().n_layer) * (*resident)->config().n_expert;
+  const int E = (*resident)->config().n_expert;
+  resident->reset();
+  for (auto [slots, stage, gather] :
+       {std::tuple<int64_t, int64_t, int>{0, 0, 0}, {total / 2, E, 16}, {total / 2, 3, 16}}) {
+    ExpertCacheOptions c;
+    c.slots = slots;
+    c.fold_interval = 2;
+    c.max_swaps = 8;
+    c.margin = 0.0;
+    c.stage_experts = stage;
+    c.stage_min_rows = 64;
+    c.gather_max_rows = gather;
+    c.pageable_host = true;
+    auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_TRUE((*m)->expert_cache()->pageable_host());
+    EXPECT_TRUE(Same(RunAll(**m), want))
+        << slots << " slots, staging " << stage << ", gather " << gather << ", pageable";
+  }
+}
+
 }  // namespace
 }  // namespace flashkv::testing
