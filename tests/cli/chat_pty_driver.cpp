@@ -1,6 +1,7 @@
 // Drives `flashkv chat` through a pseudo-terminal as a person would: types a message, stops
 // the reply with Ctrl+C, saves the conversation and quits; then a new process lists and
-// loads it, and the next message restores its KV from the disk cache; two Ctrl+C at an
+// loads it, and the next message restores its KV from the disk cache; a multi-line message,
+// /system, /clear and the history's Up key; two Ctrl+C at an
 // empty prompt end the session, the second one a SIGINT as the terminal sends it when the
 // key lands in the moment before the prompt takes the terminal (CI's run of session 9 lost
 // that race and died with status 130). Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
@@ -191,6 +192,32 @@ int main(int argc, char** argv) {
     chat.Type("And then?\r");
     if (!chat.WaitFor("restored from disk")) return Fail(chat, "the KV did not come from disk");
     if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the second reply");
+    // A multi-line message between two """ lines is one turn: 4 messages become 6.
+    chat.Type("\"\"\"\r");
+    if (!chat.WaitFor("... ")) return Fail(chat, "no continuation prompt after \"\"\"");
+    chat.Type("first line\r");
+    if (!chat.WaitFor("... ")) return Fail(chat, "no continuation prompt in the block");
+    chat.Type("second line\r\"\"\"\r");
+    if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the multi-line reply");
+    chat.Type("/stats\r");
+    if (!chat.WaitFor("conversation: 6 messages, system prompt none") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "the multi-line message was not one turn");
+    }
+    // /system sets the prompt; Up recalls the last line from the history.
+    chat.Type("/system be brief\r");
+    if (!chat.WaitFor("system prompt set") || !chat.WaitFor(">>> ")) return Fail(chat, "/system");
+    chat.Type("\x1b[A");
+    if (!chat.WaitFor("/system be brief")) return Fail(chat, "Up did not recall the history");
+    chat.Type("\x15/stats\r");  // Ctrl+U clears the recalled line first
+    if (!chat.WaitFor("conversation: 6 messages, system prompt set") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "/stats after /system");
+    }
+    chat.Type("/clear\r");
+    if (!chat.WaitFor("conversation cleared") || !chat.WaitFor(">>> ")) return Fail(chat, "/clear");
+    chat.Type("\x1b[A\x1b[A\r");  // two lines back: /stats
+    if (!chat.WaitFor("conversation: 0 messages, system prompt set") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "/clear kept the conversation, or Up did not reach /stats");
+    }
     chat.Type("\x03");
     if (!chat.WaitFor("Ctrl+C again")) return Fail(chat, "first Ctrl+C at the prompt");
     if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the first Ctrl+C");
