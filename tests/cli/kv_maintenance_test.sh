@@ -45,7 +45,8 @@ ls_mib() {
 }
 before=$(ls_mib)
 [[ -n $before ]] || fail "kv ls printed no total"
-gc=$("$flashkv" kv gc --dir "$kv" --budget-mb 0)
+# serve's names here (--kv-disk-dir, --kv-disk-space-mb), kv's older --dir above.
+gc=$("$flashkv" kv gc --kv-disk-dir "$kv" --kv-disk-space-mb 0)
 [[ $gc =~ evicted\ ([0-9]+)\ file\(s\):\ ([0-9.]+)\ MiB\ -\>\ ([0-9.]+)\ MiB ]] ||
   fail "kv gc said: $gc"
 ((BASH_REMATCH[1] >= 1)) || fail "kv gc with a budget of 0 evicted nothing: $gc"
