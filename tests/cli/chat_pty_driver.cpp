@@ -1,10 +1,11 @@
 // Drives `flashkv chat` through a pseudo-terminal as a person would: types a message, stops
 // the reply with Ctrl+C, saves the conversation and quits; then a new process lists and
 // loads it, and the next message restores its KV from the disk cache; a multi-line message,
-// /system, /clear and the history's Up key; two Ctrl+C at an
-// empty prompt end the session, the second one a SIGINT as the terminal sends it when the
-// key lands in the moment before the prompt takes the terminal (CI's run of session 9 lost
-// that race and died with status 130). Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
+// /system, /clear and the history's Up key; two Ctrl+C at an empty prompt end the session,
+// the second one a SIGINT as the terminal sends it when the key lands in the moment before
+// the prompt takes the terminal (CI's run of session 9 lost that race and died with status
+// 130). Last, `flashkv run` on a terminal keeps the engine's log out of its text.
+// Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
 // Exits 0 when every step saw what it waited for; otherwise prints the transcript.
 #include <poll.h>
 #include <pty.h>
@@ -224,6 +225,18 @@ int main(int argc, char** argv) {
     chat.Signal(SIGINT);
     const int rc = chat.Wait();
     if (rc != 0) return Fail(chat, "second session exit status " + std::to_string(rc));
+  }
+  // `flashkv run` on a terminal: the engine's info log ("request done ...") stays off, so it
+  // never lands inside the streamed text (issue 32); the stats still print.
+  {
+    PtyProcess run({argv[1], "run", "-m", argv[2], "-n", "8", "--temp", "0", "-p", "hi"});
+    if (!run.started()) return Fail(run, "forkpty (run)");
+    if (!run.WaitFor("decode: ")) return Fail(run, "run printed no stats");
+    const int rc = run.Wait();
+    if (rc != 0) return Fail(run, "run exit status " + std::to_string(rc));
+    if (run.transcript().find("request done") != std::string::npos) {
+      return Fail(run, "the engine's log reached the terminal of `flashkv run`");
+    }
   }
   std::printf("chat pty test: ok\n");
   return 0;
