@@ -13,6 +13,7 @@ expect() {
   local cmd=$1
   shift
   local have
+  # shellcheck disable=SC2086  # "kv gc" is a command and its subcommand: split on purpose
   have=$(names $cmd)
   for flag in "$@"; do
     grep -qx -- "$flag" <<<"$have" || { echo "flashkv $cmd lacks $flag" >&2; missing=1; }

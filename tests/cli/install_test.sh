@@ -30,11 +30,12 @@ read -r -a argv <<<"$exec_start"
 [[ ${argv[0]} == /usr/local/bin/flashkv && ${argv[1]} == serve ]] ||
   { echo "unexpected ExecStart: $exec_start" >&2; exit 1; }
 argv[0]=$prefix/bin/flashkv
+# shellcheck disable=SC2016  # '${STATE_DIRECTORY}' is the unit's literal text, not ours
 for i in "${!argv[@]}"; do
-  case ${argv[$i]} in
-    /srv/models/ds4flash.gguf) argv[$i]=$work/tiny.gguf ;;
-    8000) argv[$i]=0 ;;
-    *'${STATE_DIRECTORY}'*) argv[$i]=${argv[$i]//'${STATE_DIRECTORY}'/$work/state} ;;
+  case ${argv[i]} in
+    /srv/models/ds4flash.gguf) argv[i]=$work/tiny.gguf ;;
+    8000) argv[i]=0 ;;
+    *'${STATE_DIRECTORY}'*) argv[i]=${argv[i]//'${STATE_DIRECTORY}'/$work/state} ;;
   esac
 done
 "${argv[@]}" >"$work/serve.out" 2>"$work/serve.err" &

@@ -17,6 +17,7 @@ cmds=$(subcommands "$flashkv")
 for c in $cmds; do
   grep -qF "\`$c\`" <<<"$table" || { echo "README command table lacks \`$c\`" >&2; missing=1; }
 done
+# shellcheck disable=SC2016  # the backquotes are Markdown, matched literally
 kv_row=$(grep -E '^\| `kv` \|' "$readme" || true)
 for c in $(subcommands "$flashkv" kv); do
   grep -qF "\`$c\`" <<<"$kv_row" || { echo "README's kv row lacks \`$c\`" >&2; missing=1; }

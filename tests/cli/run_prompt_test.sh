@@ -61,5 +61,7 @@ pid=
 ((rc == 0)) || fail "status $rc after Ctrl+C: $(cat "$work/err")"
 grep -q '^interrupted$' "$work/err" || fail "no 'interrupted': $(cat "$work/err")"
 decoded=$(sed -n 's/^decode: \([0-9]*\) tokens in .*/\1/p' "$work/err")
-[[ -n $decoded ]] && ((decoded < 4000)) || fail "no stats, or the reply ran to its end: $(cat "$work/err")"
+if [[ -z $decoded ]] || ((decoded >= 4000)); then
+  fail "no stats, or the reply ran to its end: $(cat "$work/err")"
+fi
 echo "run prompt sources ok ($base prompt tokens; interrupted after $decoded)"
