@@ -4,7 +4,8 @@
 // /system, /clear and the history's Up key; two Ctrl+C at an empty prompt end the session,
 // the second one a SIGINT as the terminal sends it when the key lands in the moment before
 // the prompt takes the terminal (CI's run of session 9 lost that race and died with status
-// 130). Last, `flashkv run` on a terminal keeps the engine's log out of its text.
+// 130). Last, `flashkv run` on a terminal keeps the engine's log out of its text, and
+// without a prompt says how to give one.
 // Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
 // Exits 0 when every step saw what it waited for; otherwise prints the transcript.
 #include <poll.h>
@@ -237,6 +238,15 @@ int main(int argc, char** argv) {
     if (run.transcript().find("request done") != std::string::npos) {
       return Fail(run, "the engine's log reached the terminal of `flashkv run`");
     }
+  }
+  // With no prompt and stdin a terminal, run says how to give one instead of waiting.
+  {
+    PtyProcess run({argv[1], "run", "-m", argv[2]});
+    if (!run.started()) return Fail(run, "forkpty (run, no prompt)");
+    if (!run.WaitFor("no prompt: pass -p TEXT, --prompt-file FILE, or pipe it")) {
+      return Fail(run, "run without a prompt on a terminal");
+    }
+    if (run.Wait() == 0) return Fail(run, "run without a prompt exited 0");
   }
   std::printf("chat pty test: ok\n");
   return 0;
