@@ -474,7 +474,7 @@ void RegisterChat(CLI::App& app) {
   AddTokenizerFlag(cmd, &f->model);
   cmd->add_option("--ctx,-c,--ctx-size", f->ctx, "context tokens of the conversation")
       ->capture_default_str();
-  cmd->add_option("-n,--n-predict,--tokens", f->n_predict, "most tokens per reply")
+  cmd->add_option("-n,--n-predict,--tokens,--gen-tokens", f->n_predict, "most tokens per reply")
       ->capture_default_str();
   cmd->add_option("--temp", f->temperature, "temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-p", f->top_p, "nucleus mass (1: off)")->capture_default_str();

@@ -39,8 +39,9 @@ void LoadReporter::OnWeights(uint64_t done, uint64_t total, double from, double 
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - weights_start_).count();
     // A rate over the first milliseconds says nothing (the first tensors are small).
-    const std::string rate =
-        secs >= 0.5 ? fmt::format(", {:.0f} MiB/s", double(done) / double(kMiB) / secs) : "";
+    const std::string rate = secs >= Progress::kMinRateSeconds
+                                 ? fmt::format(", {:.0f} MiB/s", double(done) / double(kMiB) / secs)
+                                 : "";
     spdlog::info("loading weights: {}% ({:.1f} of {:.1f} GiB{})", decile * 10,
                  double(done) / double(1ull << 30), double(total) / double(1ull << 30), rate);
   }

@@ -8,7 +8,9 @@
 
 namespace flashkv {
 
-bool Progress::StderrIsTty() { return isatty(STDERR_FILENO) == 1; }
+bool Progress::StderrIsTty() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 Progress::Progress(std::string what, uint64_t total, std::string unit)
     : what_(std::move(what)),
@@ -17,27 +19,36 @@ Progress::Progress(std::string what, uint64_t total, std::string unit)
       tty_(StderrIsTty()),
       start_(std::chrono::steady_clock::now()) {}
 
-Progress::~Progress() { Finish(); }
+Progress::~Progress() {
+  Finish();
+}
 
 void Progress::Update(uint64_t done, const std::string& detail) {
   if (!tty_) return;
   auto now = std::chrono::steady_clock::now();
   if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
-  double secs = std::chrono::duration<double>(now - start_).count();
-  double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
-  constexpr int kWidth = 30;
-  int filled = static_cast<int>(pct / 100.0 * kWidth);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::string rate;
-  if (secs > 0 && !unit_.empty()) rate = fmt::format(" {:.1f} {}/s", done / secs, unit_);
-  std::string line = fmt::format("\r{} [{}] {:5.1f}% {}/{}{} {}", what_, bar, pct, done, total_,
-                                 rate, detail);
-  if (line.size() > 160) line.resize(160);
-  std::fprintf(stderr, "%s\033[K", line.c_str());
+  const double secs = std::chrono::duration<double>(now - start_).count();
+  const std::string line = Line(what_, done, total_, unit_, secs, detail);
+  std::fprintf(stderr, "\r%s\033[K", line.c_str());
   std::fflush(stderr);
   drawn_ = true;
+}
+
+std::string Progress::Line(const std::string& what, uint64_t done, uint64_t total,
+                           const std::string& unit, double secs, const std::string& detail) {
+  const double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
+  constexpr int kWidth = 30;
+  std::string bar(static_cast<size_t>(pct / 100.0 * kWidth), '#');
+  bar.resize(kWidth, '.');
+  std::string rate;
+  if (secs >= kMinRateSeconds && !unit.empty()) {
+    rate = fmt::format(" {:.1f} {}/s", static_cast<double>(done) / secs, unit);
+  }
+  std::string line =
+      fmt::format("{} [{}] {:5.1f}% {}/{}{} {}", what, bar, pct, done, total, rate, detail);
+  if (line.size() > 159) line.resize(159);
+  return line;
 }
 
 void Progress::Finish() {

@@ -21,6 +21,13 @@ class Progress {
 
   static bool StderrIsTty();
 
+  // The line Update draws (without the carriage return). The rate appears once `secs` has
+  // reached kMinRateSeconds: before that a few small items give rates like "331578947.4
+  // MiB/s" (the weights bar of every start-up; cli/load_progress.cpp logs by the same rule).
+  static constexpr double kMinRateSeconds = 0.5;
+  static std::string Line(const std::string& what, uint64_t done, uint64_t total,
+                          const std::string& unit, double secs, const std::string& detail);
+
  private:
   std::string what_;
   std::string unit_;

@@ -1,9 +1,12 @@
 // Drives `flashkv chat` through a pseudo-terminal as a person would: types a message, stops
 // the reply with Ctrl+C, saves the conversation and quits; then a new process lists and
-// loads it, and the next message restores its KV from the disk cache; two Ctrl+C at an
-// empty prompt end the session, the second one a SIGINT as the terminal sends it when the
-// key lands in the moment before the prompt takes the terminal (CI's run of session 9 lost
-// that race and died with status 130). Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
+// loads it, and the next message restores its KV from the disk cache; a multi-line message,
+// /system, /clear and the history's Up key; two Ctrl+C at an empty prompt end the session,
+// the second one a SIGINT as the terminal sends it when the key lands in the moment before
+// the prompt takes the terminal (CI's run of session 9 lost that race and died with status
+// 130). Last, `flashkv run` on a terminal keeps the engine's log out of its text, and
+// without a prompt says how to give one.
+// Usage: chat_pty_driver FLASHKV MODEL WORKDIR.
 // Exits 0 when every step saw what it waited for; otherwise prints the transcript.
 #include <poll.h>
 #include <pty.h>
@@ -191,12 +194,59 @@ int main(int argc, char** argv) {
     chat.Type("And then?\r");
     if (!chat.WaitFor("restored from disk")) return Fail(chat, "the KV did not come from disk");
     if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the second reply");
+    // A multi-line message between two """ lines is one turn: 4 messages become 6.
+    chat.Type("\"\"\"\r");
+    if (!chat.WaitFor("... ")) return Fail(chat, "no continuation prompt after \"\"\"");
+    chat.Type("first line\r");
+    if (!chat.WaitFor("... ")) return Fail(chat, "no continuation prompt in the block");
+    chat.Type("second line\r\"\"\"\r");
+    if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the multi-line reply");
+    chat.Type("/stats\r");
+    if (!chat.WaitFor("conversation: 6 messages, system prompt none") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "the multi-line message was not one turn");
+    }
+    // /system sets the prompt; Up recalls the last line from the history.
+    chat.Type("/system be brief\r");
+    if (!chat.WaitFor("system prompt set") || !chat.WaitFor(">>> ")) return Fail(chat, "/system");
+    chat.Type("\x1b[A");
+    if (!chat.WaitFor("/system be brief")) return Fail(chat, "Up did not recall the history");
+    chat.Type("\x15/stats\r");  // Ctrl+U clears the recalled line first
+    if (!chat.WaitFor("conversation: 6 messages, system prompt set") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "/stats after /system");
+    }
+    chat.Type("/clear\r");
+    if (!chat.WaitFor("conversation cleared") || !chat.WaitFor(">>> ")) return Fail(chat, "/clear");
+    chat.Type("\x1b[A\x1b[A\r");  // two lines back: /stats
+    if (!chat.WaitFor("conversation: 0 messages, system prompt set") || !chat.WaitFor(">>> ")) {
+      return Fail(chat, "/clear kept the conversation, or Up did not reach /stats");
+    }
     chat.Type("\x03");
     if (!chat.WaitFor("Ctrl+C again")) return Fail(chat, "first Ctrl+C at the prompt");
     if (!chat.WaitFor(">>> ")) return Fail(chat, "no prompt after the first Ctrl+C");
     chat.Signal(SIGINT);
     const int rc = chat.Wait();
     if (rc != 0) return Fail(chat, "second session exit status " + std::to_string(rc));
+  }
+  // `flashkv run` on a terminal: the engine's info log ("request done ...") stays off, so it
+  // never lands inside the streamed text (issue 32); the stats still print.
+  {
+    PtyProcess run({argv[1], "run", "-m", argv[2], "-n", "8", "--temp", "0", "-p", "hi"});
+    if (!run.started()) return Fail(run, "forkpty (run)");
+    if (!run.WaitFor("decode: ")) return Fail(run, "run printed no stats");
+    const int rc = run.Wait();
+    if (rc != 0) return Fail(run, "run exit status " + std::to_string(rc));
+    if (run.transcript().find("request done") != std::string::npos) {
+      return Fail(run, "the engine's log reached the terminal of `flashkv run`");
+    }
+  }
+  // With no prompt and stdin a terminal, run says how to give one instead of waiting.
+  {
+    PtyProcess run({argv[1], "run", "-m", argv[2]});
+    if (!run.started()) return Fail(run, "forkpty (run, no prompt)");
+    if (!run.WaitFor("no prompt: pass -p TEXT, --prompt-file FILE, or pipe it")) {
+      return Fail(run, "run without a prompt on a terminal");
+    }
+    if (run.Wait() == 0) return Fail(run, "run without a prompt exited 0");
   }
   std::printf("chat pty test: ok\n");
   return 0;

@@ -2,7 +2,8 @@
 # `flashkv serve` binds its port before it loads the model: a first server reports the port
 # it bound before "listening on"; a second one on the same port fails with the bind error at
 # once, before it even looks for its (here missing) model; /health answers 200 once the
-# first is listening.
+# first is listening. The first one is started with llama.cpp's spellings (-m, -c, --host,
+# --port), which serve accepts where they mean the same (issue 32); /health reports its -c.
 set -euo pipefail
 flashkv=$1
 model=$2
@@ -14,7 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$flashkv" serve --model "$model" --port 0 --kv-ram-space-mb 0 >"$work/out" 2>"$work/err" &
+"$flashkv" serve -m "$model" -c 640 --host 127.0.0.1 --port 0 --kv-ram-space-mb 0 >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 600); do
   grep -q "listening on" "$work/out" && break
@@ -47,4 +48,5 @@ reply=$(cat <&3)
 exec 3>&-
 [[ $reply == "HTTP/1.1 200"* ]] || { echo "health after load: $reply" >&2; exit 1; }
 [[ $reply == *'"status":"ok"'* ]] || { echo "health body: $reply" >&2; exit 1; }
+[[ $reply == *'"ctx":640'* ]] || { echo "health does not report -c 640: $reply" >&2; exit 1; }
 echo "startup ok (port $port)"

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { longSystem, startServer } from './lib/server.mjs';
+import { longSystem, metric, startServer } from './lib/server.mjs';
 
 let server;
 let client;
@@ -220,6 +220,25 @@ test('a request that names no model does not think: the answer is visible', asyn
   assert.equal(data.choices[0].message.reasoning_content, undefined);
   assert.ok(data.choices[0].message.content.length > 0);
   assert.equal(data.usage.completion_tokens_details?.reasoning_tokens ?? 0, 0);
+});
+
+// Issue 32: latency histograms under vLLM's names (vllm: -> flashkv_), fed by real requests.
+test('a streamed reply lands in every latency histogram of /metrics', async () => {
+  const families = ['flashkv_time_to_first_token_seconds', 'flashkv_inter_token_latency_seconds',
+    'flashkv_request_queue_time_seconds', 'flashkv_request_prefill_tokens_per_second',
+    'flashkv_request_decode_tokens_per_second'];
+  const count = async (f) => (await metric(server.url, `${f}_count`)) ?? NaN;
+  const before = await Promise.all(families.map(count));
+  const stream = await client.chat.completions.create(base({ stream: true, max_tokens: 6,
+    messages: [{ role: 'user', content: 'Name three colours.' }] }));
+  let chunks = 0;
+  for await (const c of stream) chunks += c.choices[0]?.delta?.content ? 1 : 0;
+  assert.ok(chunks > 1, `${chunks} content chunks`);
+  const after = await Promise.all(families.map(count));
+  families.forEach((f, i) => assert.ok(after[i] > before[i], `${f}_count ${before[i]} -> ${after[i]}`));
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  for (const f of families) assert.match(text, new RegExp(`^# TYPE ${f} histogram$`, 'm'));
+  assert.match(text, /^flashkv_time_to_first_token_seconds_bucket\{le="\+Inf"\} [1-9]/m);
 });
 
 test('logprobs and top_logprobs, whole and streamed, agree', async () => {

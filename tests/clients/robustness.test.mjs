@@ -268,6 +268,17 @@ test('keepalive comments arrive on time during a long one-chunk prefill', async 
     // Half the nominal count leaves room for a loaded machine's scheduling.
     assert.ok(comments >= Math.floor(prefillMs / 500), `${comments} keepalives in ${prefillMs} ms`);
     assert.ok(maxGap < 1500, `a ${maxGap} ms gap without bytes`);
+    // Each prefill comment carries llama.cpp's prompt_progress numbers for this request.
+    const progress = arrivals.flatMap((a) => [...a.s.matchAll(/^: prefill (\{.*\})$/gm)])
+      .map((m) => JSON.parse(m[1]));
+    assert.equal(progress.length, comments);
+    let lastMs = -1;
+    for (const p of progress) {
+      assert.ok(p.total > 0 && p.total === progress[0].total, JSON.stringify(p));
+      assert.ok(p.cache >= 0 && p.cache <= p.processed && p.processed <= p.total, JSON.stringify(p));
+      assert.ok(p.time_ms >= lastMs, JSON.stringify(p));
+      lastMs = p.time_ms;
+    }
   } finally {
     assert.equal(await slow.stop(), 0);
   }

@@ -27,21 +27,45 @@ namespace flashkv::testing {
 
 enum class RespFault { kTrickle, kEndlessLine, kTruncated, kWrongType, kHugeArray, kGarbage };
 
+// A listening socket on 127.0.0.1 and a port the kernel picks; *port stays 0 when it fails.
+inline int ListenOnLoopback(int backlog, int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, backlog) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    *port = ntohs(a.sin_port);
+  }
+  return fd;
+}
+
+// Sends all of `n` bytes unless the peer left or `stop` is set; counts them in *sent.
+inline bool SendAllUnlessStopped(int fd, const char* data, size_t n, const std::atomic<bool>& stop,
+                                 std::atomic<uint64_t>* sent = nullptr) {
+  size_t at = 0;
+  while (at < n && !stop) {
+    const ssize_t k = ::send(fd, data + at, n - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      at += size_t(k);
+      if (sent != nullptr) *sent += uint64_t(k);
+    } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 50);
+    } else {
+      return false;
+    }
+  }
+  return at == n;
+}
+
 class FakeRespServer {
  public:
   explicit FakeRespServer(RespFault fault) : fault_(fault) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::listen(listen_, 16) == 0 &&
-        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port_ = ntohs(a.sin_port);
-    }
+    listen_ = ListenOnLoopback(16, &port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~FakeRespServer() {
@@ -69,20 +93,7 @@ class FakeRespServer {
 
   // Sends all of `s` unless the client left or the server stops; false then.
   bool Send(int fd, const std::string& s) {
-    size_t at = 0;
-    while (at < s.size() && !stop_) {
-      const ssize_t n = ::send(fd, s.data() + at, s.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        at += size_t(n);
-        sent_ += uint64_t(n);
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 50);
-      } else {
-        return false;
-      }
-    }
-    return at == s.size();
+    return SendAllUnlessStopped(fd, s.data(), s.size(), stop_, &sent_);
   }
 
   // Idles until the client closes or the server stops.
@@ -170,18 +181,7 @@ class FaultProxy {
   explicit FaultProxy(int upstream_port,
                       std::chrono::milliseconds trickle_every = std::chrono::milliseconds(500))
       : upstream_port_(upstream_port), trickle_every_(trickle_every) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::listen(listen_, 64) == 0 &&
-        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port_ = ntohs(a.sin_port);
-    }
+    listen_ = ListenOnLoopback(64, &port_);
     accept_ = std::thread([this] { Accept(); });
   }
   ~FaultProxy() {
@@ -211,19 +211,7 @@ class FaultProxy {
   }
   // All of `s` unless the peer left or the proxy stops.
   bool SendAll(int fd, const char* data, size_t n) {
-    size_t at = 0;
-    while (at < n && !stop_) {
-      const ssize_t k = ::send(fd, data + at, n - at, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k > 0) {
-        at += size_t(k);
-      } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 50);
-      } else {
-        return false;
-      }
-    }
-    return at == n;
+    return SendAllUnlessStopped(fd, data, n, stop_);
   }
   // True once the client closed (what it sends meanwhile is read and dropped).
   bool ClientGone(int fd, int ms) {

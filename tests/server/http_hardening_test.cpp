@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -210,28 +209,30 @@ class HttpHardeningTest : public ::testing::Test {
     }
   }
   void TearDown() override {
-    Release();
+    ReleaseBlocked();
     if (server_) server_->Stop();
     if (thread_.joinable()) thread_.join();
   }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  bool WaitBlocked(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, seconds(60), [&] { return blocked_ >= n; });
+  // Lets every /block handler return and joins the clients StartBlocked started (also at
+  // TearDown, however the test ends).
+  void ReleaseBlocked() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+      cv_.notify_all();
+    }
+    for (std::thread& th : block_clients_) th.join();
+    block_clients_.clear();
   }
   // Starts GET /block on its own connection (from 127.0.0.1) until its handler is the n-th
   // one blocked. A connection whose answer was just read may still count as being
   // answered for a moment (its thread has not yet marked it idle or closed it), and a
   // newcomer refused with 503 then is retried; false after 60 s.
-  bool StartBlocked(int n, std::vector<std::thread>* threads) {
+  bool StartBlocked(int n) {
     const Clock::time_point end = Clock::now() + seconds(60);
     while (Clock::now() < end) {
       auto done = std::make_shared<std::atomic<bool>>(false);
-      threads->emplace_back([this, done] {
+      block_clients_.emplace_back([this, done] {
         httplib::Client c("127.0.0.1", server_->port());
         c.set_read_timeout(120, 0);
         c.Get("/block");
@@ -254,6 +255,7 @@ class HttpHardeningTest : public ::testing::Test {
   std::condition_variable cv_;
   int blocked_ = 0;
   bool released_ = false;
+  std::vector<std::thread> block_clients_;  // StartBlocked's, joined by ReleaseBlocked
 };
 
 TEST_F(HttpHardeningTest, GzipBodiesAreBoundedAfterDecoding) {
@@ -491,24 +493,13 @@ TEST_F(HttpHardeningTest, A503OnlyWhenEveryConnectionIsBeingAnswered) {
   ASSERT_NE(idle.ReadUntil("{\"status\":\"ok\"}").find("200 OK"), std::string::npos);
   // Requests the server is answering, started one after the other so each is being
   // answered before the next arrives: each newcomer may only push out an idle connection.
-  std::vector<std::thread> blocked;
-  // However the test ends, the handlers are released and their clients joined.
-  struct Cleanup {
-    std::function<void()> fn;
-    ~Cleanup() { fn(); }
-  } cleanup{[&] {
-    Release();
-    for (std::thread& th : blocked) th.join();
-    blocked.clear();
-  }};
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(StartBlocked(i, &blocked)) << i;
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(StartBlocked(i)) << i;
   EXPECT_TRUE(idle.ClosedWithin(milliseconds(60000)));
   RawClient refused = Raw();
   const std::string response = refused.ReadAll();
   EXPECT_EQ(StatusOf(response), 503) << response;
   EXPECT_NE(response.find("too many open connections"), std::string::npos);
-  cleanup.fn();
-  cleanup.fn = [] {};
+  ReleaseBlocked();
   auto h = client_->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
@@ -521,16 +512,7 @@ TEST_F(HttpHardeningTest, OneAddressCannotTakeEverySlot) {
   HttpServerOptions o;
   o.threads = 4;
   Start(o);
-  std::vector<std::thread> blocked;
-  struct Cleanup {
-    std::function<void()> fn;
-    ~Cleanup() { fn(); }
-  } cleanup{[&] {
-    Release();
-    for (std::thread& th : blocked) th.join();
-    blocked.clear();
-  }};
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(StartBlocked(i, &blocked)) << i;
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(StartBlocked(i)) << i;
   RawClient fourth = Raw("127.0.0.1");
   ASSERT_TRUE(fourth.connected());
   fourth.Send("GET /block HTTP/1.1\r\nHost: " + Host() + "\r\n\r\n");

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -26,25 +25,11 @@ using testing::ChatAnswer;
 using testing::ChatBody;
 using testing::HealthStatus;
 using testing::ServeProcess;
+using testing::TempDir;
+using testing::Until;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string TempDir(const std::string& name) {
-  std::string path = (std::filesystem::temp_directory_path() / ("flashkv-" + name + "-XXXXXX"));
-  EXPECT_NE(::mkdtemp(path.data()), nullptr);
-  return path;
-}
-
-template <typename F>
-bool Until(F fn, milliseconds limit) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return fn();
-}
 
 // A body of one 16 MB word: the merge loop would take seconds (24 s for 60 MB on the dev
 // VM); with a 200 ms budget it is a 413 — the old server answered 400 "Prompt has N tokens"

@@ -45,16 +45,11 @@ using testing::HealthStatus;
 using testing::Metric;
 using testing::RedisServer;
 using testing::ServeProcess;
+using testing::TempDir;
+using testing::Until;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// A fresh directory for one server's cache and log.
-std::string TempDir(const std::string& name) {
-  std::string path = (std::filesystem::temp_directory_path() / ("flashkv-" + name + "-XXXXXX"));
-  EXPECT_NE(::mkdtemp(path.data()), nullptr);
-  return path;
-}
 
 // The system prompt of one conversation: the topic first, so conversations share no
 // prefix in any tier; long enough for several 128-token chunks.
@@ -75,17 +70,6 @@ std::string Question(const std::string& topic) {
 std::vector<std::string> Cached(const std::string& dir) {
   return {"--ctx",         "4096", "--kv-cache-min-tokens", "64", "--kv-disk-chunk-tokens", "128",
           "--kv-disk-dir", dir};
-}
-
-// Polls `fn` every 50 ms until it holds or `limit` passes.
-template <typename F>
-bool Until(F fn, milliseconds limit = seconds(60)) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return fn();
 }
 
 double MetricOr0(const ServeProcess& s, const std::string& name, const std::string& labels = "") {

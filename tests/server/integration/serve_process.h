@@ -3,7 +3,8 @@
 // FLASHKV_TEST_MODEL, or the environment variables FLASHKV_BIN / FLASHKV_MODEL). It is
 // started with stdout on a pipe (read until "listening on http://HOST:PORT") and stderr in
 // a log file, stopped by a signal, and killed if a test leaves it running. Also: small
-// HTTP helpers (a chat completion, /metrics samples) on cpp-httplib.
+// HTTP helpers (a chat completion, /metrics samples) on cpp-httplib, a temporary directory
+// and a poll-until for the tests that start it.
 #pragma once
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -32,6 +34,24 @@ using Clock = std::chrono::steady_clock;
 
 inline double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A fresh directory under the system's temporary one for a server's cache or log.
+inline std::string TempDir(const std::string& name) {
+  std::string path = (std::filesystem::temp_directory_path() / ("flashkv-" + name + "-XXXXXX"));
+  EXPECT_NE(::mkdtemp(path.data()), nullptr);
+  return path;
+}
+
+// Polls `fn` every 50 ms until it holds or `limit` passes; its last answer then.
+template <typename F>
+bool Until(F fn, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  const Clock::time_point end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return fn();
 }
 
 inline std::string EnvOr(const char* name, const char* fallback) {
