@@ -1,7 +1,6 @@
 // DiskCache: the disk tier (tier 3, kv/cache_tier.h) of the resume cascade — a directory
-// of `<sha1>.kv` snapshot files bounded by a byte budget. Owns the file names (the only
-// place they are built and parsed), the in-memory prefix index (token-id radix tree +
-// rendered texts), value-based
+// of `<sha1>.kv` snapshot files bounded by a byte budget (its names: kv/cache_names.h).
+// Owns the in-memory prefix index (token-id radix tree + rendered texts), value-based
 // eviction, quarantine of damaged files, and the background writer thread. Must not: run
 // the model or decide *when* to save (CachePolicy and the engine do).
 //
@@ -40,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/cache_names.h"
 #include "kv/cache_tier.h"
 #include "kv/resume_point.h"
 #include "kv/snapshot_chunks.h"
@@ -276,10 +276,5 @@ struct CacheDirectoryView {
 };
 Expected<CacheDirectoryView> InspectCacheDirectory(
     const std::string& dir, const std::optional<SnapshotIdentity>& identity = std::nullopt);
-
-// File name helpers (the only place `.kv` names are made): "<40 hex>.kv".
-std::string SnapshotFileName(const Sha1Digest& key);
-// The key of a snapshot file name, or false for any other name.
-bool ParseSnapshotFileName(std::string_view name, Sha1Digest* key);
 
 }  // namespace flashkv
