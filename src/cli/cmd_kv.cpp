@@ -145,7 +145,7 @@ bool LooksLikeCache(const std::string& dir, const CacheDirectoryView& view) {
   auto files = ListDirectory(dir);
   if (!files.ok()) return false;
   for (const DirEntry& e : *files) {
-    if (e.name == ".lock" || e.name == kChunkDirName) return true;
+    if (e.name == kLockFileName || e.name == kChunkDirName) return true;
   }
   return false;
 }

@@ -21,6 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/cache_tiers.h"
 #include "cli/commands.h"
 #include "cli/kv_cache_flags.h"
 #include "cli/kv_remote_flags.h"
@@ -30,9 +31,6 @@
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
 #include "kv/cache_policy.h"
-#include "kv/disk_cache.h"
-#include "kv/ram_cache.h"
-#include "kv/remote_address.h"
 #include "model/expert_cache.h"
 #include "runtime/runtime.h"
 #include "server/api_server.h"
@@ -67,8 +65,8 @@ struct ServeFlags {
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
   int tool_memory_max_ids = 100000;
-  KvDiskFlags kv;        // disk KV cache (tier 2), ds4-server's flags
-  KvRemoteFlags remote;  // the shared tier after the disk
+  KvDiskFlags kv;        // disk KV cache (tier 3), ds4-server's flags
+  KvRemoteFlags remote;  // the shared store (tier 4) after the disk
 };
 
 // Waits for SIGINT/SIGTERM on its own thread (they are blocked everywhere else). While the
@@ -276,62 +274,30 @@ Status RunServe(const ServeFlags& f) {
                    available.status().message());
     }
   }
+  CacheTierFlags tier_flags;
+  tier_flags.ram_budget_bytes = ram_budget;
+  tier_flags.disk = f.kv;
+  tier_flags.remote = f.remote;
   std::optional<SnapshotIdentity> identity;
-  if (ram_budget > 0 || !f.kv.dir.empty()) {
+  if (NeedsIdentity(tier_flags)) {
     progress.Phase("fingerprinting the model for the KV cache", 0.92);
     FLASHKV_ASSIGN_OR_RETURN(const Sha1Digest fingerprint, SetupFingerprint(setup));
     identity = CacheIdentity(fingerprint, setup.options);
   }
+  // Tiers 2-4; tier 5, a cold prefill, needs nothing opened.
+  FLASHKV_ASSIGN_OR_RETURN(CacheTiers tiers, OpenCacheTiers(tier_flags, identity, &rt->backend()));
   EngineMetrics metrics;
-  std::unique_ptr<RamCache> ram;
-  if (ram_budget > 0) {
-    RamCacheOptions ro;
-    ro.budget_bytes = ram_budget;
-    ro.identity = *identity;
-    ro.pin = &rt->backend();
-    ram = std::make_unique<RamCache>(ro);
-  }
-  // Before the disk cache: its writer thread hands saves to the tier until it stops.
-  std::unique_ptr<RemoteTier> remote;
-  if (!f.remote.url.empty()) {
-    FLASHKV_RETURN_IF_ERROR(ParseRemoteAddress(f.remote.url).status());
-    if (f.kv.dir.empty()) {
-      return InvalidArgument(
-          "--kv-remote needs --kv-disk-dir: fetched entries are kept and restored there");
-    }
-    FLASHKV_ASSIGN_OR_RETURN(remote, OpenRemoteTier(f.remote, *identity));
-  }
-  std::unique_ptr<DiskCache> disk;
-  if (!f.kv.dir.empty()) {
-    if (f.kv.space_mb == 0) return InvalidArgument("--kv-disk-space-mb must be positive");
-    // A cache that cannot open (another server holds the directory, no permission) is
-    // reported; the server still runs from memory, as ds4 does.
-    auto opened = OpenDiskCache(f.kv, *identity);
-    if (opened.ok()) {
-      disk = std::move(*opened);
-      metrics.SetDiskCache(disk.get());
-      if (remote != nullptr) {
-        RemoteTier* tier = remote.get();
-        disk->SetStoredHook([tier](const DiskStoredEntry& e) {
-          tier->Enqueue(RemoteUpload{e.key, e.n_tokens, e.paths});
-        });
-        metrics.SetRemoteTier(tier);
-        spdlog::info("kv remote: {} (mirroring saves, fetching on local misses)",
-                     tier->options().store.address.ToString());
-      }
-    } else {
-      spdlog::error("disk KV cache disabled: {}", opened.status().ToString());
-    }
-  }
+  if (tiers.disk != nullptr) metrics.SetDiskCache(tiers.disk.get());
+  if (tiers.remote != nullptr) metrics.SetRemoteTier(tiers.remote.get());
   ToolReplayMap replay(size_t(f.tool_memory_max_ids));
   EngineOptions eo;
   eo.ctx_size = f.ctx;
   eo.live_sessions = live_sessions;
   eo.prefill_chunk = f.prefill_chunk;
   eo.max_batch = f.max_batch;
-  eo.ram = ram.get();
-  eo.disk = disk.get();
-  eo.remote = disk != nullptr ? remote.get() : nullptr;
+  eo.ram = tiers.ram.get();
+  eo.disk = tiers.disk.get();
+  eo.remote = tiers.remote.get();
   eo.policy = policy;
   Engine engine(rt->model(), tokenizer, replay, metrics, eo);
   Scheduler scheduler(engine, metrics);

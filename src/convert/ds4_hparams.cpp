@@ -5,10 +5,6 @@
 namespace flashkv {
 namespace {
 
-std::string Key(const char* suffix) {
-  return std::string(kDs4Arch) + "." + suffix;
-}
-
 // Table of the scalar u32 keys in file order, with the field each maps to. The float keys
 // are interleaved at fixed points below, so the table is split where they go.
 struct U32Key {
@@ -18,32 +14,32 @@ struct U32Key {
 };
 
 constexpr U32Key kCountKeys[] = {
-    {"block_count", &Ds4Hparams::n_layer, false},
-    {"context_length", &Ds4Hparams::n_ctx_train, true},
-    {"embedding_length", &Ds4Hparams::n_embd, false},
-    {"vocab_size", &Ds4Hparams::n_vocab, false},
-    {"attention.head_count", &Ds4Hparams::n_head, false},
-    {"attention.head_count_kv", &Ds4Hparams::n_head_kv, false},
-    {"attention.key_length", &Ds4Hparams::head_dim, false},
-    {"attention.value_length", &Ds4Hparams::head_dim, false},
-    {"rope.dimension_count", &Ds4Hparams::n_rot, false},
-    {"attention.q_lora_rank", &Ds4Hparams::q_lora_rank, false},
-    {"attention.output_lora_rank", &Ds4Hparams::o_lora_rank, false},
-    {"attention.output_group_count", &Ds4Hparams::o_groups, false},
-    {"expert_count", &Ds4Hparams::n_expert, false},
-    {"expert_used_count", &Ds4Hparams::n_expert_used, false},
-    {"expert_feed_forward_length", &Ds4Hparams::n_ff_exp, false},
-    {"expert_shared_count", &Ds4Hparams::n_expert_shared, false},
-    {"hash_layer_count", &Ds4Hparams::n_hash_layer, false},
-    {"expert_group_count", &Ds4Hparams::n_expert_group, true},
-    {"expert_group_used_count", &Ds4Hparams::n_expert_group_used, true},
-    {"attention.sliding_window", &Ds4Hparams::n_swa, false},
-    {"attention.indexer.head_count", &Ds4Hparams::n_indexer_head, false},
-    {"attention.indexer.key_length", &Ds4Hparams::indexer_head_dim, false},
-    {"attention.indexer.top_k", &Ds4Hparams::indexer_top_k, false},
-    {"hyper_connection.count", &Ds4Hparams::n_hc, false},
-    {"hyper_connection.sinkhorn_iterations", &Ds4Hparams::hc_sinkhorn_iters, false},
-    {"rope.scaling.original_context_length", &Ds4Hparams::rope_orig_ctx, false},
+    {ds4_key::kBlockCount, &Ds4Hparams::n_layer, false},
+    {ds4_key::kContextLength, &Ds4Hparams::n_ctx_train, true},
+    {ds4_key::kEmbeddingLength, &Ds4Hparams::n_embd, false},
+    {ds4_key::kVocabSize, &Ds4Hparams::n_vocab, false},
+    {ds4_key::kHeadCount, &Ds4Hparams::n_head, false},
+    {ds4_key::kHeadCountKv, &Ds4Hparams::n_head_kv, false},
+    {ds4_key::kKeyLength, &Ds4Hparams::head_dim, false},
+    {ds4_key::kValueLength, &Ds4Hparams::head_dim, false},
+    {ds4_key::kRopeDimensionCount, &Ds4Hparams::n_rot, false},
+    {ds4_key::kQLoraRank, &Ds4Hparams::q_lora_rank, false},
+    {ds4_key::kOutputLoraRank, &Ds4Hparams::o_lora_rank, false},
+    {ds4_key::kOutputGroupCount, &Ds4Hparams::o_groups, false},
+    {ds4_key::kExpertCount, &Ds4Hparams::n_expert, false},
+    {ds4_key::kExpertUsedCount, &Ds4Hparams::n_expert_used, false},
+    {ds4_key::kExpertFeedForwardLength, &Ds4Hparams::n_ff_exp, false},
+    {ds4_key::kExpertSharedCount, &Ds4Hparams::n_expert_shared, false},
+    {ds4_key::kHashLayerCount, &Ds4Hparams::n_hash_layer, false},
+    {ds4_key::kExpertGroupCount, &Ds4Hparams::n_expert_group, true},
+    {ds4_key::kExpertGroupUsedCount, &Ds4Hparams::n_expert_group_used, true},
+    {ds4_key::kSlidingWindow, &Ds4Hparams::n_swa, false},
+    {ds4_key::kIndexerHeadCount, &Ds4Hparams::n_indexer_head, false},
+    {ds4_key::kIndexerKeyLength, &Ds4Hparams::indexer_head_dim, false},
+    {ds4_key::kIndexerTopK, &Ds4Hparams::indexer_top_k, false},
+    {ds4_key::kHyperConnectionCount, &Ds4Hparams::n_hc, false},
+    {ds4_key::kSinkhornIterations, &Ds4Hparams::hc_sinkhorn_iters, false},
+    {ds4_key::kRopeOriginalContextLength, &Ds4Hparams::rope_orig_ctx, false},
 };
 
 struct F32Key {
@@ -52,19 +48,15 @@ struct F32Key {
 };
 
 constexpr F32Key kFloatKeys[] = {
-    {"rope.freq_base", &Ds4Hparams::rope_freq_base},
-    {"rope.scaling.factor", &Ds4Hparams::rope_scaling_factor},
-    {"rope.scaling.yarn_beta_fast", &Ds4Hparams::yarn_beta_fast},
-    {"rope.scaling.yarn_beta_slow", &Ds4Hparams::yarn_beta_slow},
-    {"attention.compress_rope_freq_base", &Ds4Hparams::compress_rope_freq_base},
-    {"expert_weights_scale", &Ds4Hparams::expert_weights_scale},
-    {"attention.layer_norm_rms_epsilon", &Ds4Hparams::rms_eps},
-    {"hyper_connection.epsilon", &Ds4Hparams::hc_eps},
+    {ds4_key::kRopeFreqBase, &Ds4Hparams::rope_freq_base},
+    {ds4_key::kRopeScalingFactor, &Ds4Hparams::rope_scaling_factor},
+    {ds4_key::kYarnBetaFast, &Ds4Hparams::yarn_beta_fast},
+    {ds4_key::kYarnBetaSlow, &Ds4Hparams::yarn_beta_slow},
+    {ds4_key::kCompressRopeFreqBase, &Ds4Hparams::compress_rope_freq_base},
+    {ds4_key::kExpertWeightsScale, &Ds4Hparams::expert_weights_scale},
+    {ds4_key::kRmsEpsilon, &Ds4Hparams::rms_eps},
+    {ds4_key::kHyperConnectionEpsilon, &Ds4Hparams::hc_eps},
 };
-
-constexpr const char* kWeightsNormKey = "expert_weights_norm";
-constexpr const char* kRatiosKey = "attention.compress_ratios";
-constexpr const char* kClampKey = "swiglu_clamp_exp";
 
 }  // namespace
 
@@ -73,18 +65,18 @@ Status Ds4Hparams::Validate() const {
     if (v == 0) return InvalidArgument("{} must be positive", what);
     return Status::Ok();
   };
-  FLASHKV_RETURN_IF_ERROR(positive("block_count", n_layer));
-  FLASHKV_RETURN_IF_ERROR(positive("embedding_length", n_embd));
-  FLASHKV_RETURN_IF_ERROR(positive("vocab_size", n_vocab));
-  FLASHKV_RETURN_IF_ERROR(positive("attention.head_count", n_head));
-  FLASHKV_RETURN_IF_ERROR(positive("attention.key_length", head_dim));
-  FLASHKV_RETURN_IF_ERROR(positive("attention.q_lora_rank", q_lora_rank));
-  FLASHKV_RETURN_IF_ERROR(positive("attention.output_lora_rank", o_lora_rank));
-  FLASHKV_RETURN_IF_ERROR(positive("attention.output_group_count", o_groups));
-  FLASHKV_RETURN_IF_ERROR(positive("expert_count", n_expert));
-  FLASHKV_RETURN_IF_ERROR(positive("expert_used_count", n_expert_used));
-  FLASHKV_RETURN_IF_ERROR(positive("expert_feed_forward_length", n_ff_exp));
-  FLASHKV_RETURN_IF_ERROR(positive("hyper_connection.count", n_hc));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kBlockCount, n_layer));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kEmbeddingLength, n_embd));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kVocabSize, n_vocab));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kHeadCount, n_head));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kKeyLength, head_dim));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kQLoraRank, q_lora_rank));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kOutputLoraRank, o_lora_rank));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kOutputGroupCount, o_groups));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kExpertCount, n_expert));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kExpertUsedCount, n_expert_used));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kExpertFeedForwardLength, n_ff_exp));
+  FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kHyperConnectionCount, n_hc));
   if (n_head_kv != 1)
     return Unsupported("attention.head_count_kv is {}; DS4 has one shared KV head", n_head_kv);
   if (n_expert_shared != 1)
@@ -109,9 +101,9 @@ Status Ds4Hparams::Validate() const {
   bool any_indexer = false;
   for (uint32_t r : compress_ratios) any_indexer |= HasIndexer(r);
   if (any_indexer) {
-    FLASHKV_RETURN_IF_ERROR(positive("attention.indexer.head_count", n_indexer_head));
-    FLASHKV_RETURN_IF_ERROR(positive("attention.indexer.key_length", indexer_head_dim));
-    FLASHKV_RETURN_IF_ERROR(positive("attention.indexer.top_k", indexer_top_k));
+    FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kIndexerHeadCount, n_indexer_head));
+    FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kIndexerKeyLength, indexer_head_dim));
+    FLASHKV_RETURN_IF_ERROR(positive(ds4_key::kIndexerTopK, indexer_top_k));
   }
   return Status::Ok();
 }
@@ -120,17 +112,17 @@ void WriteDs4Metadata(const Ds4Hparams& hp, const std::string& name, GgufWriter&
   w.SetString("general.architecture", kDs4Arch);
   w.SetString("general.name", name);
   w.SetU32("general.alignment", 32);
-  for (const U32Key& k : kCountKeys) w.SetU32(Key(k.key), hp.*(k.field));
-  for (const F32Key& k : kFloatKeys) w.SetF32(Key(k.key), hp.*(k.field));
-  w.SetBool(Key(kWeightsNormKey), hp.expert_weights_norm);
-  w.SetU32Array(Key(kRatiosKey), hp.compress_ratios);
-  w.SetF32Array(Key(kClampKey), hp.swiglu_clamp);
+  for (const U32Key& k : kCountKeys) w.SetU32(Ds4Key(k.key), hp.*(k.field));
+  for (const F32Key& k : kFloatKeys) w.SetF32(Ds4Key(k.key), hp.*(k.field));
+  w.SetBool(Ds4Key(ds4_key::kExpertWeightsNorm), hp.expert_weights_norm);
+  w.SetU32Array(Ds4Key(ds4_key::kCompressRatios), hp.compress_ratios);
+  w.SetF32Array(Ds4Key(ds4_key::kSwigluClampExp), hp.swiglu_clamp);
 }
 
 Expected<Ds4Hparams> ReadDs4Hparams(const GgufFile& g) {
   Ds4Hparams hp;
   for (const U32Key& k : kCountKeys) {
-    std::string key = Key(k.key);
+    std::string key = Ds4Key(k.key);
     if (k.optional && !g.Has(key)) continue;
     FLASHKV_ASSIGN_OR_RETURN(uint64_t v, g.GetU64(key));
     if (v > std::numeric_limits<uint32_t>::max())
@@ -138,17 +130,19 @@ Expected<Ds4Hparams> ReadDs4Hparams(const GgufFile& g) {
     hp.*(k.field) = static_cast<uint32_t>(v);
   }
   for (const F32Key& k : kFloatKeys) {
-    FLASHKV_ASSIGN_OR_RETURN(double v, g.GetF64(Key(k.key)));
+    FLASHKV_ASSIGN_OR_RETURN(double v, g.GetF64(Ds4Key(k.key)));
     hp.*(k.field) = static_cast<float>(v);
   }
-  FLASHKV_ASSIGN_OR_RETURN(hp.expert_weights_norm, g.GetBool(Key(kWeightsNormKey)));
-  FLASHKV_ASSIGN_OR_RETURN(std::vector<int64_t> ratios, g.GetIntArray(Key(kRatiosKey)));
+  FLASHKV_ASSIGN_OR_RETURN(hp.expert_weights_norm, g.GetBool(Ds4Key(ds4_key::kExpertWeightsNorm)));
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<int64_t> ratios,
+                           g.GetIntArray(Ds4Key(ds4_key::kCompressRatios)));
   for (int64_t r : ratios) {
     if (r < 0 || r > std::numeric_limits<uint32_t>::max())
-      return OutOfRange("{} holds {}, not a valid ratio", Key(kRatiosKey), r);
+      return OutOfRange("{} holds {}, not a valid ratio", Ds4Key(ds4_key::kCompressRatios), r);
     hp.compress_ratios.push_back(static_cast<uint32_t>(r));
   }
-  FLASHKV_ASSIGN_OR_RETURN(std::vector<double> clamp, g.GetFloatArray(Key(kClampKey)));
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<double> clamp,
+                           g.GetFloatArray(Ds4Key(ds4_key::kSwigluClampExp)));
   for (double c : clamp) hp.swiglu_clamp.push_back(static_cast<float>(c));
   // ds4 files may carry extra entries (the MTP layer); keep one per trunk layer.
   if (hp.compress_ratios.size() > hp.n_layer) hp.compress_ratios.resize(hp.n_layer);

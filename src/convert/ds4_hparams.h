@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "gguf/ds4_keys.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "util/status.h"
 
 namespace flashkv {
-
-inline constexpr const char* kDs4Arch = "deepseek4";
 
 struct Ds4Hparams {
   uint32_t n_layer = 0;        // block_count, L

@@ -49,9 +49,11 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
                                   .max_chunk = std::max(1, options.prefill_chunk),
                                   .round_robin = true}) {
   if (remote_ != nullptr) {
+    shared_ = std::make_unique<RemoteCacheTier>(*remote_, *disk_);
     fetcher_ = std::make_unique<RemoteFetcher>(*remote_, *disk_);
     metrics_.SetRemoteFetcher(fetcher_.get());
   }
+  tiers_ = options.tiers.empty() ? ResumeOrder(ram_, disk_, shared_.get()) : options.tiers;
   if (disk_ != nullptr) LoadReplayFromDisk();
   // The first snapshots' capture buffers, page-locked ahead so that neither the first save
   // nor the first RAM put stalls decoding: sized for the largest state this context holds
@@ -130,7 +132,7 @@ void Engine::SaveSession(Session& session, SaveReason reason, bool visible) {
   const SnapshotContent c = ContentOf(session, reason, visible, &text, &replay);
   if (to_ram) {
     const auto t0 = Clock::now();
-    Expected<std::string> key = ram_->Put(session.state(), c);
+    Expected<std::string> key = ram_->Offer(session.state(), c);
     if (key.ok()) {
       spdlog::info("kv ram: {} snapshot of session {} ({} tokens) kept in {:.1f} ms",
                    SaveReasonName(reason), session.id(), n, MsSince(t0));
@@ -159,40 +161,27 @@ void Engine::OnShutdown() {
   if (!st.ok()) spdlog::warn("kv: shutdown writes: {}", st.ToString());
 }
 
-bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
-                     Status* error, const RemoteKept* kept) {
-  Session& s = pool_.at(slot);
+ResumeLookup Engine::LookupFor(const GenerationRequest& request) const {
   ResumeLookup lookup;
   lookup.tokens = request.prompt_tokens;
   lookup.text = request.prompt_text;
   lookup.min_tokens = options_.policy.min_load_tokens();
   lookup.max_tokens = options_.ctx_size - 1;
-  const char* name = CacheSourceName(tier);
-  Expected<ResumeHit> hit = NotFound("");
-  std::string origin;
-  if (tier == CacheSource::kRam) {
-    r->ram_looked_up = true;
-    hit = ram_->Load(lookup, s.state());
-    PublishRamStats();
-  } else {
-    Expected<DiskHit> d = NotFound("");
-    if (tier == CacheSource::kRemote) {
-      r->remote_looked_up = true;
-      if (kept != nullptr) d = LoadKept(*disk_, lookup, *kept, s.state());
-    } else {
-      r->disk_looked_up = true;
-      d = disk_->Load(lookup, s.state());
-    }
-    if (d.ok()) origin = d->entry.path;
-    hit = d.ok() ? Expected<ResumeHit>(std::move(static_cast<ResumeHit&>(*d))) : d.status();
-  }
+  return lookup;
+}
+
+Expected<Engine::TierOutcome> Engine::AdoptHit(CacheSource source, const GenerationRequest& request,
+                                               const ResumeLookup& lookup, Expected<TierHit> hit,
+                                               int slot, Resume* r) {
+  Session& s = pool_.at(slot);
+  const char* name = CacheSourceName(source);
   if (!hit.ok()) {
     if (hit.status().code() != StatusCode::kNotFound) {
       spdlog::warn("kv: {} lookup failed: {}", name, hit.status().ToString());
     }
     // A failed load clears the state; make the session agree.
     (void)s.Reset(s.id());
-    return false;
+    return TierOutcome::kMiss;
   }
   // The snapshot's ids are authoritative. A token hit continues with the request's own
   // ids; a text hit tokenizes only the text after the snapshot's.
@@ -201,15 +190,14 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
                          [this](std::string_view t) { return tokenizer_.EncodeChatPrompt(t); });
   for (int32_t id : continuation) {
     if (id < 0 || size_t(id) >= tokenizer_.vocab_size()) {
-      *error = Corrupt("{} snapshot of {} tokens continues with token id {} outside the vocabulary",
-                       name, hit->tokens.size(), id);
       (void)s.Reset(s.id());
-      return true;
+      return Corrupt("{} snapshot of {} tokens continues with token id {} outside the vocabulary",
+                     name, hit->tokens.size(), id);
     }
   }
   ImportReplay(hit->replay);
   // Kept in RAM too: the next session of the same agent will look for the same prefix.
-  if (tier != CacheSource::kRam && ram_ != nullptr) {
+  if (source != CacheSource::kRam && ram_ != nullptr) {
     SnapshotContent c;
     c.tokens = hit->tokens;
     c.logits = hit->logits;
@@ -219,9 +207,9 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
     c.reason = SaveReason::kUnknown;
     c.extensions = hit->extensions;
     const auto t0 = Clock::now();
-    Expected<std::string> key = ram_->Put(s.state(), c);
+    Expected<std::string> key = ram_->Offer(s.state(), c);
     if (key.ok()) {
-      spdlog::info("kv ram: disk snapshot of {} tokens kept in {:.1f} ms", hit->tokens.size(),
+      spdlog::info("kv ram: {} snapshot of {} tokens kept in {:.1f} ms", name, hit->tokens.size(),
                    MsSince(t0));
     }
     PublishRamStats();
@@ -231,20 +219,17 @@ bool Engine::TryTier(CacheSource tier, const GenerationRequest& request, int slo
   s.AdoptRestored(std::move(hit->tokens), text.ok() ? std::move(*text) : std::string(),
                   hit->logits);
   const int64_t effective = int64_t(reused + continuation.size());
-  if (Status room = CheckContextRoom(request, effective, options_.ctx_size); !room.ok()) {
-    *error = room;
-    return true;
-  }
+  FLASHKV_RETURN_IF_ERROR(CheckContextRoom(request, effective, options_.ctx_size));
   for (int32_t id : continuation) s.AddPending(id, tokenizer_.TokenBytes(id));
   r->slot = slot;
-  r->cache.source = tier;
+  r->cache.source = source;
   r->cache.detail = fmt::format("{}-{}", name, hit->by_text ? "text" : "token");
   r->cache.cached_tokens = int64_t(reused);
   r->cache.prompt_tokens = effective;
   r->cache.restore_ms = hit->load_ms;
   r->cache.restore_bytes = hit->bytes;
-  r->cache.origin = std::move(origin);
-  return true;
+  r->cache.origin = std::move(hit->origin);
+  return TierOutcome::kRestored;
 }
 
 Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
@@ -293,24 +278,24 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
                  MsSince(t_acquire));
   }
 
-  // Tiers 2-4: the longest snapshot in RAM, on disk, then in the shared store, that the
-  // prompt continues.
-  for (CacheSource tier : {CacheSource::kRam, CacheSource::kDisk, CacheSource::kRemote}) {
-    const void* there = tier == CacheSource::kRam    ? static_cast<const void*>(ram_)
-                        : tier == CacheSource::kDisk ? static_cast<const void*>(disk_)
-                                                     : static_cast<const void*>(remote_);
-    if (there == nullptr) continue;
-    if (tier == CacheSource::kRemote) {
+  // Tiers 2-4 (kv/cache_tier.h), cheapest first: the longest snapshot each holds that the
+  // prompt continues; a miss or an entry that did not load asks the next.
+  const ResumeLookup lookup = LookupFor(request);
+  for (CacheTier* tier : tiers_) {
+    const CacheSource source = tier->source();
+    r.ram_looked_up |= source == CacheSource::kRam;
+    r.disk_looked_up |= source == CacheSource::kDisk;
+    r.remote_looked_up |= source == CacheSource::kRemote;
+    if (tier->blocking()) {
       // Asked on the lookup thread; the request waits for it (Admit parks it).
-      r.remote_looked_up = true;
       r.remote_pending = true;
       return r;
     }
-    Status error;
-    if (TryTier(tier, request, r.slot, &r, &error)) {
-      if (!error.ok()) return error;
-      return r;
-    }
+    Expected<TierHit> hit = tier->Restore(lookup, pool_.at(r.slot).state());
+    if (source == CacheSource::kRam) PublishRamStats();
+    FLASHKV_ASSIGN_OR_RETURN(const TierOutcome outcome,
+                             AdoptHit(source, request, lookup, std::move(hit), r.slot, &r));
+    if (outcome == TierOutcome::kRestored) return r;
   }
 
   ColdStart(request, &r);

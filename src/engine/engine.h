@@ -1,5 +1,6 @@
-// Engine: what the inference worker does with one request — the resume cascade (live
-// session → RAM snapshot → disk snapshot → cold prefill, docs/SERVER.md §1), the chunked
+// Engine: what the inference worker does with one request — the resume cascade (tier 1
+// live session → the snapshot tiers of kv/cache_tier.h in one loop: 2 RAM, 3 disk, 4 the
+// shared store → 5 cold prefill, docs/SERVER.md §1), the chunked
 // prefill of only the missing suffix, the decode loop (sampler, UTF-8-safe streaming, stop
 // sequences, the
 // incremental chat parser, tool-call ids), and keeping the session keyed by what the
@@ -26,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "constrain/token_constraint.h"
 #include "engine/active_request.h"
@@ -38,9 +40,11 @@
 #include "engine/step_planner.h"
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
+#include "kv/cache_tier.h"
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
 #include "kv/remote_fetcher.h"
+#include "kv/remote_restore.h"
 #include "kv/remote_tier.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -58,6 +62,10 @@ struct EngineOptions {
   // Tier 4, the shared store another server's disk saves are mirrored to (needs `disk`:
   // an entry fetched from it is kept there and restored from there); null: none.
   RemoteTier* remote = nullptr;
+  // The tiers the resume step asks, in order (kv/cache_tier.h); empty: ResumeOrder of
+  // `ram`, `disk` and the shared store over `remote`. Tests put fake tiers here; a
+  // blocking() tier must be that shared store (its fetch runs on kv/remote_fetcher.h).
+  std::vector<CacheTier*> tiers;
   CachePolicy policy;  // when to write snapshots (with a disk cache)
   int max_batch = 16;  // requests in the batched steps at once (also <= live_sessions);
                        // 1: one request at a time
@@ -104,14 +112,22 @@ class Engine : public RequestRunner {
     uint64_t ticket = 0;
     std::chrono::steady_clock::time_point t0;
   };
-  // The cascade. Puts the rest of the prompt into the chosen session's pending ids.
+  // What one tier's restore means for the request (the error path of Expected: the
+  // request fails).
+  enum class TierOutcome {
+    kMiss,      // the tier had nothing usable, or its entry did not load: ask the next
+    kRestored,  // the request continues from the restored session
+  };
+  // The cascade: tier 1, then one loop over tiers_. Puts the rest of the prompt into the
+  // chosen session's pending ids.
   Expected<Resume> ResumeFor(const GenerationRequest& request);
-  // Tiers 2-4: restores the longest usable snapshot of `tier` (kRam, kDisk, kRemote) into
-  // the fresh session at `slot`. False when the tier has none (the session is then
-  // empty); true with `*error` set when a restored snapshot cannot serve the request.
-  // A kRemote restore loads `kept`, the entry the lookup thread kept on disk.
-  bool TryTier(CacheSource tier, const GenerationRequest& request, int slot, Resume* r,
-               Status* error, const RemoteKept* kept = nullptr);
+  ResumeLookup LookupFor(const GenerationRequest& request) const;
+  // Tiers 2-4: takes `hit`, `source`'s restore into the fresh session at `slot`. A miss or
+  // a failed load clears the session; a hit that cannot serve the request (an id outside
+  // the vocabulary, no context room) is the request's error.
+  Expected<TierOutcome> AdoptHit(CacheSource source, const GenerationRequest& request,
+                                 const ResumeLookup& lookup, Expected<TierHit> hit, int slot,
+                                 Resume* r);
   // The cascade's end: the whole prompt is prefilled in the fresh session.
   void ColdStart(const GenerationRequest& request, Resume* r);
   // After the cascade: the started event, the snapshot points, prefill or decode.
@@ -166,9 +182,11 @@ class Engine : public RequestRunner {
   RamCache* ram_;
   DiskCache* disk_;
   RemoteTier* remote_;
-  std::unique_ptr<RemoteFetcher> fetcher_;  // with remote_
-  std::vector<Fetching> fetching_;          // admission order
-  ChatMarkerIds markers_;                   // for the cold-save chat anchor
+  std::unique_ptr<RemoteCacheTier> shared_;  // tier 4 over remote_ and disk_, with remote_
+  std::vector<CacheTier*> tiers_;            // the resume order (EngineOptions::tiers)
+  std::unique_ptr<RemoteFetcher> fetcher_;   // with remote_
+  std::vector<Fetching> fetching_;           // admission order
+  ChatMarkerIds markers_;                    // for the cold-save chat anchor
   SharedPrefixAnchors shared_anchors_;
   int64_t next_session_id_ = 1;
   StepPlanner planner_;

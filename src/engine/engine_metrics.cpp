@@ -6,22 +6,6 @@
 
 namespace flashkv {
 
-const char* CacheSourceName(CacheSource source) {
-  switch (source) {
-    case CacheSource::kNone:
-      return "none";
-    case CacheSource::kLive:
-      return "live";
-    case CacheSource::kRam:
-      return "ram";
-    case CacheSource::kDisk:
-      return "disk";
-    case CacheSource::kRemote:
-      return "remote";
-  }
-  return "none";
-}
-
 EngineStats EngineMetrics::Snapshot() const {
   EngineStats out;
   const DiskCache* disk = nullptr;

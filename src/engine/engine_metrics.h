@@ -10,6 +10,7 @@
 
 #include "engine/latency_histogram.h"
 #include "engine/request_timing.h"
+#include "kv/cache_tier.h"  // CacheSource: where the reused part of a prompt came from
 #include "kv/disk_cache.h"
 #include "kv/ram_cache.h"
 #include "kv/remote_tier.h"
@@ -18,11 +19,6 @@
 namespace flashkv {
 
 class RemoteFetcher;
-
-// Where the reused part of a prompt came from.
-enum class CacheSource { kNone, kLive, kRam, kDisk, kRemote };
-// "none" | "live" | "ram" | "disk" | "remote"
-const char* CacheSourceName(CacheSource source);
 
 struct EngineStats {
   // Prompt tokens of finished prefills, by where they came from.

@@ -1,8 +1,9 @@
 // The remote tier off the worker thread (engine.h, kv/remote_fetcher.h): a request that
 // missed the local tiers holds its empty slot while the lookup thread asks the shared
 // store and keeps what it finds on disk; the worker goes on stepping everyone else, takes
-// the result between steps, restores a hit from the disk (the usual TryTier path) or
-// prefills a miss from the first token, and ends a request whose client left meanwhile.
+// the result between steps, restores a hit from the disk (RemoteCacheTier::RestoreKept,
+// then Engine::AdoptHit as every tier) or prefills a miss from the first token, and ends a
+// request whose client left meanwhile.
 #include <spdlog/spdlog.h>
 
 #include "engine/engine.h"
@@ -47,16 +48,20 @@ void Engine::PollRemoteFetches(bool wait) {
     fetching_.erase(fetching_.begin() + ptrdiff_t(i));
     r.remote_pending = false;
     const GenerationRequest& req = owned->request.request();
-    Status error;
-    const bool restored =
-        done->ok() && TryTier(CacheSource::kRemote, req, r.slot, &r, &error, &**done);
-    if (restored && !error.ok()) {
+    Expected<TierOutcome> outcome = TierOutcome::kMiss;
+    if (done->ok()) {
+      const ResumeLookup lookup = LookupFor(req);
+      outcome =
+          AdoptHit(CacheSource::kRemote, req, lookup,
+                   shared_->RestoreKept(lookup, **done, pool_.at(r.slot).state()), r.slot, &r);
+    }
+    if (!outcome.ok()) {
       pool_.at(r.slot).set_in_use(false);
       metrics_.RecordOutcome(EngineMetrics::Outcome::kFailed);
-      owned->request.Push(ErrorEvent(error));
+      owned->request.Push(ErrorEvent(outcome.status()));
       continue;
     }
-    if (restored) {
+    if (*outcome == TierOutcome::kRestored) {
       r.cache.restore_ms = waited_ms;  // the request's wait: queued fetch, import, load
     } else {
       if (!done->ok() && done->status().code() != StatusCode::kNotFound) {

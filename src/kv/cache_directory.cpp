@@ -9,10 +9,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kv/cache_names.h"
+
 namespace flashkv {
 namespace {
-
-constexpr const char* kLockName = ".lock";
 
 // What sits at `path` when it is not a regular file, for the log.
 const char* KindOf(const std::string& path) {
@@ -43,7 +43,7 @@ Status CacheDirectory::Open() {
 }
 
 Status CacheDirectory::TakeLock() {
-  FLASHKV_ASSIGN_OR_RETURN(File lock, File::LockExclusive(JoinPath(dir_, kLockName)));
+  FLASHKV_ASSIGN_OR_RETURN(File lock, File::LockExclusive(JoinPath(dir_, kLockFileName)));
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock.fd(), 0) != 0) return IoError("truncating {}", lock.path());
   FLASHKV_RETURN_IF_ERROR(lock.WriteAt(0, pid.data(), pid.size()));

@@ -590,6 +590,18 @@ std::vector<std::string> DiskCache::ReplaySections() const {
   return out;
 }
 
+Expected<TierHit> ToTierHit(Expected<DiskHit> hit) {
+  if (!hit.ok()) return hit.status();
+  TierHit t;
+  static_cast<ResumeHit&>(t) = std::move(static_cast<ResumeHit&>(*hit));
+  t.origin = std::move(hit->entry.path);
+  return t;
+}
+
+Expected<TierHit> DiskCache::Restore(const ResumeLookup& lookup, KvState& state) {
+  return ToTierHit(Load(lookup, state));
+}
+
 Status DiskCache::Remove(std::string_view key_prefix) {
   return impl_->Remove(key_prefix);
 }

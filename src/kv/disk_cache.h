@@ -1,6 +1,6 @@
-// DiskCache: tier 2 of the resume cascade — a directory of `<sha1>.kv` snapshot files
-// bounded by a byte budget. Owns the file names (the only place they are built and
-// parsed), the in-memory prefix index (token-id radix tree + rendered texts), value-based
+// DiskCache: the disk tier (tier 3, kv/cache_tier.h) of the resume cascade — a directory
+// of `<sha1>.kv` snapshot files bounded by a byte budget (its names: kv/cache_names.h).
+// Owns the in-memory prefix index (token-id radix tree + rendered texts), value-based
 // eviction, quarantine of damaged files, and the background writer thread. Must not: run
 // the model or decide *when* to save (CachePolicy and the engine do).
 //
@@ -39,6 +39,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/cache_names.h"
+#include "kv/cache_tier.h"
 #include "kv/resume_point.h"
 #include "kv/snapshot_chunks.h"
 #include "kv/snapshot_codec.h"
@@ -135,6 +137,10 @@ struct DiskHit : ResumeHit {
   double prepare_ms = 0;      // of load_ms, before the first streamed read (LoadedSnapshot)
 };
 
+// A disk hit as the tier interface gives it (the entry's path as its origin); an error
+// passes through.
+Expected<TierHit> ToTierHit(Expected<DiskHit> hit);
+
 struct DiskCacheStats {
   uint64_t budget_bytes = 0;
   uint64_t used_bytes = 0;       // every file, plus bytes reserved for queued writes
@@ -174,11 +180,11 @@ struct DiskImportObject {
   std::string_view bytes;
 };
 
-class DiskCache {
+class DiskCache : public CacheTier {
  public:
   static Expected<std::unique_ptr<DiskCache>> Open(const DiskCacheOptions& options);
   // Waits for queued writes (logging any failure) and releases the directory lock.
-  ~DiskCache();
+  ~DiskCache() override;
   DiskCache(const DiskCache&) = delete;
   DiskCache& operator=(const DiskCache&) = delete;
 
@@ -200,6 +206,15 @@ class DiskCache {
   // already exists and has the same extensions. kResourceExhausted when the entry does
   // not fit the budget or would be the first to be evicted.
   Expected<std::string> Save(const KvState& state, const SnapshotContent& content);
+
+  // The tier interface (kv/cache_tier.h): Load with the entry's path as the origin, Save,
+  // Remove of the whole key.
+  CacheSource source() const override { return CacheSource::kDisk; }
+  Expected<TierHit> Restore(const ResumeLookup& lookup, KvState& state) override;
+  Expected<std::string> Offer(const KvState& state, const SnapshotContent& content) override {
+    return Save(state, content);
+  }
+  Status Evict(std::string_view key) override { return Remove(key); }
   // True when an entry for exactly these token ids is indexed or being written.
   bool Contains(std::span<const int32_t> tokens) const;
   // Waits for every queued write; returns the first write error since the last Flush.
@@ -261,10 +276,5 @@ struct CacheDirectoryView {
 };
 Expected<CacheDirectoryView> InspectCacheDirectory(
     const std::string& dir, const std::optional<SnapshotIdentity>& identity = std::nullopt);
-
-// File name helpers (the only place `.kv` names are made): "<40 hex>.kv".
-std::string SnapshotFileName(const Sha1Digest& key);
-// The key of a snapshot file name, or false for any other name.
-bool ParseSnapshotFileName(std::string_view name, Sha1Digest* key);
 
 }  // namespace flashkv

@@ -145,8 +145,7 @@ Status DiskCache::Impl::Import(std::string_view key, uint32_t n_tokens,
     if (!st.ok()) break;
     const std::string path = JoinPath(chunk_dir, ChunkFileName(c.ref.name));
     // The temp name the start-up scan removes as a torn chunk write.
-    const std::string tmp =
-        fmt::format("{}{}import{}.{}", JoinPath(chunk_dir, hex), kChunkTempMarker, ::getpid(), seq);
+    const std::string tmp = TempPathFor(path, fmt::format("import{}.{}", ::getpid(), seq));
     st = WriteSynced(tmp, c.bytes);
     if (st.ok()) {
       // Renamed and indexed under mu_: the writer thread's unlink of a doomed chunk of the
@@ -170,8 +169,7 @@ Status DiskCache::Impl::Import(std::string_view key, uint32_t n_tokens,
   // Every chunk durable in its directory before the manifest that names it exists.
   if (st.ok() && wrote_chunk) st = SyncDirectory(chunk_dir);
   const std::string path = JoinPath(opt_.dir, name);
-  const std::string tmp = JoinPath(
-      opt_.dir, fmt::format("{}{}{}.import{}", skey, kSnapshotTempMarker, ::getpid(), seq));
+  const std::string tmp = TempPathFor(path, fmt::format("{}.import{}", ::getpid(), seq));
   if (st.ok()) {
     st = WriteSynced(tmp, manifest);
     if (st.ok()) st = RenameDurably(tmp, path);

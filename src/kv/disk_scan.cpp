@@ -41,15 +41,6 @@ DiskRecord RecordOf(ScannedSnapshot scan, const Sha1Digest& key, const std::stri
   return r;
 }
 
-std::string SnapshotFileName(const Sha1Digest& key) {
-  return Sha1Hex(key) + std::string(kSnapshotSuffix);
-}
-
-bool ParseSnapshotFileName(std::string_view name, Sha1Digest* key) {
-  if (name.size() != 40 + kSnapshotSuffix.size() || !name.ends_with(kSnapshotSuffix)) return false;
-  return ParseSha1Hex(name.substr(0, 40), key);
-}
-
 Expected<CacheDirectoryView> InspectCacheDirectory(
     const std::string& dir, const std::optional<SnapshotIdentity>& identity) {
   CacheDirectoryView view;

@@ -9,14 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "kv/cache_names.h"
 #include "kv/disk_index.h"
 #include "kv/snapshot_codec.h"
 #include "util/sha1.h"
 
 namespace flashkv {
-
-inline constexpr std::string_view kSnapshotSuffix = ".kv";
-inline constexpr const char* kQuarantineDirName = "quarantine";
 
 // The scanned header of the entry file at `path` whose name says `key`: a file whose token
 // ids do not hash to its name is damaged (renamed or rewritten outside the cache), and so

@@ -125,8 +125,8 @@ Status DiskWriteWindow::LoadFile(const std::string& dir, int64_t now_ms, DiskWri
 
 Status DiskWriteWindow::StoreFile(const std::string& dir, std::string_view encoded) {
   const std::string path = JoinPath(dir, std::string(kWriteWindowFileName));
-  const std::string tmp =
-      JoinPath(dir, fmt::format("{}{}", kWriteWindowTempPrefix, static_cast<long>(::getpid())));
+  // "<name>.tmp.<pid>" (kWriteWindowTempPrefix): the start-up scan removes stale ones.
+  const std::string tmp = TempPathFor(path, std::to_string(static_cast<long>(::getpid())));
   Status st = [&]() -> Status {
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp));
     FLASHKV_RETURN_IF_ERROR(f.Write(encoded.data(), encoded.size()));

@@ -18,13 +18,10 @@
 #include <string>
 #include <string_view>
 
+#include "kv/cache_names.h"
 #include "util/status.h"
 
 namespace flashkv {
-
-inline constexpr std::string_view kWriteWindowFileName = ".write-window";
-// Its temp file, "<name>.tmp.<pid>": the start-up scan removes stale ones.
-inline constexpr std::string_view kWriteWindowTempPrefix = ".write-window.tmp.";
 
 class DiskWriteWindow {
  public:

@@ -130,8 +130,8 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
   SnapshotImage& img = *job.image;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string& final_path = job.path;
-  const std::string tmp = JoinPath(
-      dir_, fmt::format("{}{}{}.{}", job.key, kSnapshotTempMarker, ::getpid(), ++temp_seq_));
+  // "<key>.kv.tmp.<pid>.<n>" (kv/cache_names.h); a scan removes stale ones.
+  const std::string tmp = TempPathFor(final_path, fmt::format("{}.{}", ::getpid(), ++temp_seq_));
   Status st = [&]() -> Status {
     // Saves queue: the directory may have gone since this one was admitted.
     FLASHKV_RETURN_IF_ERROR(host_.check_directory());

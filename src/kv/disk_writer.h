@@ -23,13 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "kv/cache_names.h"
 #include "kv/disk_index.h"
 #include "kv/snapshot_codec.h"
 
 namespace flashkv {
-
-// Temp files are "<key>.kv.tmp.<pid>.<n>"; a scan removes stale ones.
-inline constexpr std::string_view kSnapshotTempMarker = ".kv.tmp.";
 
 // How far the caller's copy of a queued image has got: the writer streams behind it.
 struct CaptureProgress {

@@ -44,7 +44,7 @@ SnapshotImage RamCache::Take(const std::string& key) {
   return image;
 }
 
-Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent& content) {
+Expected<std::string> RamCache::Offer(const KvState& state, const SnapshotContent& content) {
   const uint64_t need =
       SnapshotFileBytes(state.shape(), state.n_tokens(), int64_t(content.logits.size()),
                         content.text.size(), SnapshotExtensionsOf(content));
@@ -109,7 +109,7 @@ Expected<std::string> RamCache::Put(const KvState& state, const SnapshotContent&
   return key;
 }
 
-Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
+Expected<TierHit> RamCache::Restore(const ResumeLookup& lookup, KvState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t max_tokens = std::min<int64_t>(lookup.max_tokens, state.ctx_size());
   auto text_of = [this](const std::string& key) -> std::string_view {
@@ -139,7 +139,7 @@ Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
       Take(key);
       continue;
     }
-    ResumeHit hit;
+    TierHit hit;
     hit.by_text = by_text;
     hit.text_bytes =
         by_text || (!e.text.empty() && lookup.text.starts_with(e.text)) ? e.text.size() : 0;
@@ -165,6 +165,12 @@ Expected<ResumeHit> RamCache::Load(const ResumeLookup& lookup, KvState& state) {
   ++stats_.misses;
   if (!last.ok()) return last;
   return NotFound("no usable RAM kv entry");
+}
+
+Status RamCache::Evict(std::string_view key) {
+  if (entries_.count(std::string(key)) == 0) return NotFound("no RAM kv entry {}", key);
+  Take(std::string(key));
+  return Status::Ok();
 }
 
 bool RamCache::Contains(std::span<const int32_t> tokens) const {

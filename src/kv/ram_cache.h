@@ -1,5 +1,5 @@
-// RamCache: the host-RAM tier of the resume cascade, between the live sessions and the
-// disk (docs/DESIGN.md "The path of a request"). It holds snapshot images
+// RamCache: the host-RAM tier (tier 2, kv/cache_tier.h) of the resume cascade, between the live
+// sessions and the disk (docs/DESIGN.md "The path of a request"). It holds snapshot images
 // (kv/snapshot_codec.h's SnapshotImage, byte for byte a `.kv` file) of sessions that left
 // the live pool, of cold chat anchors and of snapshots just restored from disk, bounded by
 // a byte budget (`--kv-ram-space-mb`). Their buffers are page-locked through the backend,
@@ -26,9 +26,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "kv/cache_tier.h"
 #include "kv/pinned_standby.h"
 #include "kv/prefix_index.h"
 #include "kv/resume_point.h"
@@ -57,10 +59,10 @@ struct RamCacheStats {
   uint64_t bytes_out = 0;  // restored from the tier into states
 };
 
-class RamCache {
+class RamCache : public CacheTier {
  public:
   explicit RamCache(RamCacheOptions options);
-  ~RamCache();
+  ~RamCache() override;
   RamCache(const RamCache&) = delete;
   RamCache& operator=(const RamCache&) = delete;
 
@@ -71,12 +73,15 @@ class RamCache {
   // evicts least recently used entries until it fits. Returns the key (the SHA1
   // hex of the ids, as the disk tier names files). kResourceExhausted when the image is
   // larger than the budget (nothing is evicted for it).
-  Expected<std::string> Put(const KvState& state, const SnapshotContent& content);
+  Expected<std::string> Offer(const KvState& state, const SnapshotContent& content) override;
 
   // Restores the longest usable entry into `state` (kv/resume_point.h) and marks it used.
   // kNotFound when none matches (`state` untouched); a failed restore clears `state`, drops
   // the entry and reports the error.
-  Expected<ResumeHit> Load(const ResumeLookup& lookup, KvState& state);
+  Expected<TierHit> Restore(const ResumeLookup& lookup, KvState& state) override;
+  // Drops the entry (waiting for copies still landing in it); kNotFound when none.
+  Status Evict(std::string_view key) override;
+  CacheSource source() const override { return CacheSource::kRam; }
 
   // Makes a page-locked buffer of `bytes` ahead of the first put, on a background thread
   // (a put takes it when it is at most twice the snapshot's size).

@@ -48,4 +48,23 @@ Expected<DiskHit> LoadKept(DiskCache& disk, const DiskLookup& lookup, const Remo
   return hit;
 }
 
+Expected<TierHit> RemoteCacheTier::Restore(const ResumeLookup& lookup, KvState& state) {
+  FLASHKV_ASSIGN_OR_RETURN(
+      const RemoteKept kept,
+      FetchIntoDisk(remote_, disk_, lookup.tokens, lookup.min_tokens, lookup.max_tokens));
+  return RestoreKept(lookup, kept, state);
+}
+
+Expected<TierHit> RemoteCacheTier::RestoreKept(const ResumeLookup& lookup, const RemoteKept& kept,
+                                               KvState& state) {
+  return ToTierHit(LoadKept(disk_, lookup, kept, state));
+}
+
+Status RemoteCacheTier::Evict(std::string_view key) {
+  return FailedPrecondition(
+      "shared store entry {}: the store's entries are every server's; it evicts by its own "
+      "memory policy",
+      key);
+}
+
 }  // namespace flashkv

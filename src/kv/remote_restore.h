@@ -3,6 +3,7 @@
 // (kv/remote_tier.h) and keeps it in the local disk cache (DiskCache::Import, under its
 // budget) — network and file writes, no KvState; LoadKept restores it from there — the
 // same bit-exact load and checks as a disk hit.
+// RemoteCacheTier puts the two halves behind the tier interface (kv/cache_tier.h, tier 4).
 // Must not: talk to the store or write files itself.
 #pragma once
 
@@ -10,7 +11,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
+#include "kv/cache_tier.h"
 #include "kv/disk_cache.h"
 #include "kv/remote_tier.h"
 
@@ -34,5 +37,35 @@ Expected<RemoteKept> FetchIntoDisk(RemoteTier& remote, DiskCache& disk,
 // before); the disk load's error otherwise. The hit's load_ms includes the fetch.
 Expected<DiskHit> LoadKept(DiskCache& disk, const DiskLookup& lookup, const RemoteKept& kept,
                            KvState& state);
+
+// Tier 4: the shared store, reached through the local disk its entries are kept in.
+// blocking(): Restore waits on the network, so the engine runs FetchIntoDisk on its lookup
+// thread (kv/remote_fetcher.h) and then RestoreKept on the worker; Restore does both in
+// line for a caller that may wait. Offers reach the store through the disk: its stored
+// hook mirrors every save (cli/cache_tiers.cpp), so Offer saves there.
+class RemoteCacheTier : public CacheTier {
+ public:
+  // Both must outlive the tier.
+  RemoteCacheTier(RemoteTier& remote, DiskCache& disk) : remote_(remote), disk_(disk) {}
+
+  RemoteTier& remote() { return remote_; }
+  DiskCache& disk() { return disk_; }
+
+  CacheSource source() const override { return CacheSource::kRemote; }
+  bool blocking() const override { return true; }
+  Expected<TierHit> Restore(const ResumeLookup& lookup, KvState& state) override;
+  // The second half: restores what FetchIntoDisk kept (LoadKept), the entry's path as origin.
+  Expected<TierHit> RestoreKept(const ResumeLookup& lookup, const RemoteKept& kept, KvState& state);
+  Expected<std::string> Offer(const KvState& state, const SnapshotContent& content) override {
+    return disk_.Save(state, content);
+  }
+  // The store's entries are every server's: one server does not delete them; the store
+  // evicts by its own memory policy (docs/SERVER.md, the shared tier).
+  Status Evict(std::string_view key) override;
+
+ private:
+  RemoteTier& remote_;
+  DiskCache& disk_;
+};
 
 }  // namespace flashkv

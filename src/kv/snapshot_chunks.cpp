@@ -142,26 +142,6 @@ Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, ui
   return index < names.size() ? names[index] : Sha1Digest{};
 }
 
-std::string ChunkFileName(const Sha1Digest& name) {
-  return Sha1Hex(name) + std::string(kChunkSuffix);
-}
-
-bool ParseChunkFileName(std::string_view file_name, Sha1Digest* name) {
-  if (file_name.size() != 40 + kChunkSuffix.size() || !file_name.ends_with(kChunkSuffix)) {
-    return false;
-  }
-  const std::string_view hex = file_name.substr(0, 40);
-  // Lowercase only: the one spelling ChunkFileName makes.
-  for (char c : hex) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return ParseSha1Hex(hex, name);
-}
-
-std::string ChunkDirOf(const std::string& cache_dir) {
-  return JoinPath(cache_dir, kChunkDirName);
-}
-
 std::string ChunkDirForManifest(const std::string& manifest_path) {
   const size_t slash = manifest_path.find_last_of('/');
   return ChunkDirOf(slash == std::string::npos ? "." : manifest_path.substr(0, slash));
@@ -439,7 +419,7 @@ Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
 Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
                       const std::string& tmp_tag, bool direct) {
   const std::string final_path = JoinPath(chunk_dir, ChunkFileName(header.name));
-  const std::string tmp = final_path + ".tmp." + tmp_tag;
+  const std::string tmp = TempPathFor(final_path, tmp_tag);
   Status st = [&]() -> Status {
     FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
     const size_t n = size_t(header.header_bytes + header.payload_bytes);
@@ -504,7 +484,8 @@ Status WriteChunksStreaming(const SnapshotImage& full, const KvShape& shape, uin
       StreamedChunk& c = files[i];
       c.index = todo[i];
       c.final_path = JoinPath(sink.chunk_dir, ChunkFileName(names[c.index]));
-      const std::string tmp = fmt::format("{}.tmp.{}.{}", c.final_path, sink.tmp_tag, c.index);
+      const std::string tmp =
+          TempPathFor(c.final_path, fmt::format("{}.{}", sink.tmp_tag, c.index));
       FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
       c.tmp = tmp;
       // Reserved whole: the files are written a layer at a time, all at once, and would

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/cache_names.h"
 #include "kv/snapshot_format.h"
 #include "state/kv_state.h"
 #include "util/file_io.h"
@@ -45,10 +46,6 @@ inline constexpr uint32_t kChunkRefBytes = 32;  // one row of the 'CHK2' section
 // large enough that a restore reads at the disk's rate, small enough that a continued
 // save rewrites little.
 inline constexpr uint32_t kDefaultChunkTokens = 2048;
-// Chunks live in this subdirectory of the cache directory, as "<40 hex>.kvc".
-inline constexpr const char* kChunkDirName = "chunks";
-inline constexpr std::string_view kChunkSuffix = ".kvc";
-inline constexpr std::string_view kChunkTempMarker = ".kvc.tmp.";
 
 // chunk_tokens fits `shape` when it is > 0 and a multiple of every compress ratio (so a
 // chunk holds whole windows of every layer); kInvalidArgument otherwise.
@@ -80,11 +77,7 @@ Status CheckChunkNames(const SnapshotIdentity& identity, uint32_t chunk_tokens,
 // The name of chunk `index` of `tokens` (which must hold (index+1)·C ids or more).
 Sha1Digest ChunkName(const SnapshotIdentity& identity, uint32_t chunk_tokens, uint32_t index,
                      std::span<const int32_t> tokens);
-// "<40 hex>.kvc"; and the name of a chunk file name, or false for any other name.
-std::string ChunkFileName(const Sha1Digest& name);
-bool ParseChunkFileName(std::string_view file_name, Sha1Digest* name);
-// The chunk directory of a cache directory / of the manifest at `manifest_path`.
-std::string ChunkDirOf(const std::string& cache_dir);
+// The chunk directory of the manifest at `manifest_path` (file names: kv/cache_names.h).
 std::string ChunkDirForManifest(const std::string& manifest_path);
 
 // Where chunk rows sit inside a layer in KvState::ReadLayer's layout (floats).

@@ -4,10 +4,10 @@
 #include <initializer_list>
 #include <limits>
 
+#include "gguf/ds4_keys.h"
+
 namespace flashkv {
 namespace {
-
-constexpr const char* kArch = "deepseek4";
 
 // Reads `deepseek4.<key>` through one of GgufFile's typed getters, prefixing errors
 // with the full key so a user sees which value is wrong.
@@ -15,7 +15,7 @@ class MetaReader {
  public:
   explicit MetaReader(const GgufFile& f) : f_(f) {}
 
-  std::string Key(const char* key) const { return std::string(kArch) + "." + key; }
+  std::string Key(const char* key) const { return Ds4Key(key); }
 
   Status Int(const char* key, int* out, int64_t lo, int64_t hi) const {
     auto v = f_.GetI64(Key(key));
@@ -58,27 +58,27 @@ struct IntField {
   int64_t hi;
 };
 constexpr IntField kIntFields[] = {
-    {"block_count", &ModelConfig::n_layer, 1, 4096},
-    {"embedding_length", &ModelConfig::n_embd, 1, 65536},
-    {"vocab_size", &ModelConfig::n_vocab, 1, 1 << 24},
-    {"attention.head_count", &ModelConfig::n_head, 1, 1024},
-    {"attention.head_count_kv", &ModelConfig::n_head_kv, 1, 1024},
-    {"attention.key_length", &ModelConfig::head_dim, 1, 65536},
-    {"rope.dimension_count", &ModelConfig::n_rot, 2, 65536},
-    {"attention.q_lora_rank", &ModelConfig::q_lora_rank, 1, 65536},
-    {"attention.output_lora_rank", &ModelConfig::o_lora_rank, 1, 65536},
-    {"attention.output_group_count", &ModelConfig::n_out_group, 1, 1024},
-    {"expert_count", &ModelConfig::n_expert, 1, 1024},
-    {"expert_used_count", &ModelConfig::n_expert_used, 1, 1024},
-    {"expert_feed_forward_length", &ModelConfig::n_ff_exp, 1, 1 << 20},
-    {"expert_shared_count", &ModelConfig::n_expert_shared, 0, 1024},
-    {"hash_layer_count", &ModelConfig::n_hash_layer, 0, 4096},
-    {"attention.sliding_window", &ModelConfig::n_swa, 1, 65536},
-    {"attention.indexer.head_count", &ModelConfig::indexer_heads, 1, 1024},
-    {"attention.indexer.key_length", &ModelConfig::indexer_head_dim, 1, 65536},
-    {"attention.indexer.top_k", &ModelConfig::indexer_top_k, 1, 65536},
-    {"hyper_connection.count", &ModelConfig::n_hc, 1, 16},
-    {"hyper_connection.sinkhorn_iterations", &ModelConfig::hc_sinkhorn_iters, 1, 1000},
+    {ds4_key::kBlockCount, &ModelConfig::n_layer, 1, 4096},
+    {ds4_key::kEmbeddingLength, &ModelConfig::n_embd, 1, 65536},
+    {ds4_key::kVocabSize, &ModelConfig::n_vocab, 1, 1 << 24},
+    {ds4_key::kHeadCount, &ModelConfig::n_head, 1, 1024},
+    {ds4_key::kHeadCountKv, &ModelConfig::n_head_kv, 1, 1024},
+    {ds4_key::kKeyLength, &ModelConfig::head_dim, 1, 65536},
+    {ds4_key::kRopeDimensionCount, &ModelConfig::n_rot, 2, 65536},
+    {ds4_key::kQLoraRank, &ModelConfig::q_lora_rank, 1, 65536},
+    {ds4_key::kOutputLoraRank, &ModelConfig::o_lora_rank, 1, 65536},
+    {ds4_key::kOutputGroupCount, &ModelConfig::n_out_group, 1, 1024},
+    {ds4_key::kExpertCount, &ModelConfig::n_expert, 1, 1024},
+    {ds4_key::kExpertUsedCount, &ModelConfig::n_expert_used, 1, 1024},
+    {ds4_key::kExpertFeedForwardLength, &ModelConfig::n_ff_exp, 1, 1 << 20},
+    {ds4_key::kExpertSharedCount, &ModelConfig::n_expert_shared, 0, 1024},
+    {ds4_key::kHashLayerCount, &ModelConfig::n_hash_layer, 0, 4096},
+    {ds4_key::kSlidingWindow, &ModelConfig::n_swa, 1, 65536},
+    {ds4_key::kIndexerHeadCount, &ModelConfig::indexer_heads, 1, 1024},
+    {ds4_key::kIndexerKeyLength, &ModelConfig::indexer_head_dim, 1, 65536},
+    {ds4_key::kIndexerTopK, &ModelConfig::indexer_top_k, 1, 65536},
+    {ds4_key::kHyperConnectionCount, &ModelConfig::n_hc, 1, 16},
+    {ds4_key::kSinkhornIterations, &ModelConfig::hc_sinkhorn_iters, 1, 1000},
 };
 
 // A product of hyperparameters must fit an int; computed in 64 bits so the check itself
@@ -101,14 +101,15 @@ constexpr int64_t kGatingSqrtSoftplus = 4;
 // Any of them marks the file as GgufLayout::kLlamaCpp. Runs after the kIntFields loop, so
 // c.n_layer is block_count here.
 Status ReadLlamaCppKeys(const GgufFile& file, const MetaReader& m, ModelConfig& c) {
-  if (m.Has("nextn_predict_layers")) {
+  if (m.Has(ds4_key::kNextnPredictLayers)) {
     c.layout = GgufLayout::kLlamaCpp;
-    FLASHKV_RETURN_IF_ERROR(m.Int("nextn_predict_layers", &c.n_layer_nextn, 0, c.n_layer - 1));
+    FLASHKV_RETURN_IF_ERROR(
+        m.Int(ds4_key::kNextnPredictLayers, &c.n_layer_nextn, 0, c.n_layer - 1));
     c.n_layer -= c.n_layer_nextn;
   }
-  if (m.Has("expert_gating_func")) {
+  if (m.Has(ds4_key::kExpertGatingFunc)) {
     c.layout = GgufLayout::kLlamaCpp;
-    const std::string key = m.Key("expert_gating_func");
+    const std::string key = m.Key(ds4_key::kExpertGatingFunc);
     FLASHKV_ASSIGN_OR_RETURN(int64_t g, file.GetI64(key));
     if (g != kGatingSqrtSoftplus) {
       return Unsupported(
@@ -116,29 +117,29 @@ Status ReadLlamaCppKeys(const GgufFile& file, const MetaReader& m, ModelConfig& 
           kGatingSqrtSoftplus);
     }
   }
-  if (m.Has("swiglu_clamp_shexp")) {
+  if (m.Has(ds4_key::kSwigluClampShexp)) {
     c.layout = GgufLayout::kLlamaCpp;
     // flashkv clamps the shared expert with the routed experts' limit, as ds4 does.
-    const std::string key = m.Key("swiglu_clamp_shexp");
+    const std::string key = m.Key(ds4_key::kSwigluClampShexp);
     auto shexp = file.GetFloatArray(key);
     if (!shexp.ok()) return shexp.status().WithContext("metadata " + key);
-    auto exp = file.GetFloatArray(m.Key("swiglu_clamp_exp"));
-    if (!exp.ok()) return exp.status().WithContext("metadata " + m.Key("swiglu_clamp_exp"));
+    auto exp = file.GetFloatArray(m.Key(ds4_key::kSwigluClampExp));
+    if (!exp.ok()) return exp.status().WithContext("metadata " + m.Key(ds4_key::kSwigluClampExp));
     for (int l = 0; l < c.n_layer; ++l) {
       if (static_cast<size_t>(l) >= shexp->size() || static_cast<size_t>(l) >= exp->size() ||
           (*shexp)[l] != (*exp)[l]) {
         return Unsupported(
             "metadata {} differs from {} at layer {} (or is shorter); flashkv "
             "clamps shared and routed experts alike",
-            key, m.Key("swiglu_clamp_exp"), l);
+            key, m.Key(ds4_key::kSwigluClampExp), l);
       }
     }
   }
-  if (!m.Has("vocab_size")) {
+  if (!m.Has(ds4_key::kVocabSize)) {
     // llama.cpp reads the vocabulary size from the token list.
     if (!file.Has("tokenizer.ggml.tokens")) {
       return NotFound("metadata {} is missing and there is no tokenizer.ggml.tokens to count",
-                      m.Key("vocab_size"));
+                      m.Key(ds4_key::kVocabSize));
     }
     c.layout = GgufLayout::kLlamaCpp;
     FLASHKV_ASSIGN_OR_RETURN(GgufArrayInfo tokens, file.ArrayInfo("tokenizer.ggml.tokens"));
@@ -167,8 +168,8 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   ModelConfig c;
   if (file.Has("general.architecture")) {
     FLASHKV_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
-    if (arch != kArch) {
-      return Unsupported("general.architecture is '{}', flashkv runs '{}' models", arch, kArch);
+    if (arch != kDs4Arch) {
+      return Unsupported("general.architecture is '{}', flashkv runs '{}' models", arch, kDs4Arch);
     }
   }
   if (file.Has("general.name")) {
@@ -183,47 +184,48 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   }
   FLASHKV_RETURN_IF_ERROR(ReadLlamaCppKeys(file, m, c));
   int value_length = 0;
-  FLASHKV_RETURN_IF_ERROR(m.Int("attention.value_length", &value_length, 1, 65536));
+  FLASHKV_RETURN_IF_ERROR(m.Int(ds4_key::kValueLength, &value_length, 1, 65536));
   if (value_length != c.head_dim) {
     return InvalidArgument("metadata {} = {} differs from {} = {} (DeepSeek V4 shares K and V)",
-                           m.Key("attention.value_length"), value_length,
-                           m.Key("attention.key_length"), c.head_dim);
+                           m.Key(ds4_key::kValueLength), value_length, m.Key(ds4_key::kKeyLength),
+                           c.head_dim);
   }
-  if (m.Has("context_length")) FLASHKV_RETURN_IF_ERROR(m.U64("context_length", &c.context_length));
+  if (m.Has(ds4_key::kContextLength))
+    FLASHKV_RETURN_IF_ERROR(m.U64(ds4_key::kContextLength, &c.context_length));
 
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.freq_base", &c.rope_freq_base));
-  FLASHKV_RETURN_IF_ERROR(m.Float("attention.compress_rope_freq_base", &c.compress_rope_freq_base));
-  FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.factor", &c.rope_scaling_factor));
-  FLASHKV_RETURN_IF_ERROR(m.U64("rope.scaling.original_context_length", &c.rope_orig_ctx));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kRopeFreqBase, &c.rope_freq_base));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kCompressRopeFreqBase, &c.compress_rope_freq_base));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kRopeScalingFactor, &c.rope_scaling_factor));
+  FLASHKV_RETURN_IF_ERROR(m.U64(ds4_key::kRopeOriginalContextLength, &c.rope_orig_ctx));
   // llama.cpp's converter writes the betas only when the checkpoint states them; absent, they
   // take its defaults (llama_hparams: 32 and 1), which are also V4's values.
   c.yarn_beta_fast = 32.0f;
   c.yarn_beta_slow = 1.0f;
-  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_fast"))
-    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_fast", &c.yarn_beta_fast));
-  if (c.layout == GgufLayout::kDs4 || m.Has("rope.scaling.yarn_beta_slow"))
-    FLASHKV_RETURN_IF_ERROR(m.Float("rope.scaling.yarn_beta_slow", &c.yarn_beta_slow));
-  FLASHKV_RETURN_IF_ERROR(m.Float("attention.layer_norm_rms_epsilon", &c.rms_eps));
-  FLASHKV_RETURN_IF_ERROR(m.Float("hyper_connection.epsilon", &c.hc_eps));
-  FLASHKV_RETURN_IF_ERROR(m.Float("expert_weights_scale", &c.expert_weights_scale));
-  if (m.Has("expert_weights_norm")) {
-    FLASHKV_ASSIGN_OR_RETURN(bool norm, file.GetBool(m.Key("expert_weights_norm")));
+  if (c.layout == GgufLayout::kDs4 || m.Has(ds4_key::kYarnBetaFast))
+    FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kYarnBetaFast, &c.yarn_beta_fast));
+  if (c.layout == GgufLayout::kDs4 || m.Has(ds4_key::kYarnBetaSlow))
+    FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kYarnBetaSlow, &c.yarn_beta_slow));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kRmsEpsilon, &c.rms_eps));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kHyperConnectionEpsilon, &c.hc_eps));
+  FLASHKV_RETURN_IF_ERROR(m.Float(ds4_key::kExpertWeightsScale, &c.expert_weights_scale));
+  if (m.Has(ds4_key::kExpertWeightsNorm)) {
+    FLASHKV_ASSIGN_OR_RETURN(bool norm, file.GetBool(m.Key(ds4_key::kExpertWeightsNorm)));
     if (!norm) {
       return Unsupported("metadata {} is false; DeepSeek V4 always normalises expert weights",
-                         m.Key("expert_weights_norm"));
+                         m.Key(ds4_key::kExpertWeightsNorm));
     }
   }
-  if (m.Has("expert_group_count")) {
+  if (m.Has(ds4_key::kExpertGroupCount)) {
     int groups = 0;
-    FLASHKV_RETURN_IF_ERROR(m.Int("expert_group_count", &groups, 0, 1024));
+    FLASHKV_RETURN_IF_ERROR(m.Int(ds4_key::kExpertGroupCount, &groups, 0, 1024));
     if (groups > 1) {
       return Unsupported("metadata {} = {}: grouped expert routing is not DeepSeek V4",
-                         m.Key("expert_group_count"), groups);
+                         m.Key(ds4_key::kExpertGroupCount), groups);
     }
   }
 
   {
-    const std::string key = m.Key("attention.compress_ratios");
+    const std::string key = m.Key(ds4_key::kCompressRatios);
     auto ratios = file.GetIntArray(key);
     if (!ratios.ok()) return ratios.status().WithContext("metadata " + key);
     if (ratios->size() < static_cast<size_t>(c.n_layer)) {
@@ -239,7 +241,7 @@ Expected<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     }
   }
   {
-    const std::string key = m.Key("swiglu_clamp_exp");
+    const std::string key = m.Key(ds4_key::kSwigluClampExp);
     auto clamps = file.GetFloatArray(key);
     if (!clamps.ok()) return clamps.status().WithContext("metadata " + key);
     if (clamps->size() < static_cast<size_t>(c.n_layer)) {

@@ -72,7 +72,7 @@ class RamCacheTest : public ::testing::Test {
     c.replay = replay;
     c.reason = SaveReason::kEvict;
     c.extensions = std::move(ext);
-    return ram.Put(st, c);
+    return ram.Offer(st, c);
   }
   static uint64_t Bytes(int64_t n, const Saved& s, const std::vector<SnapshotExtension>& ext = {}) {
     return SnapshotFileBytes(SmallShape(64), n, kVocab, s.text.size(), ext);
@@ -104,7 +104,7 @@ TEST_F(RamCacheTest, RestoresBitExactlyWithIdsLogitsTextAndExtensions) {
     KvState dst = RandomState(be_, SmallShape(64), 50, 2);
     ResumeLookup lookup;
     lookup.tokens = request;
-    auto hit = ram.Load(lookup, dst);
+    auto hit = ram.Restore(lookup, dst);
     ASSERT_TRUE(hit.ok()) << hit.status().ToString();
     EXPECT_FALSE(hit->by_text);
     EXPECT_EQ(hit->tokens, s.tokens);
@@ -153,7 +153,7 @@ TEST_F(RamCacheTest, MatchesByTextWhenTheIdsDifferAndPrefersTheLongest) {
   ResumeLookup lookup;
   lookup.tokens = other;
   lookup.text = text;
-  auto hit = ram.Load(lookup, dst);
+  auto hit = ram.Restore(lookup, dst);
   ASSERT_TRUE(hit.ok()) << hit.status().ToString();
   EXPECT_TRUE(hit->by_text);
   EXPECT_EQ(hit->text_bytes, sb.text.size());
@@ -162,17 +162,39 @@ TEST_F(RamCacheTest, MatchesByTextWhenTheIdsDifferAndPrefersTheLongest) {
 
   // Length bounds: with at most 25 tokens only the shorter entry is usable.
   lookup.max_tokens = 25;
-  hit = ram.Load(lookup, dst);
+  hit = ram.Restore(lookup, dst);
   ASSERT_TRUE(hit.ok());
   EXPECT_EQ(hit->tokens, sa.tokens);
   lookup.min_tokens = 21;
   KvState untouched = RandomState(be_, SmallShape(64), 9, 6);
   const std::vector<float> before = LayerOf(untouched, 1);
-  hit = ram.Load(lookup, untouched);
+  hit = ram.Restore(lookup, untouched);
   EXPECT_EQ(hit.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(untouched.n_tokens(), 9);
   EXPECT_EQ(LayerOf(untouched, 1), before);
   EXPECT_EQ(ram.stats().misses, 1u);
+}
+
+// The tier interface (kv/cache_tier.h): the RAM tier is tier 2, first in the resume order,
+// and drops one entry by its key on request.
+TEST_F(RamCacheTest, AsATierItComesFirstAndEvictsOneEntryByKey) {
+  const Saved s1 = Make(30, 1, "one");
+  const Saved s2 = Make(30, 2, "two");
+  RamCache ram(Options(uint64_t(64) << 20));
+  EXPECT_EQ(ram.source(), CacheSource::kRam);
+  EXPECT_EQ(CacheTierNumber(ram.source()), 2);
+  EXPECT_EQ(CacheTierNumber(CacheSource::kNone), 5);
+  EXPECT_EQ(ResumeOrder(nullptr, &ram, nullptr), std::vector<CacheTier*>{&ram});
+  KvState st = RandomState(be_, SmallShape(64), 30, 7);
+  auto k1 = Put(ram, st, s1);
+  ASSERT_TRUE(k1.ok());
+  ASSERT_TRUE(Put(ram, st, s2).ok());
+  ASSERT_TRUE(ram.Evict(*k1).ok());
+  EXPECT_FALSE(ram.Contains(s1.tokens));
+  EXPECT_TRUE(ram.Contains(s2.tokens));
+  EXPECT_EQ(ram.Evict(*k1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(ram.stats().entries, 1u);
+  EXPECT_EQ(be_.unpins, 1);  // its page-locked buffer was let go
 }
 
 TEST_F(RamCacheTest, EvictsLeastRecentlyUsedAndReusesTheEvictedBuffer) {
@@ -189,7 +211,7 @@ TEST_F(RamCacheTest, EvictsLeastRecentlyUsedAndReusesTheEvictedBuffer) {
   KvState dst = RandomState(be_, SmallShape(64), 1, 8);
   ResumeLookup lookup;
   lookup.tokens = s1.tokens;
-  ASSERT_TRUE(ram.Load(lookup, dst).ok());
+  ASSERT_TRUE(ram.Restore(lookup, dst).ok());
   ASSERT_TRUE(Put(ram, st, s3).ok());
   EXPECT_TRUE(ram.Contains(s1.tokens));
   EXPECT_FALSE(ram.Contains(s2.tokens));
@@ -233,10 +255,10 @@ TEST_F(RamCacheTest, RestoresIntoALargerContextAndRefusesOneTooSmall) {
   lookup.tokens = s.tokens;
   // A state of context 32 cannot hold 40 tokens: the entry is not a candidate.
   KvState small = RandomState(be_, SmallShape(32), 3, 12);
-  EXPECT_EQ(ram.Load(lookup, small).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ram.Restore(lookup, small).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(small.n_tokens(), 3);
   KvState large = RandomState(be_, SmallShape(128), 3, 13);
-  ASSERT_TRUE(ram.Load(lookup, large).ok());
+  ASSERT_TRUE(ram.Restore(lookup, large).ok());
   for (int l = 0; l < 3; ++l) EXPECT_EQ(LayerOf(large, l), LayerOf(src, l));
 }
 

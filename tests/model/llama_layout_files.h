@@ -18,6 +18,7 @@
 
 #include "convert/ds4_hparams.h"
 #include "convert/ds4_layout.h"
+#include "gguf/ds4_keys.h"
 #include "model_test_util.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
@@ -218,16 +219,16 @@ inline std::vector<std::string> TokenList(uint64_t n) {
 // llama.cpp's metadata on top of ds4-tiny's: one MTP layer counted in block_count, gating id,
 // shexp clamps, no vocab_size (the token list gives it); and the MTP layer's tensors.
 inline void LlamaCppMetadata(GgufWriter& m) {
-  m.SetU32("deepseek4.block_count", kLayers + 1);
-  m.SetU32("deepseek4.nextn_predict_layers", 1);
-  m.SetU32("deepseek4.expert_gating_func", 4);
-  m.SetU32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 128, 4, 0});
-  m.SetF32Array("deepseek4.swiglu_clamp_exp", std::vector<float>(kLayers + 1, 10.0f));
-  m.SetF32Array("deepseek4.swiglu_clamp_shexp", std::vector<float>(kLayers + 1, 10.0f));
+  m.SetU32(Ds4Key(ds4_key::kBlockCount), kLayers + 1);
+  m.SetU32(Ds4Key(ds4_key::kNextnPredictLayers), 1);
+  m.SetU32(Ds4Key(ds4_key::kExpertGatingFunc), 4);
+  m.SetU32Array(Ds4Key(ds4_key::kCompressRatios), {0, 0, 4, 128, 4, 0});
+  m.SetF32Array(Ds4Key(ds4_key::kSwigluClampExp), std::vector<float>(kLayers + 1, 10.0f));
+  m.SetF32Array(Ds4Key(ds4_key::kSwigluClampShexp), std::vector<float>(kLayers + 1, 10.0f));
   m.SetStringArray("tokenizer.ggml.tokens", TokenList(kV));
 }
 
-inline const std::vector<std::string> kNoVocabSize = {"deepseek4.vocab_size"};
+inline const std::vector<std::string> kNoVocabSize = {Ds4Key(ds4_key::kVocabSize)};
 
 inline std::string TmpPath(const std::string& name) {
   return testing::ProcessTmpPath(name);
@@ -298,10 +299,10 @@ inline constexpr PresetMix kPresets[] = {kPresetIq2Xxs, kPresetIq1M, kPresetQ2K,
 // -> 256 (attn_q_b, indexer.attn_q_b), d 192 -> 256 (attn_output_a's H·d/g, the apes' c·d),
 // r_o 64 -> 128 (attn_output_b's g·r_o).
 inline void WidenedMetadata(GgufWriter& m) {
-  m.SetU32("deepseek4.attention.q_lora_rank", 256);
-  m.SetU32("deepseek4.attention.key_length", 256);
-  m.SetU32("deepseek4.attention.value_length", 256);
-  m.SetU32("deepseek4.attention.output_lora_rank", 128);
+  m.SetU32(Ds4Key(ds4_key::kQLoraRank), 256);
+  m.SetU32(Ds4Key(ds4_key::kKeyLength), 256);
+  m.SetU32(Ds4Key(ds4_key::kValueLength), 256);
+  m.SetU32(Ds4Key(ds4_key::kOutputLoraRank), 128);
 }
 
 inline bool PresetQuantizes(const Ds4TensorSpec& s) {

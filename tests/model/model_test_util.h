@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "gguf/ds4_keys.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 
@@ -162,10 +163,10 @@ inline std::string SmallWindowDs4TinyPath() {
     GgufWriter w =
         CopyDs4Tiny({ReplaceTensor("blk.3.attn_compressor_ape.weight", {192, 8}, DType::kF16)},
                     [](GgufWriter& m) {
-                      m.SetU32("deepseek4.block_count", 4);
-                      m.SetU32("deepseek4.attention.sliding_window", 16);
-                      m.SetI32Array("deepseek4.attention.compress_ratios", {0, 0, 4, 8});
-                      m.SetU32("deepseek4.attention.indexer.top_k", 4);
+                      m.SetU32(Ds4Key(ds4_key::kBlockCount), 4);
+                      m.SetU32(Ds4Key(ds4_key::kSlidingWindow), 16);
+                      m.SetI32Array(Ds4Key(ds4_key::kCompressRatios), {0, 0, 4, 8});
+                      m.SetU32(Ds4Key(ds4_key::kIndexerTopK), 4);
                     });
     const Status s = w.Write(p);
     EXPECT_TRUE(s.ok()) << s.ToString();
