@@ -56,7 +56,7 @@ struct RunFlags {
   int chunk = 256;
   bool raw = false;
   bool think = false;
-  KvDiskFlags kv;  // disk KV cache (tier 2)
+  KvDiskFlags kv;  // disk KV cache (tier 3, kv/cache_tier.h)
 };
 
 // Room beyond prompt + -n in the default context: a text hit continues with the
