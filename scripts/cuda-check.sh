@@ -695,11 +695,18 @@ PY
         "$ROOT/tests/clients/node_modules"
       local sdk_args="--backend cuda"
       [[ $OFFLOAD_SDK == auto ]] || sdk_args+=" --gpu-memory $OFFLOAD_SDK"
-      FLASHKV_BIN=$FK FLASHKV_MODEL=$G FLASHKV_SERVE_ARGS="$sdk_args" FLASHKV_START_TIMEOUT_S=300 \
-        FLASHKV_TEST_OUT="$OUT/sdk" "$NODE" --test --test-concurrency=1 \
-        "$ROOT/tests/clients/openai.test.mjs" "$ROOT/tests/clients/anthropic.test.mjs" \
-        > "$OUT/sdk.log" 2>&1 || rc=1
-      grep -E "^# (tests|pass|fail|duration_ms)|^not ok" "$OUT/sdk.log" || true
+      local suite
+      for suite in openai anthropic; do
+        # One suite at a time, the device's memory back from the last server first.
+        sleep 5
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader
+        FLASHKV_BIN=$FK FLASHKV_MODEL=$G FLASHKV_SERVE_ARGS="$sdk_args" FLASHKV_START_TIMEOUT_S=300 \
+          FLASHKV_TEST_OUT="$OUT/sdk-$suite" "$NODE" --test --test-concurrency=1 \
+          "$ROOT/tests/clients/$suite.test.mjs" > "$OUT/sdk-$suite.log" 2>&1 || rc=1
+        echo "sdk $suite:"
+        grep -E "^# (tests|pass|fail|duration_ms)|^not ok" "$OUT/sdk-$suite.log" || true
+        grep -hE "weights:|error|exhausted|failed" "$OUT/sdk-$suite"/*.log 2>/dev/null | cut -c1-400 | tail -4
+      done
     fi
     for r in ${OFFLOAD_SERVE:-}; do
       local flags=()
