@@ -8,6 +8,7 @@
 
 #include "engine/decode_step.h"
 #include "engine/engine.h"
+#include "engine/prefill_progress.h"
 #include "engine/worker_clock.h"
 
 namespace flashkv {
@@ -27,19 +28,15 @@ void AttachLogprobs(ActiveRequest& a, std::vector<GenerationEvent>* events) {
   }
 }
 
-// A long prefill logs its progress this often, so the server log shows a busy worker (and
-// its rate) rather than nothing until the request ends.
-constexpr std::chrono::seconds kPrefillLogInterval{5};
-
 void LogPrefillProgress(ActiveRequest& a, int slot) {
-  if (a.prefill_done >= a.prefill_total) return;
   const WorkerClock::time_point now = WorkerClock::now();
-  if (now - std::max(a.prefill_t0, a.prefill_logged) < kPrefillLogInterval) return;
+  if (!PrefillLogDue(now, a.prefill_t0, a.prefill_logged, a.prefill_done, a.prefill_total)) {
+    return;
+  }
   a.prefill_logged = now;
-  const double secs = std::chrono::duration<double>(now - a.prefill_t0).count();
-  spdlog::info("prefill: {}/{} tokens ({:.0f}%), {:.1f} tok/s, session {}", a.prefill_done,
-               a.prefill_total, 100.0 * double(a.prefill_done) / double(a.prefill_total),
-               secs > 0 ? double(a.prefill_done) / secs : 0.0, slot);
+  spdlog::info(
+      "{}", PrefillProgressLine(a.prefill_done, a.prefill_total,
+                                std::chrono::duration<double>(now - a.prefill_t0).count(), slot));
 }
 
 }  // namespace
