@@ -696,7 +696,7 @@ PY
       local sdk_args="--backend cuda"
       [[ $OFFLOAD_SDK == auto ]] || sdk_args+=" --gpu-memory $OFFLOAD_SDK"
       local suite
-      for suite in openai anthropic; do
+      for suite in ${OFFLOAD_SDK_SUITES:-openai anthropic}; do
         # One suite at a time, the device's memory back from the last server first.
         sleep 5
         nvidia-smi --query-gpu=memory.used --format=csv,noheader
