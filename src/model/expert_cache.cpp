@@ -24,6 +24,18 @@ uint64_t AlignUp(uint64_t v, uint64_t a) {
 // How many experts' copies go to the backend in one WriteMany.
 constexpr size_t kCopiesPerBatch = 96;
 
+// options.slots, or fewer when options.device_bytes_left says the device cannot hold them
+// beside the staging buffers and keep_free_bytes.
+int64_t FittingSlots(const ExpertCacheOptions& options, uint64_t slot_bytes) {
+  if (!options.device_bytes_left || options.slots <= 0 || slot_bytes == 0) return options.slots;
+  const std::optional<uint64_t> left = options.device_bytes_left();
+  if (!left) return options.slots;
+  const uint64_t other = 2 * uint64_t(std::max<int64_t>(options.stage_experts, 0)) * slot_bytes +
+                         options.keep_free_bytes;
+  const uint64_t room = *left > other ? *left - other : 0;
+  return std::min<int64_t>(options.slots, int64_t(room / slot_bytes));
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& config,
@@ -112,15 +124,23 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
   for (auto& layer : c->stacks_) {
     for (Stack& s : layer) s.device = dev.get() + (s.host - lo_a);
   }
-  c->stats_.slots = options.slots;
+  // The slots the device really has room for, now that the resident weights are placed.
+  const int64_t n_slots = FittingSlots(options, c->slot_bytes_);
+  if (n_slots < options.slots) {
+    spdlog::warn(
+        "expert cache: {} slots instead of the {} planned: the device has less left after the "
+        "resident weights than their file bytes promised ({} GiB kept free)",
+        n_slots, options.slots, double(options.keep_free_bytes) / double(1ull << 30));
+    c->opt_.slots = n_slots;
+  }
+  c->stats_.slots = n_slots;
   c->stats_.experts = total;
   c->stats_.slot_bytes = c->slot_bytes_;
 
-  if (options.slots > 0) {
-    auto slots = backend.Alloc(size_t(c->slot_bytes_) * size_t(options.slots));
+  if (n_slots > 0) {
+    auto slots = backend.Alloc(size_t(c->slot_bytes_) * size_t(n_slots));
     if (!slots.ok()) {
-      return slots.status().WithContext(fmt::format("expert cache: {} slots of {:.2f} MiB",
-                                                    options.slots,
+      return slots.status().WithContext(fmt::format("expert cache: {} slots of {:.2f} MiB", n_slots,
                                                     double(c->slot_bytes_) / (1 << 20)));
     }
     c->slots_ = std::move(*slots);
@@ -129,16 +149,16 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
   FLASHKV_ASSIGN_OR_RETURN(c->counts_, backend.Alloc(size_t(total) * sizeof(uint32_t)));
   c->table_host_.assign(size_t(total) * 3, nullptr);
   c->slot_of_.assign(size_t(total), -1);
-  c->holder_.resize(size_t(options.slots));
+  c->holder_.resize(size_t(n_slots));
   c->counts_host_.assign(size_t(total), 0);
   for (int l = 0; l < L; ++l) {
     for (int e = 0; e < E; ++e) c->PointAtHost(ExpertId{l, e});
   }
   // No routing seen yet: spread the slots evenly over the layers, experts 0, 1, … of each.
   std::vector<HostCopy> copies;
-  for (int64_t s = 0; s < options.slots; ++s) {
+  for (int64_t s = 0; s < n_slots; ++s) {
     FLASHKV_RETURN_IF_ERROR(c->Load(ExpertId{int(s % L), int(s / L)}, s, copies));
-    if (copies.size() >= 3 * kCopiesPerBatch || s + 1 == options.slots) {
+    if (copies.size() >= 3 * kCopiesPerBatch || s + 1 == n_slots) {
       FLASHKV_RETURN_IF_ERROR(backend.WriteMany(copies.data(), copies.size()));
       copies.clear();
     }
@@ -170,7 +190,7 @@ Expected<std::unique_ptr<ExpertCache>> ExpertCache::Create(const ModelConfig& co
       g.out_tables = c->gather_tables_.as<const uint8_t*>();
       g.plan = c->gather_plan_.as<int32_t>();
       g.device_lo = lo_slots;
-      g.device_hi = lo_slots == nullptr ? nullptr : c->SlotAddress(options.slots);
+      g.device_hi = lo_slots == nullptr ? nullptr : c->SlotAddress(n_slots);
       g.scratch = c->staging_[0].as<uint8_t>();
       g.slots = int(c->stats_.stage_experts);
       g.n_expert = E;

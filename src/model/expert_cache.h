@@ -26,7 +26,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -51,6 +53,14 @@ struct ExpertCacheOptions {
   // what host RAM can and the rest is read from disk when a copy or kernel touches it — for
   // hosts whose RAM cannot pin the routed experts (model/expert_cache_plan.h decides).
   bool pageable_host = false;
+  // What the device may still take, asked after the resident weights are placed (nullopt:
+  // no limit); with keep_free_bytes, the slots shrink to what is really left. The plan
+  // (model/expert_cache_plan.h) counts the resident weights by their file bytes, and their
+  // device copies and the backend's load-time buffers can take more (~0.5 GiB of the
+  // 43-layer file on an H100): without this the cache would eat what activations and KV
+  // were promised.
+  std::function<std::optional<uint64_t>()> device_bytes_left;
+  uint64_t keep_free_bytes = 0;
 };
 
 struct ExpertCacheStats {

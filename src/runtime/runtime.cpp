@@ -65,6 +65,7 @@ Expected<std::optional<ExpertCacheOptions>> PlanPlacement(
   *explanation += "; experts read from " + choice.explanation;
   ExpertCacheOptions cache;
   cache.pageable_host = choice.pageable;
+  cache.keep_free_bytes = in.keep_free_bytes;
   cache.slots = plan.slots;
   cache.stage_experts = plan.stage_experts;
   cache.stage_min_rows = o.expert_stage_min_rows;
@@ -226,6 +227,14 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) 
         PlanPlacement(options, before, rt->backend_->ReadsPageableHost(), &rt->placement_);
     if (!planned.ok()) return planned.status().WithContext(options.model_path);
     cache = *planned;
+    if (cache) {
+      // The slots are sized again once the resident weights are placed (expert_cache.h).
+      cache->device_bytes_left = [r = rt.get()]() -> std::optional<uint64_t> {
+        const std::optional<Backend::MemoryInfo> m = r->DeviceMemoryLeft();
+        if (!m) return std::nullopt;
+        return m->free_bytes;
+      };
+    }
     if (!rt->placement_.empty()) spdlog::info("weights: {}", rt->placement_);
   }
   auto model = !shards.empty() ? Model::LoadExpertParallel(options.model_path, *rt->backend_,

@@ -292,6 +292,44 @@ TEST(ExpertCacheModelTest, PageableExpertsNeedADeviceThatReadsPageableMemory) {
   EXPECT_TRUE(Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o).ok());
 }
 
+// The plan counts the resident weights by their file bytes; when the device has less left
+// once they are placed, the slots shrink so that keep_free_bytes stays free (the H100 at
+// --gpu-memory 40 lost 0.5 GiB that way and refused to open a session).
+TEST(ExpertCacheModelTest, SlotsShrinkToWhatTheDeviceHasLeftAfterTheResidentWeights) {
+  CpuBackend be(nullptr);
+  auto resident = Model::Load(testing::Ds4TinyPath(), be);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const std::vector<float> want = RunAll(**resident);
+  ExpertCacheOptions o;
+  o.slots = 20;
+  o.stage_experts = 2;
+  o.keep_free_bytes = 1000;
+  uint64_t slot_bytes = 0;
+  {
+    auto probe = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+    ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+    slot_bytes = (*probe)->expert_cache()->stats().slot_bytes;
+    EXPECT_EQ((*probe)->expert_cache()->stats().slots, 20);  // no limit asked: as planned
+  }
+  // Room for the two staging buffers, what must stay free and 7.5 slots: 7 slots.
+  int asked = 0;
+  o.device_bytes_left = [&]() -> std::optional<uint64_t> {
+    ++asked;
+    return 4 * slot_bytes + 1000 + 7 * slot_bytes + slot_bytes / 2;
+  };
+  auto m = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ((*m)->expert_cache()->stats().slots, 7);
+  EXPECT_TRUE(SameBits(RunAll(**m), want));
+  // Nothing left at all: no slots, every expert read from host memory, the same logits.
+  o.device_bytes_left = []() -> std::optional<uint64_t> { return 0; };
+  auto none = Model::LoadWithExpertCache(testing::Ds4TinyPath(), be, o);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ((*none)->expert_cache()->stats().slots, 0);
+  EXPECT_TRUE(SameBits(RunAll(**none), want));
+}
+
 TEST(ExpertCacheModelTest, SlotsOutsideTheExpertCountAreRefused) {
   CpuBackend be(nullptr);
   ExpertCacheOptions o;
