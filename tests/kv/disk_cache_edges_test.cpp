@@ -15,17 +15,18 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "kv/disk_cache.h"
 #include "kv_test_util.h"
+#include "log_capture.h"
 #include "util/file_io.h"
 
 namespace flashkv {
 namespace {
 
 using testing::LayerOf;
+using testing::LogCapture;
 using testing::Logits;
 using testing::MakeTempDir;
 using testing::RandomState;
@@ -34,31 +35,6 @@ using testing::TestIdentity;
 using testing::Tokens;
 
 constexpr int kVocab = 1000;
-
-// Everything the default logger writes while it lives.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  int Count(std::string_view needle) const {
-    const std::string text = out_.str();
-    int n = 0;
-    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
-      ++n;
-    }
-    return n;
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
 
 class DiskCacheEdgesTest : public ::testing::Test {
  protected:

@@ -1,6 +1,5 @@
 // LogCapture: everything the default spdlog logger writes while it lives, for tests that
-// check a log line (tests/cli/load_progress_test.cpp). tests/kv/disk_cache_edges_test.cpp
-// has its own copy of this class.
+// check a log line (tests/cli/load_progress_test.cpp, tests/kv/disk_cache_edges_test.cpp).
 #pragma once
 
 #include <algorithm>

@@ -83,6 +83,20 @@ std::vector<float> RunAll(Model& m) {
   return out;
 }
 
+// A cache that trades experts every two steps (so the logits must not notice), staging
+// chunks of 64 rows and gathering steps of up to `gather` rows.
+ExpertCacheOptions TradingCache(int64_t slots, int64_t stage, int gather) {
+  ExpertCacheOptions c;
+  c.slots = slots;
+  c.fold_interval = 2;
+  c.max_swaps = 8;
+  c.margin = 0.0;
+  c.stage_experts = stage;
+  c.stage_min_rows = 64;
+  c.gather_max_rows = gather;
+  return c;
+}
+
 TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
   FLASHKV_REQUIRE_GPU();
   for (ModelOptions o : {ModelOptions{NumericsMode::kOfficial, ActQuantMode::kQ8},
@@ -106,15 +120,8 @@ TEST(CudaExpertCacheTest, LogitsEqualTheResidentModelBitForBit) {
                                         {total / 2, E, 16},
                                         {total / 2, E, 0},
                                         {total / 2, 3, 16}}) {
-      ExpertCacheOptions c;
-      c.slots = slots;
-      c.fold_interval = 2;
-      c.max_swaps = 8;
-      c.margin = 0.0;
-      c.stage_experts = stage;
-      c.stage_min_rows = 64;
-      c.gather_max_rows = gather;
-      auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
+      auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(),
+                                          TradingCache(slots, stage, gather), &o);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       EXPECT_TRUE(Same(RunAll(**m), want))
           << slots << " slots, staging " << stage << ", gather " << gather << ", act-quant "
@@ -157,14 +164,7 @@ TEST(CudaExpertCacheTest, PageableHostExpertsGiveTheResidentBits) {
   resident->reset();
   for (auto [slots, stage, gather] :
        {std::tuple<int64_t, int64_t, int>{0, 0, 0}, {total / 2, E, 16}, {total / 2, 3, 16}}) {
-    ExpertCacheOptions c;
-    c.slots = slots;
-    c.fold_interval = 2;
-    c.max_swaps = 8;
-    c.margin = 0.0;
-    c.stage_experts = stage;
-    c.stage_min_rows = 64;
-    c.gather_max_rows = gather;
+    ExpertCacheOptions c = TradingCache(slots, stage, gather);
     c.pageable_host = true;
     auto m = Model::LoadWithExpertCache(Ds4Tiny(), *SharedCuda(), c, &o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
