@@ -12,8 +12,8 @@
 
 #include "backend/cuda/cuda_launchers.h"
 #include "backend/cuda/cuda_state.h"
-#include "backend/cuda/fused_launch.h"
-#include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/fused/launch.h"
+#include "backend/cuda/products/launch.h"
 #include "tensor/iq2_tables.h"
 
 namespace flashkv {
@@ -207,7 +207,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     pdl = std::strcmp(env, "0") != 0;
   }
   // Programmatic dependent launch is Hopper's (sm_90 and later); below it launches plainly
-  // (pdl_dev.cuh's waits compile to nothing there).
+  // (device/pdl.cuh's waits compile to nothing there).
   pdl = pdl && s->prop.major >= 9;
   s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs, pdl);
   int imma = options.imma;
@@ -736,7 +736,7 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
   // Refused before anything is uploaded: a type without kernels here. MXFP4, the K-quants
   // beyond ds4's and the IQ types beyond IQ2_XXS run with q8 activations only
-  // (mxfp4_launch.h, kquant_launch.h).
+  // (products/mxfp4_launch.h, products/kquant_launch.h).
   switch (src.type) {
     case DType::kF32:
     case DType::kF16:

@@ -174,7 +174,7 @@ class CudaBackend final : public Backend {
               const Weight& base, const HcParams& p, DevPtr<float> y) override;
 
   void CompressorUpdate(const CompressorArgs& a) override;
-  // One-token updates of several sessions in launches of up to 7 (op_compressor.cu).
+  // One-token updates of several sessions in launches of up to 7 (ops/compressor.cu).
   void CompressorUpdateBatch(const CompressorArgs* args, int n) override;
   void IndexerTopK(const IndexerArgs& a) override;
   // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
@@ -182,11 +182,11 @@ class CudaBackend final : public Backend {
   // visible rows, are written (tests hold the kernels to each other's bits).
   void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
-  // Decode rows of several sessions in one launch pair (attention_batch.cu).
+  // Decode rows of several sessions in one launch pair (attention/batch.cu).
   void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
-  // One-row stores of several sessions in launches of up to 23 (op_elementwise.cu).
+  // One-row stores of several sessions in launches of up to 23 (ops/elementwise.cu).
   void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) override;
 
   void RouterSelect(const RouterArgs& a) override;
@@ -195,7 +195,7 @@ class CudaBackend final : public Backend {
                    DevPtr<uint32_t> counts) override;
   bool GatherExperts(const ExpertGather& g, DevPtr<const int32_t> selected, int n) override;
 
-  // Coarse ops: fused kernels when fused() and the shapes fit (fused_ops.cpp), else the
+  // Coarse ops: fused kernels when fused() and the shapes fit (fused/coarse_ops.cpp), else the
   // Backend defaults over the ops above.
   void SublayerInput(const SublayerInputArgs& a) override;
   void NormRope(const NormRopeArgs& a) override;

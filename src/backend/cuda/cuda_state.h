@@ -86,7 +86,7 @@ struct CudaBackend::State {
   bool tiled_indexer = true;
   // Fused kernels for the coarse ops (CudaBackendOptions::fused).
   bool fused = true;  // run on the H200: bit-identical to the unfused kernels, sanitizers clean
-  // Arrival counters of the fused kernels' last-block steps (fused_sync.cuh): zeroed at
+  // Arrival counters of the fused kernels' last-block steps (fused/sync.cuh): zeroed at
   // creation, every kernel leaves its own at zero.
   unsigned* sync_counters = nullptr;
 
@@ -108,7 +108,7 @@ struct CudaBackend::State {
     queue->Launch(kernel, grid, block, smem, args, bytes);
   }
   // A launch that may start while its predecessor still runs (programmatic dependent launch):
-  // only for kernels written for it (pdl_dev.cuh: PdlWait in every block before reading the
+  // only for kernels written for it (device/pdl.cuh: PdlWait in every block before reading the
   // predecessor's outputs).
   template <typename A>
   void LaunchOverlapped(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,

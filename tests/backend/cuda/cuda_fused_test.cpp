@@ -282,7 +282,7 @@ TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithFusion) {
 }
 
 // The one-token tile kernels as programmatic dependent launches (their weight copies start
-// before the previous kernel ends, pdl_dev.cuh): random:flash:4 decoded token by token, fused,
+// before the previous kernel ends, device/pdl.cuh): random:flash:4 decoded token by token, fused,
 // graphs on, gives the same logits bit for bit with overlapped launches off and on. A kernel
 // that read its predecessor's output before waiting would differ here.
 TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithOverlappedLaunches) {
