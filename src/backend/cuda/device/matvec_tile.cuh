@@ -10,8 +10,7 @@
 // Must not: know what the rows mean (matmul, projection sets, experts use it).
 #pragma once
 
-#include <cstdlib>
-
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device/imma_ptx.cuh"
 #include "backend/cuda/device/pdl.cuh"
 #include "backend/cuda/device/quant.cuh"
@@ -30,12 +29,10 @@ inline constexpr int kTileMinBlocks = 6;
 #else
 inline constexpr int kTileMinBlocks = 8;
 #endif
-// Weight bytes a block aims to hold (all NR weights): enough loads in flight per SM with the
-// blocks that fit beside each other, small enough that short matrices still spread.
-// FLASHKV_CUDA_TILE_BYTES (4096 … kTileMaxBytes) overrides it for measurements; read once.
-inline constexpr uint64_t kTileTargetBytes = 16384;
+// Weight bytes a block aims to hold (all NR weights) come from the backend's settings
+// (CudaBackendOptions::tile_bytes, default kCudaTileBytes).
 // The most weight bytes of one tile (dynamic shared memory stays under the 48 KiB default).
-inline constexpr uint64_t kTileMaxBytes = 36 * 1024;
+inline constexpr uint64_t kTileMaxBytes = kCudaTileMaxBytes;
 
 // Every tile kernel asks for the largest shared-memory carveout once (AllowSharedMemory): with
 // the default the driver may leave room for only a few blocks per SM, which caps the loads
@@ -67,20 +64,13 @@ __host__ __device__ constexpr bool TileType(DType t) {
   return t == DType::kQ8_0 || t == DType::kQ2_K || t == DType::kIQ2_XXS;
 }
 
-// Rows per tile for NR weights of row_bytes each (0: the rows do not fit a tile); at most
-// one per thread (each row is folded by one thread).
-inline uint64_t TileTargetBytes() {
-  static const uint64_t bytes = [] {
-    const char* env = std::getenv("FLASHKV_CUDA_TILE_BYTES");
-    const long long v = env != nullptr ? std::atoll(env) : 0;
-    return v >= 4096 && uint64_t(v) <= kTileMaxBytes ? uint64_t(v) : kTileTargetBytes;
-  }();
-  return bytes;
-}
-inline int TileRowsFor(uint64_t row_bytes, int nr) {
+// Rows per tile for NR weights of row_bytes each, aiming at target_bytes a tile
+// (CudaBackend::State::tile_bytes; 0: the rows do not fit a tile); at most one per thread
+// (each row is folded by one thread).
+inline int TileRowsFor(uint64_t row_bytes, int nr, uint64_t target_bytes) {
   const uint64_t per = row_bytes * uint64_t(nr);
   if (per == 0 || per > kTileMaxBytes) return 0;
-  const uint64_t r = (TileTargetBytes() + per / 2) / per;
+  const uint64_t r = (target_bytes + per / 2) / per;
   return int(r < 1 ? 1 : r > uint64_t(kTileThreads) ? kTileThreads : r);
 }
 // Shared-memory bytes of one weight's tile: the rows keep their offset from 16 bytes, so
@@ -97,22 +87,13 @@ __host__ __device__ inline unsigned TileSmemBytes(uint64_t row_bytes, int nr, in
   return unsigned((b + 15) & ~uint64_t(15));
 }
 
-// Blocks per SM of the looping tile kernels (TileLoop): each block walks tiles blockIdx.x,
-// + gridDim.x, … with the next tile's copy in flight while it computes the current one.
-// 0: a block per tile (no loop). FLASHKV_CUDA_TILE_BLOCKS_PER_SM overrides it; read once.
-inline constexpr int kTileBlocksPerSm = 0;
-inline int TileBlocksPerSm() {
-  static const int v = [] {
-    const char* env = std::getenv("FLASHKV_CUDA_TILE_BLOCKS_PER_SM");
-    const int e = env != nullptr ? std::atoi(env) : -1;
-    return e >= 0 && e <= 16 ? e : kTileBlocksPerSm;
-  }();
-  return v;
-}
 // The grid of a looping tile kernel over n_tiles tiles, and whether its blocks loop (then
-// they need two buffers of shared memory).
-inline int TileGrid(int n_tiles, int sms, bool* loops) {
-  const int k = TileBlocksPerSm();
+// they need two buffers of shared memory). A looping kernel (TileLoop) has blocks_per_sm
+// blocks per SM (CudaBackend::State::tile_blocks_per_sm), each walking tiles blockIdx.x,
+// + gridDim.x, … with the next tile's copy in flight while it computes the current one;
+// 0: a block per tile (no loop).
+inline int TileGrid(int n_tiles, int sms, int blocks_per_sm, bool* loops) {
+  const int k = blocks_per_sm;
   const int g = k > 0 && n_tiles > k * sms ? k * sms : n_tiles;
   *loops = g < n_tiles;
   return g;

@@ -282,10 +282,10 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
   // Tiles (device/matvec_tile.cuh): gate/up rows of the experts and of the shared expert; the down
   // products share one row partition (the slot sum runs per row group), as large as the
   // shared expert's longer rows allow.
-  const int ge_rows = TileRowsFor(gate.row_bytes, 2);
-  const int gs_rows = TileRowsFor(sg.row_bytes, 2);
+  const int ge_rows = TileRowsFor(gate.row_bytes, 2, s.tile_bytes);
+  const int gs_rows = TileRowsFor(sg.row_bytes, 2, s.tile_bytes);
   const int dn_rows =
-      std::min({TileRowsFor(down.row_bytes, 1),
+      std::min({TileRowsFor(down.row_bytes, 1, s.tile_bytes),
                 sd.row_bytes <= kTileMaxBytes ? int(kTileMaxBytes / sd.row_bytes) : 0,
                 kTileThreads / std::max(a.hc.n_hc, 1)});
   if (ge_rows == 0 || gs_rows == 0 || dn_rows <= 0 || dn_rows * a.hc.n_hc > kTileThreads) {

@@ -227,7 +227,7 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
   unsigned ps_smem = 0;
   for (int i = 0; i < a.n_proj; ++i) {
     const Weight& w = *a.proj[i].w;
-    const int tile_rows = TileRowsFor(w.row_bytes, 1);
+    const int tile_rows = TileRowsFor(w.row_bytes, 1, s.tile_bytes);
     if (a.aq != ActQuantMode::kQ8 || w.type != DType::kQ8_0 || w.ne[0] != uint64_t(p.n_embd) ||
         p.n_embd % 32 != 0 || w.ne[1] == 0 || tile_rows == 0) {
       continue;
@@ -297,7 +297,7 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
     PreferSharedForTiles(ProjectSetKernel);
     ps.buf_bytes = ps_smem;
     bool loops = false;
-    const int grid = TileGrid(blocks, s.prop.multiProcessorCount, &loops);
+    const int grid = TileGrid(blocks, s.prop.multiProcessorCount, s.tile_blocks_per_sm, &loops);
     s.LaunchOverlapped(ProjectSetKernel, dim3(grid), dim3(kTileThreads),
                        loops ? 2 * ps_smem : ps_smem, ps, ps_bytes);
   }

@@ -192,10 +192,10 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   // token-parallel kernel; the down projection keeps tiles of 8 (measured faster). The
   // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
   // (ImmaMoePairs); when both lists have one size they are one list. A few decode rows
-  // (2 … MoeGroupMaxTokens()): tiles of 8 for the kernels that read each expert tile once
+  // (2 … s.moe_group_max): tiles of 8 for the kernels that read each expert tile once
   // for its pairs (products/moe_group.h); they fall back to the warp kernels.
   const int plain_nt = a.n_tokens == 1 ? 1 : 8;
-  const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= cuda::MoeGroupMaxTokens();
+  const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= s.moe_group_max;
   const bool imma_gu = !group && s.imma > 0 && gate.type == DType::kIQ2_XXS;
   const bool imma_dn = !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
   const int tile_nt =

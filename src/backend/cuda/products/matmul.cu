@@ -260,12 +260,13 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks - 2)
 template <DType T, typename A>
 bool LaunchTile(CudaBackend::State& s, const A& args, const MatVecArgs& a) {
   constexpr int kNR = std::is_same_v<A, GateUpArgs> ? 2 : 1;
-  const int tile_rows = TileRowsFor(a.row_bytes, kNR);
+  const int tile_rows = TileRowsFor(a.row_bytes, kNR, s.tile_bytes);
   if (tile_rows == 0) return false;
   const int nblk = a.n / TileFormat<T>::kValues;
   const unsigned buf = TileSmemBytes(a.row_bytes, kNR, tile_rows, nblk);
   bool loops = false;
-  const int gx = TileGrid(int(CeilDiv(a.rows, tile_rows)), s.prop.multiProcessorCount, &loops);
+  const int gx = TileGrid(int(CeilDiv(a.rows, tile_rows)), s.prop.multiProcessorCount,
+                          s.tile_blocks_per_sm, &loops);
   const dim3 grid(gx, a.tiles != nullptr ? a.n_tiles : 1);
   const TileLaunch<A> l{args, tile_rows, buf};
   const unsigned smem = loops ? 2 * buf : buf;

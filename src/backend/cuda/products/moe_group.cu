@@ -4,7 +4,6 @@
 // GateUpTileKernel / MatVecTileKernel do for a tile of one pair — so each expert's blocks are
 // read once per step for all the rows routed to it, and every pair keeps the bits of its
 // token alone (docs/CUDA.md "Batched decode steps").
-#include <cstdlib>
 
 #include "backend/cuda/device/common.cuh"
 #include "backend/cuda/device/matvec_tile.cuh"
@@ -63,7 +62,7 @@ __global__ void __launch_bounds__(kTileThreads, NR == 2 ? kTileMinBlocks - 2 : k
 template <DType T, int NR>
 bool LaunchGroup(CudaBackend::State& s, const GroupLaunch<NR>& base, uint64_t weight_bytes) {
   const MatVecArgs& a = base.a;
-  const int tile_rows = TileRowsFor(a.row_bytes, NR);
+  const int tile_rows = TileRowsFor(a.row_bytes, NR, s.tile_bytes);
   if (tile_rows == 0) return false;
   GroupLaunch<NR> l = base;
   l.tile_rows = tile_rows;
@@ -90,15 +89,6 @@ bool LaunchGroupTyped(CudaBackend::State& s, DType type, const GroupLaunch<NR>& 
 }
 
 }  // namespace
-
-int MoeGroupMaxTokens() {
-  static const int v = [] {
-    const char* env = std::getenv("FLASHKV_CUDA_MOE_GROUP_MAX");
-    const int e = env != nullptr ? std::atoi(env) : -1;
-    return e >= 0 ? e : kMoeGroupMaxTokens;
-  }();
-  return v;
-}
 
 bool LaunchMoeGroupGateUp(CudaBackend::State& s, DType type, const GateUpArgs& g) {
   const GroupLaunch<2> l{g.mv, g.w_up, g.up_experts, g.route_w, g.clamp, 0};

@@ -7,14 +7,12 @@
 
 namespace flashkv::cuda {
 
-// Routed experts of batches of 2 … MoeGroupMaxTokens() tokens in expert tiles of up to 8
+// Routed experts of batches of 2 … State::moe_group_max tokens in expert tiles of up to 8
 // pairs: each block stages its expert's rows once for the tile's pairs (gate/up with the
 // SwiGLU and route weight; down). False for types without tile kernels (Q8_0, Q2_K and
 // IQ2_XXS have them) or rows too long for a tile.
-inline constexpr int kMoeGroupMaxTokens = 31;
-// kMoeGroupMaxTokens, FLASHKV_CUDA_MOE_GROUP_MAX overriding it (read once; 0 turns the
-// grouped kernels off: the token-parallel and tensor-core kernels take every batch).
-int MoeGroupMaxTokens();
+// (State::moe_group_max, CudaBackendOptions::moe_group_max: 0 turns the grouped kernels off,
+// then the token-parallel and tensor-core kernels take every batch.)
 bool LaunchMoeGroupGateUp(CudaBackend::State& s, DType type, const GateUpArgs& g);
 bool LaunchMoeGroupDown(CudaBackend::State& s, DType type, const MatVecArgs& a);
 
