@@ -1,6 +1,7 @@
 // AttentionBatch: the decode rows of a step's sessions (issue #18) in one launch of the
-// partial kernel and one of the merge, instead of a pair per session and layer (39 µs each at
-// Flash's shape, latency-bound: the grid of one token is ~40 blocks). Each block rebuilds the
+// partial kernel and one of the merge, instead of a pair per session and layer (each latency-bound:
+// the grid of one token is ~40 blocks; docs/PERFORMANCE.md "Batched decode steps: per-kernel
+// profile and the first batched kernels"). Each block rebuilds the
 // AttnArgs that Attention() would have given its session — window ring, compressed rows,
 // selection, position, chunk count, its own partial slice — and runs AttnPartialBlock /
 // AttnMergeBlock, the one-token kernels' blocks, so every session's values are the bits of

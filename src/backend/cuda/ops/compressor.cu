@@ -110,7 +110,8 @@ __global__ void CompressorKernel(CompressorKernelArgs a) {
 }
 
 // The one-token updates of up to kCompressorSessions sessions of a step in one launch (issue
-// #18: one launch per session and compressor was ~5 µs each, latency-bound), each block
+// #18: a launch per session and compressor is latency-bound; docs/PERFORMANCE.md "Batched
+// decode steps: per-kernel profile and the first batched kernels"), each block
 // rebuilding its session's CompressorKernelArgs: the same walk, so the same bits. What
 // differs per session travels in the kernel arguments (graph-replayable, no table).
 struct CompressorSessionArgs {

@@ -3,10 +3,10 @@
 // fixed grids so a captured graph replays them: a one-block plan (the layer's tables copied to
 // out_tables, then each distinct uncached choice given a scratch slot, in the order the router
 // wrote them) and the copy (one job per slot and matrix, 16-byte loads where every address
-// and size allows, bytes otherwise). The probe behind the choice: the H100's kernels read
-// pinned host memory at ~50 GB/s with every SM loading 16 bytes a thread, the copy engine
-// at ~55, the fused expert kernels' own in-place reads at ~25 (docs/PERFORMANCE.md "Decode
-// misses gathered").
+// and size allows, bytes otherwise). Why a gather: a kernel loading 16 bytes a thread on every
+// SM reads pinned host memory about as fast as the copy engine, twice as fast as the fused
+// expert kernels' own in-place reads (the figures: docs/PERFORMANCE.md "Routed experts in
+// host memory", step 3).
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
@@ -19,8 +19,9 @@ namespace {
 
 constexpr int kPlanThreads = 256;
 constexpr int kCopyThreads = 512;
-// Blocks per (slot, matrix): 16 · 512 threads keep ~50 GB/s of loads in flight for one
-// layer's six experts (8 to 64 measured the same on the H100).
+// Blocks per (slot, matrix): 16 · 512 threads keep the host link's bandwidth of loads in
+// flight for one layer's six experts (more or fewer were no faster: docs/PERFORMANCE.md
+// "Routed experts in host memory", step 3).
 constexpr int kCopyBlocks = 16;
 
 struct GatherArgs {

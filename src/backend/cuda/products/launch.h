@@ -84,10 +84,9 @@ bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& 
 // `variant` (> 0) for n_pairs (token, expert) pairs over n_expert experts: 64 (each decoded
 // weight serves twice the pairs, twice the activations staged per MMA) once the experts
 // average `wide_from` pairs or more, else 32; always 32 under variant 4 (benchmarks). Below
-// 32 pairs most experts fill one 32-pair tile and a 64-pair one only adds empty slots. On the
-// H200 (random:flash, docs/PERFORMANCE.md) 64 took gate/up −11 % at 48 pairs an expert
-// (2,048-token chunks) and −24 % at 192, but down +9 % at 48 and −7 % at 192: the Q2_K
-// decode is cheap and its activations dominate, so down widens only from 128.
+// 32 pairs most experts fill one 32-pair tile and a 64-pair one only adds empty slots. The
+// Q2_K down decode is cheap and its activations dominate, so down widens only from 128
+// (the figures: docs/PERFORMANCE.md "Prefill: where issue #13 ends").
 inline constexpr int kImmaGateUpWideFrom = 32;
 inline constexpr int kImmaDownWideFrom = 128;
 inline int ImmaMoePairs(int variant, int n_pairs, int n_expert, int wide_from) {
