@@ -1,5 +1,5 @@
 // CudaBackend: device setup, memory, host transfers through pinned staging, weight
-// placement, and the sticky error. The ops live in op_*.cu.
+// placement, and the sticky error. The ops live in ops/, products/, attention/ and fused/.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>

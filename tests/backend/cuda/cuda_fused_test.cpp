@@ -1,4 +1,4 @@
-// The fused kernels of the coarse ops (CudaBackendOptions::fused, fused_*.cu). Each op's
+// The fused kernels of the coarse ops (CudaBackendOptions::fused, fused/). Each op's
 // outputs with fusion on must have the bits of the unfused CUDA composition — every buffer
 // the fine-op chain writes — at ds4-tiny's and Flash's shapes, for one token (fused) and a
 // batch (the fallback), with hash and top-k routing, and again on a second run (the arrival

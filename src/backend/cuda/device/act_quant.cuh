@@ -1,7 +1,7 @@
 // ds4's activation quantizers for one block, run by one warp (bit for bit the CPU's
 // QuantizeAct): Q8_0 per 32 values, Q8_K per 256, into the split row layout of
 // device/quant.cuh (Q8_0: qs [n], d [n/32]; Q8_K: qs [n], d [n/256], bsums [n/16]). The
-// quantize kernels of products/matmul.cu and the fused kernels (fused_*.cu) call these, so an
+// quantize kernels of products/matmul.cu and the fused kernels (fused/) call these, so an
 // activation row has the same bits whichever kernel quantized it.
 // Must not: know rows or tokens (the caller points at the block and its row).
 #pragma once
