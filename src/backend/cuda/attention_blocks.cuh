@@ -17,7 +17,6 @@
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/fused_sync.cuh"
 #include "backend/cuda/imma_ptx.cuh"
 
 namespace flashkv::cuda {
@@ -90,9 +89,8 @@ __device__ __forceinline__ void AttnPartialBlock(const AttnArgs& a, int chunk, i
   seq.n_comp = 0;
   const int r0 = chunk * kChunkRows;
   if (a.ratio > 0) {
-    seq.n_comp = a.selected != nullptr
-                     ? SelectedCount(a, t, r0 - seq.n_raw, chunk_ids, &sel_count)
-                     : int((seq.pos + 1) / a.ratio);
+    seq.n_comp = a.selected != nullptr ? SelectedCount(a, t, r0 - seq.n_raw, chunk_ids, &sel_count)
+                                       : int((seq.pos + 1) / a.ratio);
   }
   const int n_rows = seq.n_raw + seq.n_comp;
   const size_t part_stride = size_t(d) + 2;
@@ -237,11 +235,11 @@ __host__ __device__ inline int MergeSlots(int n_chunks) {
 }
 
 // One block of AttnMergeKernel: merge the chunks of (token a.t0 + bt, head h) in chunk order.
-// The per-chunk factors exp(m_c − m) are formed once in shared memory. The parts are read
-// through L2 (__ldcg): the fused path (AttnPartialMergeBlock) merges parts that other blocks
-// wrote during the same launch. Ends with a barrier, so a block may merge several heads.
+// The per-chunk factors exp(m_c − m) are formed once in shared memory. Every part is loaded
+// whether or not its factor is zero (a skipped chunk only leaves the sum as it was), so the
+// loads of a column do not wait on the branch and are in flight together.
 __device__ __forceinline__ void AttnMergeBlock(const AttnArgs& a, int h, int bt) {
-  extern __shared__ __align__(16) float factor[];  // [slots] factors, then [slots] sums
+  extern __shared__ float factor[];  // [slots] factors, then [slots] weighted sums
   float* term = factor + MergeSlots(a.n_chunks);
   __shared__ float scratch[32];
   __shared__ float sh_inv;
@@ -253,13 +251,11 @@ __device__ __forceinline__ void AttnMergeBlock(const AttnArgs& a, int h, int bt)
   const size_t chunk_stride = size_t(a.n_head) * part_stride;
   const float sink = a.sinks[h];
   float m = sink;
-  for (int c = threadIdx.x; c < a.n_chunks; c += blockDim.x) {
-    m = fmaxf(m, __ldcg(part + c * chunk_stride));
-  }
+  for (int c = threadIdx.x; c < a.n_chunks; c += blockDim.x) m = fmaxf(m, part[c * chunk_stride]);
   m = BlockMax(m, scratch);
   for (int c = threadIdx.x; c < a.n_chunks; c += blockDim.x) {
-    const float sc = __ldcg(part + c * chunk_stride + 1);
-    const float f = sc > 0.0f ? expf(__fsub_rn(__ldcg(part + c * chunk_stride), m)) : 0.0f;
+    const float sc = part[c * chunk_stride + 1];
+    const float f = sc > 0.0f ? expf(__fsub_rn(part[c * chunk_stride], m)) : 0.0f;
     factor[c] = f;
     term[c] = __fmul_rn(sc, f);
   }
@@ -279,34 +275,17 @@ __device__ __forceinline__ void AttnMergeBlock(const AttnArgs& a, int h, int bt)
 #pragma unroll 4
     for (int c = 0; c < a.n_chunks; ++c) {
       const float f = factor[c];
-      if (f != 0.0f) acc = __fmaf_rn(__ldcg(part + c * chunk_stride + 2 + col), f, acc);
+      const float v = part[c * chunk_stride + 2 + col];
+      acc = f != 0.0f ? __fmaf_rn(v, f, acc) : acc;
     }
     o[col] = __fmul_rn(acc, inv);
   }
-  __syncthreads();
 }
 
-// The partial block, then — in the block that finishes its (token, head group) last — the
-// merge of the group's heads (AttnMergeBlock's arithmetic, so the bits of the two-kernel
-// path): one launch a layer instead of two. a.merge_counters: one per (token, head group),
-// zero between launches (fused_sync.cuh).
-__device__ __forceinline__ void AttnPartialMergeBlock(const AttnArgs& a, int chunk, int group,
-                                                      int bt) {
-  AttnPartialBlock(a, chunk, group, bt);
-  const int groups = (a.n_head + kHeadGroup - 1) / kHeadGroup;
-  if (!ArriveLast(a.merge_counters + bt * groups + group, a.n_chunks)) return;
-  const int h_end = min(a.n_head, (group + 1) * kHeadGroup);
-  for (int h = group * kHeadGroup; h < h_end; ++h) AttnMergeBlock(a, h, bt);
-}
-
-// Dynamic shared memory of an AttnPartialBlock for head_dim d (and of a fused block's merge,
-// which reuses it: at least 2 · MergeSlots(n_chunks) floats).
-__host__ __device__ inline unsigned AttnPartialSmem(int d, int n_chunks = 0) {
-  const unsigned partial = unsigned(sizeof(float)) * unsigned(kHeadGroup * d +
-                                                              kChunkRows * (d + kAttnRowPad) +
-                                                              kHeadGroup * kChunkRows);
-  const unsigned merge = unsigned(sizeof(float)) * 2u * unsigned(MergeSlots(n_chunks));
-  return partial > merge ? partial : merge;
+// Dynamic shared memory of an AttnPartialBlock for head_dim d.
+__host__ __device__ inline unsigned AttnPartialSmem(int d) {
+  return unsigned(sizeof(float)) *
+         unsigned(kHeadGroup * d + kChunkRows * (d + kAttnRowPad) + kHeadGroup * kChunkRows);
 }
 
 // Chunks of kChunkRows rows of the most rows any token of `a` can see (the CPU sizes its

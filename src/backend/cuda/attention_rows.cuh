@@ -26,7 +26,6 @@ struct AttnArgs {
   float* weights;           // tiled: [batch, n_chunks, kChunkRows, head_stride] exp(s - m_c)
   float* stats;             // tiled: [batch, n_chunks, head_stride, 2] (m_c, Σ_c)
   float* out;               // [n_tokens, n_head, head_dim]
-  unsigned* merge_counters;  // one-token path with the merge fused: [batch, head groups]
   int64_t pos0;             // position of token 0 of the op
   int t0;                   // first token of this batch
   int n_chunks;             // chunks per token in the partial / weights layout

@@ -16,7 +16,6 @@ inline constexpr int kSyncInput = 0;    // SublayerInput: 1
 inline constexpr int kSyncRoute = 1;    // MoeBlock routing: 1
 inline constexpr int kSyncGateUp = 32;  // MoeBlock gate/up: one per slot (<= 33)
 inline constexpr int kSyncDown = 128;   // MoeBlock down: one per group of output rows
-inline constexpr int kSyncAttn = 7936;  // Attention's fused merge: one per (token, head group)
 inline constexpr int kSyncCounters = 8192;
 
 // A one-token SublayerInput: HC_pre, RMSNorm and the quantization of the normalised input

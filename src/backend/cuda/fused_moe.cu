@@ -292,7 +292,7 @@ bool LaunchFusedMoeBlock(CudaBackend::State& s, const MoeBlockArgs& a) {
     return false;
   }
   if (D % 256 != 0 || F % 256 != 0 || Fs % 32 != 0 || k < 1 || k > kMaxExpertsUsed ||
-      a.hc.n_hc < 1 || a.hc.n_hc > kMaxHc || kSyncDown + int(CeilDiv(D, dn_rows)) > kSyncAttn ||
+      a.hc.n_hc < 1 || a.hc.n_hc > kMaxHc || kSyncDown + int(CeilDiv(D, dn_rows)) > kSyncCounters ||
       size_t(std::max(F, Fs)) * sizeof(float) > 48 * 1024 ||
       size_t(3 * E) * sizeof(float) > 48 * 1024) {
     return false;

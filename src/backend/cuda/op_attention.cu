@@ -2,13 +2,13 @@
 // the raw window oldest first, then the compressed rows (selected ids ascending, or all visible) —
 // split into fixed chunks of kChunkRows rows of that sequence. A block scores one chunk for
 // kHeadGroup heads (the query heads share the single KV head, so the rows are loaded once), keeping
-// the chunk max, exp-sum and weighted row sum; the block that finishes a head group last merges
-// its chunks in order with the sink (with fusion off, and for batches of many tokens, a second
-// kernel does, with the same arithmetic: attention_blocks.cuh). The chunking is a function of the token's own row sequence, so the float order
-// never depends on the batch; decoding gets one block per (chunk, head group) instead of one per
-// head. The merge rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding
-// only. Prefill chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the
-// same terms.
+// the chunk max, exp-sum and weighted row sum; a second kernel merges a token's chunks in order
+// with the sink. (Merging in the partial kernel's last block of each head group, one launch
+// instead of two, was measured slower: docs/PERFORMANCE.md "Decode: one-token attention".) The
+// chunking is a function of the token's own row sequence, so the float order never depends on the
+// batch; decoding gets one block per (chunk, head group) instead of one per head. The merge
+// rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding only. Prefill
+// chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the same terms.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -18,7 +18,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_state.h"
-#include "backend/cuda/fused_launch.h"
 
 namespace flashkv {
 namespace cuda {
@@ -27,11 +26,6 @@ namespace {
 // grid (n_chunks, head groups, batch tokens): AttnPartialBlock.
 __global__ void __launch_bounds__(kAttnPartialThreads) AttnPartialKernel(AttnArgs a) {
   AttnPartialBlock(a, blockIdx.x, blockIdx.y, blockIdx.z);
-}
-
-// grid (n_chunks, head groups, batch tokens): AttnPartialMergeBlock.
-__global__ void __launch_bounds__(kAttnPartialThreads) AttnPartialMergeKernel(AttnArgs a) {
-  AttnPartialMergeBlock(a, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
 // grid (n_head, batch tokens): AttnMergeBlock.
@@ -57,11 +51,7 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   if (partial == nullptr) return;
   const int threads = cuda::kAttnPartialThreads;
   const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;
-  // The merge in the partial kernel's last block of each (token, head group) when the fused
-  // kernels are on and the counters suffice; else the merge kernel.
-  const bool fuse_merge = s_->fused && batch * groups <= cuda::kSyncCounters - cuda::kSyncAttn &&
-                          cuda::AttnPartialSmem(a.head_dim, n_chunks) <= 160 * 1024;
-  const unsigned smem = cuda::AttnPartialSmem(a.head_dim, fuse_merge ? n_chunks : 0);
+  const unsigned smem = cuda::AttnPartialSmem(a.head_dim);
   if (smem > 48 * 1024) {
     // The attribute is per function and device: raised once on each device this process
     // drives (several with --gpus), with that device current.
@@ -71,8 +61,6 @@ void CudaBackend::Attention(const AttentionArgs& a) {
       cudaSetDevice(s_->device);
       cudaFuncSetAttribute(cuda::AttnPartialKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            200 * 1024);
-      cudaFuncSetAttribute(cuda::AttnPartialMergeKernel,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
       raised.fetch_or(bit);
     }
   }
@@ -96,11 +84,6 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     k.ratio = a.ratio;
     k.top_k = a.top_k;
     k.scale = a.scale;
-    if (fuse_merge) {
-      k.merge_counters = s_->sync_counters + cuda::kSyncAttn;
-      s_->Launch(cuda::AttnPartialMergeKernel, dim3(n_chunks, groups, n), dim3(threads), smem, k);
-      continue;
-    }
     s_->Launch(cuda::AttnPartialKernel, dim3(n_chunks, groups, n), dim3(threads), smem, k);
     s_->Launch(cuda::AttnMergeKernel, dim3(a.n_head, n), dim3(128),
                unsigned(2 * sizeof(float) * cuda::MergeSlots(n_chunks)), k);
