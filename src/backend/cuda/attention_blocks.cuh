@@ -235,9 +235,7 @@ __host__ __device__ inline int MergeSlots(int n_chunks) {
 }
 
 // One block of AttnMergeKernel: merge the chunks of (token a.t0 + bt, head h) in chunk order.
-// The per-chunk factors exp(m_c − m) are formed once in shared memory. Every part is loaded
-// whether or not its factor is zero (a skipped chunk only leaves the sum as it was), so the
-// loads of a column do not wait on the branch and are in flight together.
+// The per-chunk factors exp(m_c − m) are formed once in shared memory.
 __device__ __forceinline__ void AttnMergeBlock(const AttnArgs& a, int h, int bt) {
   extern __shared__ float factor[];  // [slots] factors, then [slots] weighted sums
   float* term = factor + MergeSlots(a.n_chunks);
@@ -275,8 +273,7 @@ __device__ __forceinline__ void AttnMergeBlock(const AttnArgs& a, int h, int bt)
 #pragma unroll 4
     for (int c = 0; c < a.n_chunks; ++c) {
       const float f = factor[c];
-      const float v = part[c * chunk_stride + 2 + col];
-      acc = f != 0.0f ? __fmaf_rn(v, f, acc) : acc;
+      if (f != 0.0f) acc = __fmaf_rn(part[c * chunk_stride + 2 + col], f, acc);
     }
     o[col] = __fmul_rn(acc, inv);
   }
