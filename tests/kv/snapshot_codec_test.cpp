@@ -1,4 +1,4 @@
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 
 #include <cstring>
 #include <random>
