@@ -11,6 +11,7 @@
 
 #include "kv_disk/disk_index.h"
 #include "snapshot/cache_names.h"
+#include "snapshot/snapshot_chunks.h"
 #include "snapshot/snapshot_codec.h"
 #include "util/sha1.h"
 

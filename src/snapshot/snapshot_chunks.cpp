@@ -397,7 +397,7 @@ Expected<std::vector<SnapshotChunkRef>> DecodeChunkRefs(std::string_view bytes, 
   return refs;
 }
 
-Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
+Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const ByteSource& source,
                                                               const SnapshotHeader& h) {
   const SnapshotSection* first_ext = nullptr;
   for (const SnapshotSection& s : h.sections) {
@@ -412,8 +412,25 @@ Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
     return std::vector<SnapshotChunkRef>{};
   }
   if (!has) return Corrupt("{} chunks but no chunk list section first", h.n_chunks);
-  FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadSnapshotSection(file, *first_ext));
+  FLASHKV_ASSIGN_OR_RETURN(std::string bytes, ReadSnapshotSection(source, *first_ext));
   return DecodeChunkRefs(bytes, h.n_chunks);
+}
+
+Expected<ScannedSnapshot> ScanSnapshot(const ByteSource& source) {
+  ScannedSnapshot out;
+  FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(source));
+  const SnapshotHeader& h = out.header;
+  FLASHKV_ASSIGN_OR_RETURN(std::string table,
+                           ReadSnapshotSection(source, *h.Find(SnapshotSectionKind::kLayerTable)));
+  FLASHKV_ASSIGN_OR_RETURN(KvShape shape, snapshot_detail::ShapeOf(h, table));
+  FLASHKV_RETURN_IF_ERROR(snapshot_detail::CheckLayerSizes(h, shape));
+  FLASHKV_ASSIGN_OR_RETURN(out.text,
+                           ReadSnapshotSection(source, *h.Find(SnapshotSectionKind::kText)));
+  FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
+                           ReadSnapshotSection(source, *h.Find(SnapshotSectionKind::kTokens)));
+  out.tokens = DecodeSnapshotTokens(tokens);
+  FLASHKV_ASSIGN_OR_RETURN(out.chunks, ReadSnapshotChunkRefs(source, h));
+  return out;
 }
 
 Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,

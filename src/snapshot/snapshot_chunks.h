@@ -9,6 +9,9 @@
 // Geometry, names, the chunk file (64-byte header + payload), the manifest's chunk list
 // ('CHK2' section) and durable chunk writes live here. Must not: decide which chunks to
 // keep (DiskCache's index counts references) or touch a KvState (the codec does).
+// Above the codec: chunks build on its container (a manifest is a snapshot_codec.h image
+// with a chunk list), and the codec includes nothing of chunks, so the scan of an entry
+// file, which reads that list, is declared here (ScanSnapshot).
 //
 // Chunk file: the header (64 fixed bytes, then, from chunk version 3 on, each layer's
 // byte count and CRC-32C, padded to a multiple of 64), then the payload: for every layer with a
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "snapshot/cache_names.h"
+#include "snapshot/snapshot_codec.h"
 #include "snapshot/snapshot_format.h"
 #include "state/kv_state.h"
 #include "util/file_io.h"
@@ -151,8 +155,27 @@ std::string EncodeChunkRefs(std::span<const SnapshotChunkRef> refs);
 Expected<std::vector<SnapshotChunkRef>> DecodeChunkRefs(std::string_view bytes, uint32_t count);
 // The chunk list of a parsed manifest header (empty for version 1 or no chunks): the
 // 'CHK2' section must be its first extension, CRC-checked, with n_chunks rows.
-Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
+Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const ByteSource& source,
                                                               const SnapshotHeader& header);
+inline Expected<std::vector<SnapshotChunkRef>> ReadSnapshotChunkRefs(const File& file,
+                                                                     const SnapshotHeader& header) {
+  return ReadSnapshotChunkRefs(FileSource(file), header);
+}
+
+// What a cache scan needs of a file without reading its payload: the header, the text
+// and the token ids (both CRC-checked), and the layer table checked against the layer
+// section sizes. Errors as ReadSnapshotHeader.
+// Here, not in snapshot_codec.h: it reads the chunk list, and the codec knows no chunks.
+struct ScannedSnapshot {
+  SnapshotHeader header;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<SnapshotChunkRef> chunks;  // version 2: the chunks it references, in order
+};
+Expected<ScannedSnapshot> ScanSnapshot(const ByteSource& source);
+inline Expected<ScannedSnapshot> ScanSnapshotFile(const File& file) {
+  return ScanSnapshot(FileSource(file));
+}
 
 // Writes one chunk file durably enough to be named by a manifest: a temp file beside it
 // (the payload first, the header's 4 KiB last, through O_DIRECT where the filesystem has
@@ -180,7 +203,6 @@ struct ChunkSink {
   std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> existing;
   std::function<void(const SnapshotChunkRef&)> written;
 };
-class SnapshotImage;
 Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& full,
                                                          uint32_t chunk_tokens,
                                                          const ChunkSink& sink);

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include "snapshot/snapshot_chunks.h"
 #include "snapshot/snapshot_codec_internal.h"
 #include "util/crc32c.h"
 #include "util/file_io_writer.h"
@@ -485,9 +484,9 @@ void SealSnapshot(SnapshotImage& img) {
   img.sealed_ = true;
 }
 
-Status WriteSnapshotImage(const SnapshotImage& image, File& file) {
+Status WriteSnapshotImage(const SnapshotImage& image, ByteSink& sink) {
   if (!image.sealed()) return Internal("writing an unsealed snapshot image");
-  return file.Write(image.data(), image.size());
+  return sink.Write(image.data(), image.size());
 }
 
 Status StreamSnapshotImage(SnapshotImage& img, File& file,
@@ -538,14 +537,14 @@ Status WriteSnapshotStats(File& file, int64_t last_used_ms, uint32_t hit_count) 
   return file.WriteAt(kSnapshotStatsOffset, block, sizeof(block));
 }
 
-Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
-  FLASHKV_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+Expected<SnapshotHeader> ReadSnapshotHeader(const ByteSource& source) {
+  FLASHKV_ASSIGN_OR_RETURN(uint64_t size, source.Size());
   if (size < kSnapshotHeaderBytes) {
     return Corrupt("truncated: {} bytes, shorter than the {}-byte header", size,
                    kSnapshotHeaderBytes);
   }
   uint8_t b[kSnapshotHeaderBytes];
-  FLASHKV_RETURN_IF_ERROR(file.ReadAt(0, b, sizeof(b)));
+  FLASHKV_RETURN_IF_ERROR(source.ReadAt(0, b, sizeof(b)));
   if (std::memcmp(b + kOffMagic, kSnapshotMagic, sizeof(kSnapshotMagic)) != 0) {
     return Corrupt("not a flashkv snapshot (bad magic)");
   }
@@ -603,7 +602,7 @@ Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
   const uint64_t table_end = kSnapshotHeaderBytes + uint64_t(n_sections) * kSnapshotSectionRowBytes;
   if (table_end > size) return Corrupt("truncated inside the section table");
   std::vector<uint8_t> table(table_end - kSnapshotHeaderBytes);
-  FLASHKV_RETURN_IF_ERROR(file.ReadAt(kSnapshotHeaderBytes, table.data(), table.size()));
+  FLASHKV_RETURN_IF_ERROR(source.ReadAt(kSnapshotHeaderBytes, table.data(), table.size()));
   if (Crc32c(0, table.data(), table.size()) != Get<uint32_t>(b, kOffTableCrc)) {
     return Corrupt("section table checksum mismatch");
   }
@@ -663,9 +662,10 @@ Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
   return h;
 }
 
-Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSection& section) {
+Expected<std::string> ReadSnapshotSection(const ByteSource& source,
+                                          const SnapshotSection& section) {
   std::string out(section.bytes, '\0');
-  FLASHKV_RETURN_IF_ERROR(file.ReadAt(section.offset, out.data(), out.size()));
+  FLASHKV_RETURN_IF_ERROR(source.ReadAt(section.offset, out.data(), out.size()));
   if (Crc32c(0, out.data(), out.size()) != section.crc32c) {
     return Corrupt("{} checksum mismatch", SectionName(section));
   }
@@ -676,23 +676,6 @@ std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes) {
   std::vector<int32_t> t(bytes.size() / 4);
   if (!t.empty()) std::memcpy(t.data(), bytes.data(), t.size() * 4);
   return t;
-}
-
-Expected<ScannedSnapshot> ScanSnapshotFile(const File& file) {
-  ScannedSnapshot out;
-  FLASHKV_ASSIGN_OR_RETURN(out.header, ReadSnapshotHeader(file));
-  const SnapshotHeader& h = out.header;
-  FLASHKV_ASSIGN_OR_RETURN(std::string table,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kLayerTable)));
-  FLASHKV_ASSIGN_OR_RETURN(KvShape shape, ShapeOf(h, table));
-  FLASHKV_RETURN_IF_ERROR(CheckLayerSizes(h, shape));
-  FLASHKV_ASSIGN_OR_RETURN(out.text,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kText)));
-  FLASHKV_ASSIGN_OR_RETURN(std::string tokens,
-                           ReadSnapshotSection(file, *h.Find(SnapshotSectionKind::kTokens)));
-  out.tokens = DecodeSnapshotTokens(tokens);
-  FLASHKV_ASSIGN_OR_RETURN(out.chunks, ReadSnapshotChunkRefs(file, h));
-  return out;
 }
 
 Status CheckSnapshotCompatible(const SnapshotHeader& h, std::string_view layer_table,

@@ -36,6 +36,7 @@
 
 #include "snapshot/snapshot_format.h"
 #include "state/kv_state.h"
+#include "util/byte_io.h"
 #include "util/file_io.h"
 #include "util/status.h"
 
@@ -153,8 +154,13 @@ Expected<SnapshotImage> CaptureSnapshot(const KvState& state, const SnapshotIden
                                         SnapshotImage* reuse = nullptr);
 // Computes the section CRCs and writes the section table and header into the image.
 void SealSnapshot(SnapshotImage& image);
-// Writes a sealed image from the file's current position in large chunks.
-Status WriteSnapshotImage(const SnapshotImage& image, File& file);
+// Writes a sealed image to `sink` (a file from its current position, a string in memory:
+// util/byte_io.h), the one writer of a sealed image's bytes, in one Write.
+Status WriteSnapshotImage(const SnapshotImage& image, ByteSink& sink);
+inline Status WriteSnapshotImage(const SnapshotImage& image, File& file) {
+  FileSink sink(file);
+  return WriteSnapshotImage(image, sink);
+}
 
 // CaptureSnapshot in two steps, for writing while capturing. PrepareSnapshot checks the
 // content as CaptureSnapshot does, lays the image out and fills everything but the layer
@@ -212,23 +218,19 @@ uint64_t ManifestFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_voc
 // Parses and checks the fixed header and the section table of a file of `file_size`
 // bytes: magic, version, header and table CRCs, every section inside the file, in order
 // and of the size the shape fields imply, file size as recorded (truncation). Errors are
-// kCorrupt or kUnsupported (another version) and name the field or section.
-Expected<SnapshotHeader> ReadSnapshotHeader(const File& file);
+// kCorrupt or kUnsupported (another version) and name the field or section. The bytes may
+// be a file or memory (util/byte_io.h: a fetched value is parsed as its file would be).
+Expected<SnapshotHeader> ReadSnapshotHeader(const ByteSource& source);
+inline Expected<SnapshotHeader> ReadSnapshotHeader(const File& file) {
+  return ReadSnapshotHeader(FileSource(file));
+}
 // Reads one section whole and checks its CRC.
-Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSection& section);
+Expected<std::string> ReadSnapshotSection(const ByteSource& source, const SnapshotSection& section);
+inline Expected<std::string> ReadSnapshotSection(const File& file, const SnapshotSection& section) {
+  return ReadSnapshotSection(FileSource(file), section);
+}
 // The token ids of a tokens section's bytes.
 std::vector<int32_t> DecodeSnapshotTokens(std::string_view bytes);
-
-// What a cache scan needs of a file without reading its payload: the header, the text
-// and the token ids (both CRC-checked), and the layer table checked against the layer
-// section sizes. Errors as ReadSnapshotHeader.
-struct ScannedSnapshot {
-  SnapshotHeader header;
-  std::string text;
-  std::vector<int32_t> tokens;
-  std::vector<SnapshotChunkRef> chunks;  // version 2: the chunks it references, in order
-};
-Expected<ScannedSnapshot> ScanSnapshotFile(const File& file);
 
 // Checks that a snapshot may be restored into a state of `shape`: identity equal,
 // head_dim / n_swa / indexer_dim / layer count and every layer's compressor kind equal
