@@ -45,7 +45,7 @@ DiskCache::Impl::Impl(DiskCacheOptions o)
     : opt_(WithOwner(std::move(o))),
       dir_(opt_.dir, JoinPath(opt_.dir, kQuarantineDirName)),
       index_(opt_.hit_half_life_hours),
-      writer_(opt_.dir, opt_.write, opt_.reuse_host_buffer, opt_.max_pending_bytes, WriterHost()) {}
+      writer_(opt_.dir, opt_.write, opt_.reuse_host_buffer, opt_.max_pending_bytes, *this) {}
 
 Status DiskCache::Impl::Open() {
   FLASHKV_RETURN_IF_ERROR(dir_.Open());
@@ -352,17 +352,42 @@ void DiskCache::Impl::SettleLocked(const std::vector<DiskVictim>& victims, int d
   stats_.evictions += uint64_t(deleted);
 }
 
-DiskWriter::Host DiskCache::Impl::WriterHost() {
-  DiskWriter::Host h;
-  h.remove = [this](const std::vector<DiskVictim>& victims) {
-    const int deleted = Unlink(victims, /*chunks=*/true);
+void DiskCache::Impl::RemoveVictims(const std::vector<DiskVictim>& victims) {
+  const int deleted = Unlink(victims, /*chunks=*/true);
+  std::lock_guard<std::mutex> lock(mu_);
+  index_.Settle(victims);
+  stats_.evictions += uint64_t(deleted);
+}
+
+void DiskCache::Impl::SetAside(const std::string& path) {
+  dir_.SetAside(path);
+}
+
+std::optional<SnapshotChunkRef> DiskCache::Impl::UseChunk(const Sha1Digest& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string hex = Sha1Hex(name);
+  const DiskChunk* c = index_.FindChunk(hex);
+  if (c == nullptr || !index_.PinChunk(hex)) return std::nullopt;
+  ++stats_.chunks_reused;
+  return SnapshotChunkRef{name, c->bytes, c->payload_crc32c};
+}
+
+void DiskCache::Impl::ChunkWritten(const SnapshotChunkRef& ref) {
+  const std::string path = JoinPath(ChunkDirOf(opt_.dir), ChunkFileName(ref.name));
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    index_.Settle(victims);
-    stats_.evictions += uint64_t(deleted);
-  };
-  h.check_directory = [this] { return CheckDirectory(); };
-  h.set_aside = [this](const std::string& path) { dir_.SetAside(path); };
-  h.stored = [this](DiskRecord r) {
+    index_.AddChunk(Sha1Hex(ref.name), path, ref);
+    index_.PinChunk(Sha1Hex(ref.name));
+    ++stats_.chunks_written;
+  }
+  NoteWritten(path, ref.file_bytes);
+}
+
+void DiskCache::Impl::Finished(const DiskWriteJob& job, DiskWriteResult result) {
+  // The entry in place: indexed first, so its references hold its chunks before the
+  // job's pins go.
+  if (result.stored) {
+    DiskRecord& r = *result.stored;
     const std::string path = r.entry.path;
     const uint64_t bytes = r.entry.file_bytes;
     // A second server needs the manifest and every chunk it names (docs/KV_FORMAT.md).
@@ -379,54 +404,35 @@ DiskWriter::Host DiskCache::Impl::WriterHost() {
       std::lock_guard<std::mutex> lock(hook_mu_);
       if (stored_hook_) stored_hook_(stored);
     }
-  };
-  h.use_chunk = [this](const Sha1Digest& name) -> std::optional<SnapshotChunkRef> {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::string hex = Sha1Hex(name);
-    const DiskChunk* c = index_.FindChunk(hex);
-    if (c == nullptr || !index_.PinChunk(hex)) return std::nullopt;
-    ++stats_.chunks_reused;
-    return SnapshotChunkRef{name, c->bytes, c->payload_crc32c};
-  };
-  h.chunk_written = [this](const SnapshotChunkRef& ref) {
-    const std::string path = JoinPath(ChunkDirOf(opt_.dir), ChunkFileName(ref.name));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      index_.AddChunk(Sha1Hex(ref.name), path, ref);
-      index_.PinChunk(Sha1Hex(ref.name));
-      ++stats_.chunks_written;
-    }
-    NoteWritten(path, ref.file_bytes);
-  };
-  h.release_chunks = [this](const std::vector<Sha1Digest>& names) {
+  }
+  // The job's pins go (indexed: its references hold the chunks; failed: the chunks it
+  // wrote are orphans and go with them).
+  if (result.chunked) {
     std::vector<DiskVictim> orphans;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Sha1Digest& n : names) index_.UnpinChunk(Sha1Hex(n));
+      for (const Sha1Digest& n : result.pinned_chunks) index_.UnpinChunk(Sha1Hex(n));
       orphans = index_.TakeOrphans();
     }
     (void)Unlink(orphans, /*chunks=*/true);
     std::lock_guard<std::mutex> lock(mu_);
     index_.Settle(orphans);
-  };
-  h.finished = [this](const DiskWriteJob& job, const Status& st) {
-    WindowImage window;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      index_.Unreserve(job.reserved);
-      queued_write_bytes_ -= std::min(queued_write_bytes_, job.reserved);
-      if (job.written_bytes > 0) window = ChargeWritesLocked(job.written_bytes);
-      pending_keys_.erase(job.key);
-      ++(st.ok() ? stats_.saves : stats_.save_failures);
-      stats_.bytes_written += job.written_bytes;
-      const uint8_t reason = uint8_t(job.image->header().reason);
-      if (reason < std::size(stats_.bytes_written_by_reason)) {
-        stats_.bytes_written_by_reason[reason] += job.written_bytes;
-      }
+  }
+  WindowImage window;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    index_.Unreserve(job.reserved);
+    queued_write_bytes_ -= std::min(queued_write_bytes_, job.reserved);
+    if (result.written_bytes > 0) window = ChargeWritesLocked(result.written_bytes);
+    pending_keys_.erase(job.key);
+    ++(result.status.ok() ? stats_.saves : stats_.save_failures);
+    stats_.bytes_written += result.written_bytes;
+    const uint8_t reason = uint8_t(job.image->header().reason);
+    if (reason < std::size(stats_.bytes_written_by_reason)) {
+      stats_.bytes_written_by_reason[reason] += result.written_bytes;
     }
-    PersistWindow(window);
-  };
-  return h;
+  }
+  PersistWindow(window);
 }
 
 PinnedStandby& DiskCache::Impl::Standby(Backend& backend) {

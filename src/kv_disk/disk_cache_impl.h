@@ -24,14 +24,16 @@
 
 namespace flashkv {
 
-class DiskCache::Impl {
+// The cache is its writer's host (kv_disk/disk_writer.h): the writer thread asks it and
+// hands it each job's result.
+class DiskCache::Impl final : private DiskWriter::Host {
  public:
   explicit Impl(DiskCacheOptions o);
   Status Open();
 
   // A save checks the directory first: deleted or replaced, the index of the old one is
   // dropped and the new one scanned (CacheDirectory relocks it or gives it up).
-  Status CheckDirectory();
+  Status CheckDirectory() override;
 
   // ---- scan ------------------------------------------------------------------------
   Status Scan();
@@ -61,8 +63,13 @@ class DiskCache::Impl {
   // quarantined files deleted.
   int Unlink(const std::vector<DiskVictim>& victims, bool chunks);
   void SettleLocked(const std::vector<DiskVictim>& victims, int deleted);
-  // What the writer thread asks of the cache (kv_disk/disk_writer.h).
-  DiskWriter::Host WriterHost();
+  // What the writer thread asks of the cache, and the results it hands back
+  // (DiskWriter::Host; CheckDirectory above is its directory check).
+  void RemoveVictims(const std::vector<DiskVictim>& victims) override;
+  void SetAside(const std::string& path) override;
+  std::optional<SnapshotChunkRef> UseChunk(const Sha1Digest& name) override;
+  void ChunkWritten(const SnapshotChunkRef& ref) override;
+  void Finished(const DiskWriteJob& job, DiskWriteResult result) override;
 
   // ---- lookup and load ---------------------------------------------------------------
   Expected<DiskHit> Load(const DiskLookup& lookup_in, KvState& state);

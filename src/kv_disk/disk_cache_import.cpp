@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -23,11 +24,9 @@ namespace {
 
 std::atomic<uint64_t> g_import_seq{0};
 
-Status WriteSynced(const std::string& tmp, std::string_view bytes) {
-  FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-  FLASHKV_RETURN_IF_ERROR(f.Write(bytes.data(), bytes.size()));
-  FLASHKV_RETURN_IF_ERROR(f.SyncData());
-  return f.Close();
+// The fetched bytes, whole (util/file_io.h WriteFileSynced, WriteFileDurably).
+std::function<Status(File&)> WriteAll(std::string_view bytes) {
+  return [bytes](File& f) { return f.Write(bytes.data(), bytes.size()); };
 }
 
 // A fetched chunk, checked: its stored name (hex), header and bytes.
@@ -146,7 +145,7 @@ Status DiskCache::Impl::Import(std::string_view key, uint32_t n_tokens,
     const std::string path = JoinPath(chunk_dir, ChunkFileName(c.ref.name));
     // The temp name the start-up scan removes as a torn chunk write.
     const std::string tmp = TempPathFor(path, fmt::format("import{}.{}", ::getpid(), seq));
-    st = WriteSynced(tmp, c.bytes);
+    st = WriteFileSynced(tmp, WriteAll(c.bytes));
     if (st.ok()) {
       // Renamed and indexed under mu_: the writer thread's unlink of a doomed chunk of the
       // same name checks the index under it too (Unlink), so it cannot remove this file.
@@ -170,11 +169,7 @@ Status DiskCache::Impl::Import(std::string_view key, uint32_t n_tokens,
   if (st.ok() && wrote_chunk) st = SyncDirectory(chunk_dir);
   const std::string path = JoinPath(opt_.dir, name);
   const std::string tmp = TempPathFor(path, fmt::format("{}.import{}", ::getpid(), seq));
-  if (st.ok()) {
-    st = WriteSynced(tmp, manifest);
-    if (st.ok()) st = RenameDurably(tmp, path);
-    if (!st.ok()) (void)RemoveFile(tmp);
-  }
+  if (st.ok()) st = WriteFileDurably(tmp, path, WriteAll(manifest));
   WindowImage window;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -32,12 +32,12 @@ Status CaptureProgress::WaitReady(uint64_t end) {
 }
 
 DiskWriter::DiskWriter(std::string dir, SnapshotWriteOptions write, bool reuse_buffer,
-                       uint64_t max_pending_bytes, Host host)
+                       uint64_t max_pending_bytes, Host& host)
     : dir_(std::move(dir)),
       write_(write),
       reuse_buffer_(reuse_buffer),
       max_pending_bytes_(max_pending_bytes),
-      host_(std::move(host)) {}
+      host_(host) {}
 
 DiskWriter::~DiskWriter() {
   {
@@ -86,11 +86,12 @@ void DiskWriter::Loop() {
       queue_.pop_front();
       writing_ = true;
     }
-    host_.remove(job.victims);
+    host_.RemoveVictims(job.victims);
     Status st;
     bool capture_failed = false;
     if (job.image) {
-      st = WriteEntry(job);
+      DiskWriteResult result = WriteEntry(job);
+      st = result.status;
       // The caller and the asynchronous copies may still be writing into the image (a
       // write that failed early): it is released only once they are done with it.
       CaptureProgress& c = *job.capture;
@@ -108,7 +109,7 @@ void DiskWriter::Loop() {
         if (!pin.ok())
           spdlog::debug("kv cache: snapshot buffer not page-locked: {}", pin.message());
       }
-      host_.finished(job, st);
+      host_.Finished(job, std::move(result));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -126,37 +127,61 @@ void DiskWriter::Loop() {
   }
 }
 
-Status DiskWriter::WriteEntry(DiskWriteJob& job) {
+namespace {
+
+// The record the index keeps of an entry whose file `h` describes (the image's header for
+// version 1, its manifest's for version 2), as a scan of that file would make it.
+DiskRecord StoredRecord(const DiskWriteJob& job, const SnapshotHeader& h, uint64_t file_bytes,
+                        std::vector<SnapshotChunkRef> chunks) {
+  const SnapshotImage& img = *job.image;
+  DiskRecord r;
+  r.entry.key = job.key;
+  r.entry.path = job.path;
+  r.entry.n_tokens = h.n_tokens;
+  r.entry.file_bytes = file_bytes;
+  r.entry.reason = h.reason;
+  r.entry.created_ms = h.created_ms;
+  r.entry.last_used_ms = h.last_used_ms;
+  r.entry.numerics = h.identity.numerics;
+  r.entry.loadable = true;
+  r.entry.text = std::string(img.text());
+  r.entry.chunks = uint32_t(chunks.size());
+  for (const SnapshotChunkRef& c : chunks) r.entry.chunk_bytes += c.file_bytes;
+  r.tokens.assign(img.tokens().begin(), img.tokens().end());
+  r.extensions = SignatureOf(h);
+  r.chunks = std::move(chunks);
+  return r;
+}
+
+}  // namespace
+
+DiskWriteResult DiskWriter::WriteEntry(DiskWriteJob& job) {
   SnapshotImage& img = *job.image;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string& final_path = job.path;
   // "<key>.kv.tmp.<pid>.<n>" (snapshot/cache_names.h); a scan removes stale ones.
-  const std::string tmp = TempPathFor(final_path, fmt::format("{}.{}", ::getpid(), ++temp_seq_));
-  Status st = [&]() -> Status {
+  const std::string tmp = TempPathFor(job.path, fmt::format("{}.{}", ::getpid(), ++temp_seq_));
+  DiskWriteResult out;
+  out.status = [&]() -> Status {
     // Saves queue: the directory may have gone since this one was admitted.
-    FLASHKV_RETURN_IF_ERROR(host_.check_directory());
-    if (job.chunk_tokens > 0) return WriteChunked(job, tmp);
-    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+    FLASHKV_RETURN_IF_ERROR(host_.CheckDirectory());
+    if (job.chunk_tokens > 0) return WriteChunked(job, tmp, &out);
     CaptureProgress& c = *job.capture;
-    FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(
-        img, f, [&c](uint64_t end) { return c.WaitReady(end); }, write_));
     // One sync for the whole file: writeback of every chunk was started as it was
-    // written, so this mostly waits for the last ones.
-    FLASHKV_RETURN_IF_ERROR(f.SyncData());
-    FLASHKV_RETURN_IF_ERROR(f.Close());
-    // rename replaces a link or FIFO there, but fails on a directory that appeared since.
-    struct stat there;
-    if (::lstat(final_path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
-      host_.set_aside(final_path);
-    }
-    FLASHKV_RETURN_IF_ERROR(RenameDurably(tmp, final_path));
-    job.written_bytes = img.size();
+    // written, so the sync mostly waits for the last ones.
+    FLASHKV_RETURN_IF_ERROR(WriteFileDurably(
+        tmp, job.path,
+        [&](File& f) {
+          return StreamSnapshotImage(
+              img, f, [&c](uint64_t end) { return c.WaitReady(end); }, write_);
+        },
+        [&] { SetAsideDirectory(job.path); }));
+    out.written_bytes = img.size();
+    out.stored = StoredRecord(job, img.header(), img.size(), {});
     return Status::Ok();
   }();
-  if (!st.ok()) {
-    (void)RemoveFile(tmp);
-    spdlog::warn("kv cache: write failed, entry not stored: {}", st.ToString());
-    return st;
+  if (!out.status.ok()) {
+    spdlog::warn("kv cache: write failed, entry not stored: {}", out.status.ToString());
+    return out;
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -164,31 +189,22 @@ Status DiskWriter::WriteEntry(DiskWriteJob& job) {
       "kv cache stored tokens={} reason={} size={:.1f} MiB written={:.1f} MiB write={:.1f} ms "
       "({:.0f} MiB/s) file={}",
       img.header().n_tokens, SaveReasonName(img.header().reason), CacheMib(img.size()),
-      CacheMib(job.written_bytes), ms, CacheMib(job.written_bytes) / std::max(ms / 1000.0, 1e-9),
-      final_path);
-  if (job.chunk_tokens > 0) return Status::Ok();  // WriteChunked indexed it
-  DiskRecord r;
-  r.entry.key = job.key;
-  r.entry.path = final_path;
-  r.entry.n_tokens = img.header().n_tokens;
-  r.entry.file_bytes = img.size();
-  r.entry.reason = img.header().reason;
-  r.entry.created_ms = img.header().created_ms;
-  r.entry.last_used_ms = img.header().last_used_ms;
-  r.entry.numerics = img.header().identity.numerics;
-  r.entry.loadable = true;
-  r.entry.text = std::string(img.text());
-  r.tokens.assign(img.tokens().begin(), img.tokens().end());
-  r.extensions = SignatureOf(img.header());
-  host_.stored(std::move(r));
-  return Status::Ok();
+      CacheMib(out.written_bytes), ms, CacheMib(out.written_bytes) / std::max(ms / 1000.0, 1e-9),
+      job.path);
+  return out;
 }
 
-Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
+void DiskWriter::SetAsideDirectory(const std::string& path) {
+  // rename replaces a link or FIFO there, but fails on a directory that appeared since.
+  struct stat there;
+  if (::lstat(path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) host_.SetAside(path);
+}
+
+Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp, DiskWriteResult* out) {
   SnapshotImage& img = *job.image;
   const std::string chunk_dir = ChunkDirOf(dir_);  // made by the first chunk written
-  std::vector<Sha1Digest> pinned;
   uint64_t chunk_bytes = 0;
+  out->chunked = true;
   Status st = [&]() -> Status {
     ChunkSink sink;
     sink.chunk_dir = chunk_dir;
@@ -203,57 +219,31 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp) {
       FLASHKV_RETURN_IF_ERROR(capture.WaitReady(UINT64_MAX));
     }
     sink.existing = [&](const Sha1Digest& name) {
-      std::optional<SnapshotChunkRef> ref = host_.use_chunk(name);
-      if (ref) pinned.push_back(name);
+      std::optional<SnapshotChunkRef> ref = host_.UseChunk(name);
+      if (ref) out->pinned_chunks.push_back(name);
       return ref;
     };
     sink.written = [&](const SnapshotChunkRef& ref) {
-      host_.chunk_written(ref);
-      pinned.push_back(ref.name);
+      host_.ChunkWritten(ref);
+      out->pinned_chunks.push_back(ref.name);
       chunk_bytes += ref.file_bytes;
     };
-    // Every chunk is durable (fdatasync, rename, one fsync of chunks/) before the manifest
-    // that names it exists: a crash leaves at worst unreferenced chunks.
-    FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs,
-                             WriteImageChunks(img, job.chunk_tokens, sink));
-    // The manifest is cut from the whole captured state.
-    FLASHKV_RETURN_IF_ERROR(capture.WaitReady(UINT64_MAX));
-    FLASHKV_ASSIGN_OR_RETURN(SnapshotImage manifest,
-                             MakeManifestImage(img, job.chunk_tokens, refs));
-    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+    // One call into the format: every chunk is durable (fdatasync, rename, one fsync of
+    // chunks/) before the manifest that names it exists, so a crash leaves at worst
+    // unreferenced chunks; the manifest comes back to be written here.
+    FLASHKV_ASSIGN_OR_RETURN(ChunkedSnapshot saved,
+                             WriteChunkedSnapshot(img, job.chunk_tokens, sink));
+    SnapshotImage& manifest = saved.manifest;
     // As a version-1 file: chunked O_DIRECT writes, the header's chunk last.
-    FLASHKV_RETURN_IF_ERROR(StreamSnapshotImage(manifest, f, {}, write_));
-    FLASHKV_RETURN_IF_ERROR(f.SyncData());
-    FLASHKV_RETURN_IF_ERROR(f.Close());
-    struct stat there;
-    if (::lstat(job.path.c_str(), &there) == 0 && S_ISDIR(there.st_mode)) {
-      host_.set_aside(job.path);
-    }
-    FLASHKV_RETURN_IF_ERROR(RenameDurably(tmp, job.path));
-    job.written_bytes = chunk_bytes + manifest.size();
-    const SnapshotHeader& h = manifest.header();
-    DiskRecord r;
-    r.entry.key = job.key;
-    r.entry.path = job.path;
-    r.entry.n_tokens = h.n_tokens;
-    r.entry.file_bytes = manifest.size();
-    r.entry.reason = h.reason;
-    r.entry.created_ms = h.created_ms;
-    r.entry.last_used_ms = h.last_used_ms;
-    r.entry.numerics = h.identity.numerics;
-    r.entry.loadable = true;
-    r.entry.text = std::string(img.text());
-    r.entry.chunks = uint32_t(refs.size());
-    for (const SnapshotChunkRef& c : refs) r.entry.chunk_bytes += c.file_bytes;
-    r.tokens.assign(img.tokens().begin(), img.tokens().end());
-    r.extensions = SignatureOf(h);
-    r.chunks = std::move(refs);
-    host_.stored(std::move(r));
+    FLASHKV_RETURN_IF_ERROR(WriteFileDurably(
+        tmp, job.path, [&](File& f) { return StreamSnapshotImage(manifest, f, {}, write_); },
+        [&] { SetAsideDirectory(job.path); }));
+    out->written_bytes = chunk_bytes + manifest.size();
+    out->stored = StoredRecord(job, manifest.header(), manifest.size(), std::move(saved.chunks));
     return Status::Ok();
   }();
-  // Indexed (its references hold the chunks) or failed (chunks it wrote are orphans).
-  host_.release_chunks(pinned);
-  if (!st.ok()) job.written_bytes = chunk_bytes;
+  // Failed: the chunks it wrote are on disk (orphans once their pins are released).
+  if (!st.ok()) out->written_bytes = chunk_bytes;
   return st;
 }
 

@@ -4,9 +4,11 @@
 // streamed into a temp file behind the capture (each chunk as soon as it is final),
 // fdatasync'ed and renamed into place. The buffer of the last written image is kept for
 // the next capture (copying into mapped pages is the cheap part of a save). Must not:
-// decide what to save or evict, or touch the index (it reports through its Host).
+// decide what to save or evict, or touch the index: a job's outcome is one DiskWriteResult
+// handed to its Host once (Host::Finished); the Host is asked only what a job cannot wait
+// for its end to know (victims gone, the directory still there, which chunks are stored).
 //
-// Threading: Submit, WaitForRoom, Flush are thread-safe. The Host's callbacks run on the
+// Threading: Submit, WaitForRoom, Flush are thread-safe. The Host's methods run on the
 // writer thread with no lock of the writer held, so they may take the cache's lock (and
 // the cache may call Submit under it).
 #pragma once
@@ -14,7 +16,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,8 +53,7 @@ struct DiskWriteJob {
   Backend* backend = nullptr;                // the state's: page-locks a kept buffer
   // > 0: written as chunks + a version-2 manifest (the image is the whole state).
   uint32_t chunk_tokens = 0;
-  uint64_t reserved = 0;       // bytes its admission reserved against the budget
-  uint64_t written_bytes = 0;  // set by the writer: bytes it put on disk
+  uint64_t reserved = 0;  // bytes its admission reserved against the budget
 
   // A job without an image: deletes the victims off the caller's thread.
   static DiskWriteJob DeleteOnly(std::vector<DiskVictim> victims) {
@@ -63,29 +63,43 @@ struct DiskWriteJob {
   }
 };
 
+// What one image job came to.
+struct DiskWriteResult {
+  Status status;               // of the write
+  uint64_t written_bytes = 0;  // bytes it put on disk (its chunks also when the entry failed)
+  // The entry in place (its manifest's record for version 2): index it. Empty on error.
+  std::optional<DiskRecord> stored;
+  // Version 2, once its chunks were asked for (the directory check passed): the chunks
+  // pinned for the job (stored ones it uses, ones it wrote), to release once `stored` is
+  // indexed (its references then hold them) or the job failed.
+  bool chunked = false;
+  std::vector<Sha1Digest> pinned_chunks;
+};
+
 class DiskWriter {
  public:
-  struct Host {
-    // Deletes the victims and settles their accounting.
-    std::function<void(const std::vector<DiskVictim>&)> remove;
+  // The cache's side of the writer.
+  class Host {
+   public:
+    virtual ~Host() = default;
+    // Before a job: deletes its victims and settles their accounting.
+    virtual void RemoveVictims(const std::vector<DiskVictim>& victims) = 0;
     // Before each write: the directory may have gone since the job was admitted.
-    std::function<Status()> check_directory;
+    virtual Status CheckDirectory() = 0;
     // Moves what is not a file out of the way of a rename (kv_disk/cache_directory.h).
-    std::function<void(const std::string& path)> set_aside;
-    // The entry is in place: index it.
-    std::function<void(DiskRecord)> stored;
-    // Version 2: the stored chunk of that name, pinned for this job (nullopt: none).
-    std::function<std::optional<SnapshotChunkRef>(const Sha1Digest&)> use_chunk;
-    // A chunk file is in place (renamed): index it, pinned for this job.
-    std::function<void(const SnapshotChunkRef&)> chunk_written;
-    // The job no longer needs the chunks it pinned (its manifest is indexed, or failed).
-    std::function<void(const std::vector<Sha1Digest>&)> release_chunks;
-    // The job is done (`status` of its write); runs before Flush can return.
-    std::function<void(const DiskWriteJob&, const Status&)> finished;
+    virtual void SetAside(const std::string& path) = 0;
+    // Version 2, while the chunks are written (the index must know them from the moment
+    // they exist): the stored chunk of that name, pinned for this job (nullopt: none);
+    // and a chunk file just renamed into place, to index pinned for this job.
+    virtual std::optional<SnapshotChunkRef> UseChunk(const Sha1Digest& name) = 0;
+    virtual void ChunkWritten(const SnapshotChunkRef& ref) = 0;
+    // An image job is done; runs before Flush can return.
+    virtual void Finished(const DiskWriteJob& job, DiskWriteResult result) = 0;
   };
 
+  // `host` outlives the writer.
   DiskWriter(std::string dir, SnapshotWriteOptions write, bool reuse_buffer,
-             uint64_t max_pending_bytes, Host host);
+             uint64_t max_pending_bytes, Host& host);
   // Writes what is queued, then stops the thread.
   ~DiskWriter();
   DiskWriter(const DiskWriter&) = delete;
@@ -102,15 +116,17 @@ class DiskWriter {
 
  private:
   void Loop();
-  Status WriteEntry(DiskWriteJob& job);
+  DiskWriteResult WriteEntry(DiskWriteJob& job);
   // Version 2: chunks (those not stored yet), then the manifest naming them.
-  Status WriteChunked(DiskWriteJob& job, const std::string& tmp);
+  Status WriteChunked(DiskWriteJob& job, const std::string& tmp, DiskWriteResult* out);
+  // Before a rename over `path`: a directory there is moved aside (Host::SetAside).
+  void SetAsideDirectory(const std::string& path);
 
   const std::string dir_;
   const SnapshotWriteOptions write_;
   const bool reuse_buffer_;
   const uint64_t max_pending_bytes_;
-  const Host host_;
+  Host& host_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DiskWriteJob> queue_;

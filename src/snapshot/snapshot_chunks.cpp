@@ -438,12 +438,11 @@ Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, u
   const std::string final_path = JoinPath(chunk_dir, ChunkFileName(header.name));
   const std::string tmp = TempPathFor(final_path, tmp_tag);
   Status st = [&]() -> Status {
-    FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
-    const size_t n = size_t(header.header_bytes + header.payload_bytes);
-    // The block(s) holding the header, written last.
-    const size_t first = std::min<size_t>(n, (header.header_bytes + File::kDirectAlign - 1) /
-                                                 File::kDirectAlign * File::kDirectAlign);
-    {
+    FLASHKV_RETURN_IF_ERROR(WriteFileSynced(tmp, [&](File& f) -> Status {
+      const size_t n = size_t(header.header_bytes + header.payload_bytes);
+      // The block(s) holding the header, written last.
+      const size_t first = std::min<size_t>(n, (header.header_bytes + File::kDirectAlign - 1) /
+                                                   File::kDirectAlign * File::kDirectAlign);
       ChunkedFileWriter out(f, 2, direct);
       // Payload first, the block with the header last: a torn temp file never has a
       // valid header.
@@ -451,11 +450,10 @@ Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, u
       FLASHKV_RETURN_IF_ERROR(out.Finish());
       EncodeChunkHeader(header, file);
       FLASHKV_RETURN_IF_ERROR(out.Write(0, file, first));
-      FLASHKV_RETURN_IF_ERROR(out.Finish());
-    }
-    FLASHKV_RETURN_IF_ERROR(f.SyncData());
-    FLASHKV_RETURN_IF_ERROR(f.Close());
-    // The directory is synced once for all chunks of a save (WriteImageChunks).
+      return out.Finish();
+    }));
+    // Renamed without a directory sync: the directory is synced once for all chunks of a
+    // save (WriteImageChunks).
     if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
       return IoError("rename {} -> {}: {}", tmp, final_path, std::strerror(errno));
     }

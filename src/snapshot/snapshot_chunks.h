@@ -207,4 +207,15 @@ Expected<std::vector<SnapshotChunkRef>> WriteImageChunks(const SnapshotImage& fu
                                                          uint32_t chunk_tokens,
                                                          const ChunkSink& sink);
 
+// A version-2 save of a captured whole-state image in one call, so that a writer walks
+// the format once: its chunks (WriteImageChunks through `sink`, durable before anything
+// names them), then — once the whole image is final (sink.ready) — the manifest cut from
+// it (MakeManifestImage), for the caller to write where it wants (a file: StreamSnapshotImage).
+struct ChunkedSnapshot {
+  std::vector<SnapshotChunkRef> chunks;  // the manifest's chunk list, in order
+  SnapshotImage manifest;                // sealed when written (StreamSnapshotImage seals)
+};
+Expected<ChunkedSnapshot> WriteChunkedSnapshot(const SnapshotImage& full, uint32_t chunk_tokens,
+                                               const ChunkSink& sink);
+
 }  // namespace flashkv

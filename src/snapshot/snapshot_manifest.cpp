@@ -123,4 +123,14 @@ Expected<SnapshotImage> MakeManifestImage(const SnapshotImage& full, uint32_t ch
   return img;
 }
 
+Expected<ChunkedSnapshot> WriteChunkedSnapshot(const SnapshotImage& full, uint32_t chunk_tokens,
+                                               const ChunkSink& sink) {
+  FLASHKV_ASSIGN_OR_RETURN(std::vector<SnapshotChunkRef> refs,
+                           WriteImageChunks(full, chunk_tokens, sink));
+  // The manifest is cut from the whole captured state.
+  if (sink.ready) FLASHKV_RETURN_IF_ERROR(sink.ready(UINT64_MAX));
+  FLASHKV_ASSIGN_OR_RETURN(SnapshotImage manifest, MakeManifestImage(full, chunk_tokens, refs));
+  return ChunkedSnapshot{std::move(refs), std::move(manifest)};
+}
+
 }  // namespace flashkv
