@@ -97,6 +97,10 @@ void DiskWriter::Loop() {
       CaptureProgress& c = *job.capture;
       (void)c.WaitReady(UINT64_MAX);
       capture_failed = !c.status.ok();
+      // The outcome before the page-locking below, which may take a while: the entry is
+      // indexed as soon as it is in place (after a write that succeeded, the wait above
+      // returned at once: the write had waited for the whole capture).
+      host_.Finished(job, std::move(result));
       // A buffer kept for the next save is page-locked here, off the decoding thread, so
       // the next capture's closed rows can move asynchronously.
       bool keep = false;
@@ -109,7 +113,6 @@ void DiskWriter::Loop() {
         if (!pin.ok())
           spdlog::debug("kv cache: snapshot buffer not page-locked: {}", pin.message());
       }
-      host_.Finished(job, std::move(result));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
