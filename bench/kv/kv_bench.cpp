@@ -30,7 +30,7 @@
 #include <chrono>
 
 #include "backend/cpu/cpu_backend.h"
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "util/file_io.h"
 #include "util/sha1.h"
 

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kv/remote_address.h"
-#include "kv/remote_restore.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_restore.h"
 
 namespace flashkv::cli {
 

@@ -14,10 +14,10 @@
 #include "cli/kv_cache_flags.h"
 #include "cli/kv_remote_flags.h"
 #include "kv/cache_tier.h"
-#include "kv/disk_cache.h"
-#include "kv/ram_cache.h"
-#include "kv/remote_tier.h"
-#include "kv/snapshot_format.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_ram/ram_cache.h"
+#include "kv_remote/remote_tier.h"
+#include "snapshot/snapshot_format.h"
 #include "util/status.h"
 
 namespace flashkv::cli {

@@ -30,7 +30,7 @@
 #include "cli/load_progress.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "runtime/runtime.h"
 #include "util/progress.h"
 

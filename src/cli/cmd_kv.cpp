@@ -7,9 +7,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "kv/disk_cache.h"
-#include "kv/snapshot_chunks.h"
-#include "kv/snapshot_codec.h"
+#include "kv_disk/disk_cache.h"
+#include "snapshot/snapshot_chunks.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/file_io.h"
 
 namespace flashkv::cli {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "kv/remote_address.h"
-#include "kv/remote_store.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_store.h"
 
 namespace flashkv::cli {
 namespace {

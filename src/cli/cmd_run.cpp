@@ -31,7 +31,7 @@
 #include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "kv/cache_policy.h"
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "util/progress.h"

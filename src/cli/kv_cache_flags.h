@@ -12,7 +12,7 @@
 
 #include "cli/model_flags.h"
 #include "kv/cache_policy.h"
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "model/model_options.h"
 #include "util/status.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kv/remote_address.h"
+#include "kv_remote/remote_address.h"
 #include "util/file_io.h"
 
 namespace flashkv::cli {

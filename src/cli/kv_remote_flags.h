@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kv/remote_tier.h"
-#include "kv/snapshot_format.h"
+#include "kv_remote/remote_tier.h"
+#include "snapshot/snapshot_format.h"
 #include "util/status.h"
 
 namespace flashkv::cli {

@@ -9,10 +9,10 @@
 #include "cli/gpus_flag.h"
 #include "cli/project_files.h"
 #include "engine/memory_plan.h"
-#include "kv/model_fingerprint.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/random_model.h"
+#include "snapshot/model_fingerprint.h"
 #include "state/kv_state.h"
 #include "tokenizer/vocab.h"
 

@@ -14,10 +14,10 @@
 #include <CLI/CLI.hpp>
 
 #include "gguf/gguf_file.h"
-#include "kv/snapshot_format.h"
 #include "model/model_options.h"
 #include "model/random_model.h"
 #include "runtime/runtime.h"
+#include "snapshot/snapshot_format.h"
 #include "tokenizer/tokenizer.h"
 #include "util/sha1.h"
 #include "util/status.h"

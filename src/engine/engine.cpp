@@ -9,7 +9,7 @@
 
 #include "chat/visible_text.h"
 #include "engine/worker_clock.h"
-#include "kv/remote_restore.h"
+#include "kv_remote/remote_restore.h"
 
 namespace flashkv {
 using Clock = WorkerClock;

@@ -16,7 +16,7 @@
 // not depend on the others.
 //
 // A prompt that misses the local tiers asks the shared store (tier 4) on the remote tier's
-// lookup thread (kv/remote_fetcher.h, engine_remote.cpp): the request waits holding its
+// lookup thread (kv_remote/remote_fetcher.h, engine_remote.cpp): the request waits holding its
 // empty slot, its time to first token includes the lookup, and the others keep stepping.
 //
 // Threading: Admit, Step, Run and OnShutdown are called by the Scheduler's worker thread only.
@@ -41,11 +41,11 @@
 #include "engine/tool_replay_map.h"
 #include "kv/cache_policy.h"
 #include "kv/cache_tier.h"
-#include "kv/disk_cache.h"
-#include "kv/ram_cache.h"
-#include "kv/remote_fetcher.h"
-#include "kv/remote_restore.h"
-#include "kv/remote_tier.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_ram/ram_cache.h"
+#include "kv_remote/remote_fetcher.h"
+#include "kv_remote/remote_restore.h"
+#include "kv_remote/remote_tier.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,7 +64,7 @@ struct EngineOptions {
   RemoteTier* remote = nullptr;
   // The tiers the resume step asks, in order (kv/cache_tier.h); empty: ResumeOrder of
   // `ram`, `disk` and the shared store over `remote`. Tests put fake tiers here; a
-  // blocking() tier must be that shared store (its fetch runs on kv/remote_fetcher.h).
+  // blocking() tier must be that shared store (its fetch runs on kv_remote/remote_fetcher.h).
   std::vector<CacheTier*> tiers;
   CachePolicy policy;  // when to write snapshots (with a disk cache)
   int max_batch = 16;  // requests in the batched steps at once (also <= live_sessions);
@@ -105,7 +105,7 @@ class Engine : public RequestRunner {
     bool remote_pending = false;  // the slot is held, empty, while the shared store is asked
   };
   // A request whose prompt missed the local tiers, waiting for the remote tier's lookup
-  // thread (kv/remote_fetcher.h) while the other requests keep stepping.
+  // thread (kv_remote/remote_fetcher.h) while the other requests keep stepping.
   struct Fetching {
     std::unique_ptr<ActiveRequest> a;
     Resume resume;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kv/remote_fetcher.h"
+#include "kv_remote/remote_fetcher.h"
 
 namespace flashkv {
 

@@ -11,9 +11,9 @@
 #include "engine/latency_histogram.h"
 #include "engine/request_timing.h"
 #include "kv/cache_tier.h"  // CacheSource: where the reused part of a prompt came from
-#include "kv/disk_cache.h"
-#include "kv/ram_cache.h"
-#include "kv/remote_tier.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_ram/ram_cache.h"
+#include "kv_remote/remote_tier.h"
 #include "model/expert_cache.h"
 
 namespace flashkv {
@@ -88,7 +88,7 @@ struct EngineStats {
   // The shared tier, when there is one.
   bool remote_enabled = false;
   RemoteTierStats remote;
-  // Requests waiting on a shared-store lookup (queued or running; kv/remote_fetcher.h).
+  // Requests waiting on a shared-store lookup (queued or running; kv_remote/remote_fetcher.h).
   int64_t remote_fetches_waiting = 0;
   // The routed experts' device cache, when they live in host memory (model/expert_cache.h).
   bool expert_cache_enabled = false;

@@ -1,4 +1,4 @@
-// The remote tier off the worker thread (engine.h, kv/remote_fetcher.h): a request that
+// The remote tier off the worker thread (engine.h, kv_remote/remote_fetcher.h): a request that
 // missed the local tiers holds its empty slot while the lookup thread asks the shared
 // store and keeps what it finds on disk; the worker goes on stepping everyone else, takes
 // the result between steps, restores a hit from the disk (RemoteCacheTier::RestoreKept,

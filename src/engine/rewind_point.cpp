@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "engine/worker_clock.h"
-#include "kv/snapshot_memory.h"
+#include "snapshot/snapshot_memory.h"
 
 namespace flashkv {
 namespace {

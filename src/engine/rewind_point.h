@@ -1,7 +1,7 @@
 // RewindPoint: a session's state at one moment kept in host memory (the snapshot image,
 // its ids and text), so a probe decode can run on the live session and the session then
 // be put back exactly where it was (EvaluationOptions::rewind, engine/evaluation.h). The
-// image is the `.kv` format (kv/snapshot_codec.h) without text, sealed as a disk save
+// image is the `.kv` format (snapshot/snapshot_codec.h) without text, sealed as a disk save
 // would be, so its size and times are what parking that state costs. Must not: pick
 // when to rewind (the engine's decode does) or write files.
 //
@@ -14,7 +14,7 @@
 
 #include "engine/evaluation.h"
 #include "engine/session.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/status.h"
 
 namespace flashkv {

@@ -55,7 +55,34 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   if (options_.temperature <= 0.0f || logits.size() <= (excludes ? 1u : 0u)) {
     return Greedy(logits, exclude);
   }
+  const size_t n = Filter(logits);
+  const std::vector<double>& p = probs_;
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += p[i];
+  double r = Uniform() * total;
+  for (size_t i = 0; i < n; ++i) {
+    r -= p[i];
+    if (r < 0.0) return candidates_[i].id;
+  }
+  return candidates_[n - 1].id;
+}
 
+std::vector<std::pair<int32_t, double>> Sampler::Distribution(std::span<const float> logits) {
+  const int32_t exclude = exclude_id_;
+  const bool excludes = exclude >= 0 && size_t(exclude) < logits.size();
+  if (options_.temperature <= 0.0f || logits.size() <= (excludes ? 1u : 0u)) {
+    return {{Greedy(logits, exclude), 1.0}};
+  }
+  const size_t n = Filter(logits);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  std::vector<std::pair<int32_t, double>> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = {candidates_[i].id, probs_[i] / total};
+  return out;
+}
+
+size_t Sampler::Filter(std::span<const float> logits) {
+  const int32_t exclude = exclude_id_;
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
     if (int32_t(i) == exclude) continue;
@@ -100,14 +127,7 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     n = keep;
   }
 
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += p[i];
-  double r = Uniform() * total;
-  for (size_t i = 0; i < n; ++i) {
-    r -= p[i];
-    if (r < 0.0) return candidates_[i].id;
-  }
-  return candidates_[n - 1].id;
+  return n;
 }
 
 }  // namespace flashkv

@@ -50,13 +50,25 @@ class Sampler {
   // The argmax, lowest id on ties, never `exclude` (< 0: none); 0 when nothing is left.
   static int32_t Greedy(std::span<const float> logits, int32_t exclude = -1);
 
+  // The distribution Sample draws from for this logits row — temperature, the filters and
+  // the excluded id applied — as (id, probability) pairs summing to 1, most likely first;
+  // greedy: the argmax with probability 1. What speculative verification
+  // (engine/speculative.h) holds a draft to.
+  std::vector<std::pair<int32_t, double>> Distribution(std::span<const float> logits);
+  bool greedy() const { return options_.temperature <= 0.0f; }
+
+  // A uniform double in [0, 1) from 53 random bits of the sampler's seeded stream (the same
+  // on every platform).
+  double Uniform();
+
  private:
   struct Candidate {
     float logit;  // then probability
     int32_t id;
   };
-  // A uniform double in [0, 1) from 53 random bits (same on every platform).
-  double Uniform();
+  // Fills candidates_ (most likely first) and probs_ (unnormalised within the kept set) for a
+  // stochastic draw; returns how many candidates are kept.
+  size_t Filter(std::span<const float> logits);
 
   SamplerOptions options_;
   int32_t exclude_id_;

@@ -7,9 +7,9 @@
 //
 // Tier numbering, the same in every comment, log and doc:
 //   1 live sessions on the backend (engine/session_pool.h; not a CacheTier: no snapshot)
-//   2 host-RAM snapshots (kv/ram_cache.h)
-//   3 disk snapshots (kv/disk_cache.h)
-//   4 the shared store (kv/remote_restore.h RemoteCacheTier over kv/remote_tier.h)
+//   2 host-RAM snapshots (kv_ram/ram_cache.h)
+//   3 disk snapshots (kv_disk/disk_cache.h)
+//   4 the shared store (kv_remote/remote_restore.h RemoteCacheTier over kv_remote/remote_tier.h)
 //   5 none: cold prefill from the first token
 //
 // Lookup and load are one call (Restore): the disk tier tries its candidates longest first and a
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kv/resume_point.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 #include "state/kv_state.h"
 #include "util/status.h"
 
@@ -49,7 +49,7 @@ class CacheTier {
 
   virtual CacheSource source() const = 0;
   // True when Restore waits on the network: the engine runs the tier's fetch on its lookup
-  // thread instead of the worker (kv/remote_fetcher.h) and restores the kept entry after.
+  // thread instead of the worker (kv_remote/remote_fetcher.h) and restores the kept entry after.
   virtual bool blocking() const { return false; }
   // Restores the longest usable entry for `lookup` into `state`. kNotFound: a miss
   // (`state` untouched or cleared); any other error: the tier's entries could not serve

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "backend/backend.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 
 namespace flashkv {
 

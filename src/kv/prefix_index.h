@@ -1,8 +1,9 @@
-// The in-memory prefix indexes of DiskCache (internal to kv/): a radix tree over token
-// ids and a length-bucketed hash index over rendered texts. Both answer "which entries
-// are a prefix of this request", longest first. Must not: do I/O or know file formats.
+// The in-memory prefix indexes the snapshot tiers share (DiskCache in kv_disk/, RamCache in
+// kv_ram/): a radix tree over token ids and a length-bucketed hash index over rendered
+// texts. Both answer "which entries are a prefix of this request", longest first.
+// Must not: do I/O or know file formats.
 //
-// Threading: none; DiskCache guards them with its mutex.
+// Threading: none; DiskCache guards them with its mutex, RamCache's owner is one thread.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // A resume point: where a request may continue from a KV state it did not compute itself
-// — a live session (engine/session_pool.h), a RAM snapshot (kv/ram_cache.h) or a disk
-// snapshot (kv/disk_cache.h). Every tier answers with the same key, the same rule and
+// — a live session (engine/session_pool.h), a RAM snapshot (kv_ram/ram_cache.h) or a disk
+// snapshot (kv_disk/disk_cache.h). Every tier answers with the same key, the same rule and
 // the same order, defined here once:
 //
 //   key    the ids evaluated into the state, the rendered text the point is filed under,
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 
 namespace flashkv {
 

@@ -44,7 +44,7 @@ void AppendHistogram(std::string* out, const char* name, const char* help,
   *out += fmt::format("{}_sum {}\n{}_count {}\n", name, h.sum(), name, h.count());
 }
 
-// The shared tier's own families (kv/remote_tier.h).
+// The shared tier's own families (kv_remote/remote_tier.h).
 // The routed experts' device cache (model/expert_cache.h), when they live in host memory.
 // Routes are counted on the device and folded in every few steps, so the counters trail by
 // at most that many steps.

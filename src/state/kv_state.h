@@ -13,7 +13,7 @@
 //   m..2m−1 the open one; without, rows 0..m−1 are the open window. Scores include the
 //   position bias; unused slots hold kv 0 / score −inf.
 // - indexer rows [cap, indexer_dim] and indexer frontier [2m, 2·indexer_dim] likewise.
-// The snapshot codec (kv/snapshot_codec.h) moves these sections through ReadLayer /
+// The snapshot codec (snapshot/snapshot_codec.h) moves these sections through ReadLayer /
 // WriteLayer without knowing physical placement.
 #pragma once
 
@@ -106,7 +106,7 @@ class KvState {
   size_t LayerFloats(int layer) const;
   Status ReadLayer(int layer, float* dst) const;
   Status WriteLayer(int layer, const float* src);
-  // Layer-by-layer restores of chunked snapshots (kv/snapshot_load.cpp): rows
+  // Layer-by-layer restores of chunked snapshots (snapshot/snapshot_load.cpp): rows
   // [first_row, first_row + rows) of a layer's compressed rows (kCompressed) or indexer
   // rows (kIndexerRows) from `src`, all in one backend transfer list; and WriteLayer for a
   // layer whose first `skip_rows` compressed and indexer rows come that way, `src` in

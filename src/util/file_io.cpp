@@ -243,6 +243,25 @@ Status RenameDurably(const std::string& from, const std::string& to) {
   return SyncDirectory(ParentDir(to));
 }
 
+Status WriteFileSynced(const std::string& tmp, const std::function<Status(File&)>& write) {
+  FLASHKV_ASSIGN_OR_RETURN(File f, File::Create(tmp, /*exclusive=*/true));
+  FLASHKV_RETURN_IF_ERROR(write(f));
+  FLASHKV_RETURN_IF_ERROR(f.SyncData());
+  return f.Close();
+}
+
+Status WriteFileDurably(const std::string& tmp, const std::string& final_path,
+                        const std::function<Status(File&)>& write,
+                        const std::function<void()>& before_rename) {
+  Status st = WriteFileSynced(tmp, write);
+  if (st.ok()) {
+    if (before_rename) before_rename();
+    st = RenameDurably(tmp, final_path);
+  }
+  if (!st.ok()) (void)RemoveFile(tmp);
+  return st;
+}
+
 Status RemoveFile(const std::string& path, bool missing_ok) {
   if (::unlink(path.c_str()) != 0) {
     if (errno == ENOENT && missing_ok) return Status::Ok();

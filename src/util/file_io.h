@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,17 @@ Expected<std::string> ReadWholeFile(const std::string& path, uint64_t max_bytes 
 Status SyncDirectory(const std::string& dir);
 // rename(2) `from` over `to` (same filesystem), then fsyncs `to`'s directory.
 Status RenameDurably(const std::string& from, const std::string& to);
+// The durable write of a whole file, written once for every writer of the cache directory
+// (kv_disk/disk_writer.cpp, kv_disk/disk_cache_import.cpp, snapshot/snapshot_chunks.cpp):
+// WriteFileSynced creates `tmp` exclusively, lets `write` fill it, fdatasyncs and closes it;
+// WriteFileDurably then runs `before_rename` (e.g. moving a directory out of the way) and
+// renames it over `final_path` with the directory fsynced (RenameDurably). On any error of
+// WriteFileDurably the temp file is removed and `final_path` is untouched; WriteFileSynced
+// leaves the removal to its caller (which may rename it under a lock of its own).
+Status WriteFileSynced(const std::string& tmp, const std::function<Status(File&)>& write);
+Status WriteFileDurably(const std::string& tmp, const std::string& final_path,
+                        const std::function<Status(File&)>& write,
+                        const std::function<void()>& before_rename = {});
 // unlink(2); a missing file is OK when `missing_ok`.
 Status RemoveFile(const std::string& path, bool missing_ok = true);
 // mkdir -p with `mode` for the directories it creates.

@@ -1,5 +1,5 @@
 // HMAC-SHA-256 (RFC 2104) on OpenSSL's EVP_MAC, for values that must prove who wrote them
-// (the shared KV tier's signed frames, kv/remote_frame.h). Digests compare in constant
+// (the shared KV tier's signed frames, kv_remote/remote_frame.h). Digests compare in constant
 // time. Must not: hold the key longer than the object that was given it.
 #pragma once
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "cli_test_util.h"
-#include "kv/model_fingerprint.h"
 #include "model/random_model.h"
+#include "snapshot/model_fingerprint.h"
 
 namespace flashkv::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
-#include "kv/model_fingerprint.h"
+#include "snapshot/model_fingerprint.h"
 #include "tiny_engine_util.h"
 
 namespace flashkv {

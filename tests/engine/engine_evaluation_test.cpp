@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 #include "tiny_engine_util.h"
 #include "tokenizer/vocab.h"
 

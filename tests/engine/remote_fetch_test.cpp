@@ -12,9 +12,9 @@
 
 #include "../kv/redis_server.h"
 #include "engine/engine.h"
-#include "kv/model_fingerprint.h"
-#include "kv/remote_address.h"
+#include "kv_remote/remote_address.h"
 #include "pausable_proxy.h"
+#include "snapshot/model_fingerprint.h"
 #include "tiny_engine_util.h"
 
 namespace flashkv {

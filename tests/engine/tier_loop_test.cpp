@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "kv/cache_tier.h"
-#include "kv/model_fingerprint.h"
-#include "kv/ram_cache.h"
+#include "kv_ram/ram_cache.h"
+#include "snapshot/model_fingerprint.h"
 #include "tiny_engine_util.h"
 
 namespace flashkv {

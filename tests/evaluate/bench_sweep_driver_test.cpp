@@ -13,8 +13,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/sampler.h"
 #include "gguf/gguf_file.h"
-#include "kv/snapshot_codec.h"
 #include "model/model.h"
+#include "snapshot/snapshot_codec.h"
 #include "tokenizer/vocab.h"
 
 namespace flashkv {

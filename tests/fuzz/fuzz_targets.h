@@ -36,7 +36,7 @@ struct Target {
 // safetensors: a safetensors file's header and tensor views.
 // remote: a shared-tier value (its first byte picks the reader): a frame unsigned or signed
 //   and the entry record inside it, or a RESP reply through the bounded, deadline-held
-//   reader (kv/remote_command.h) from a socket.
+//   reader (kv_remote/remote_command.h) from a socket.
 const std::vector<Target>& Targets();
 const Target* FindTarget(std::string_view name);
 

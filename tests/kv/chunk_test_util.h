@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/snapshot_chunks.h"
+#include "snapshot/snapshot_chunks.h"
 #include "state/kv_state.h"
 
 namespace flashkv::testing {

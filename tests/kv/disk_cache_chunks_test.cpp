@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "chunk_test_util.h"
-#include "kv/disk_cache.h"
-#include "kv/disk_write_window.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_disk/disk_write_window.h"
 #include "kv_test_util.h"
 #include "util/file_io.h"
 

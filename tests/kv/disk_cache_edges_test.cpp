@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "kv_test_util.h"
 #include "log_capture.h"
 #include "util/file_io.h"

@@ -1,4 +1,4 @@
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 
 #include <signal.h>
 #include <sys/mount.h>

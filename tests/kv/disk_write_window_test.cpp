@@ -1,6 +1,6 @@
 // The write budget's window file: round trip, expiry, a clock set back, and damage of
 // every kind ignored (the window then starts empty).
-#include "kv/disk_write_window.h"
+#include "kv_disk/disk_write_window.h"
 
 #include <string>
 

@@ -12,7 +12,7 @@
 
 #include "../state/state_test_util.h"
 #include "backend/cpu/cpu_backend.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 #include "state/kv_state.h"
 #include "util/sha1.h"
 

@@ -3,7 +3,7 @@
 // match by token prefix or text prefix, longest first and within the length bounds; the budget
 // holds with least-recently-used eviction; evicted buffers are reused without pinning again, and
 // every pinned buffer is unpinned once.
-#include "kv/ram_cache.h"
+#include "kv_ram/ram_cache.h"
 
 #include <map>
 #include <string>

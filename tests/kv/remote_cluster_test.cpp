@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/disk_cache.h"
-#include "kv/remote_address.h"
-#include "kv/remote_cluster.h"
-#include "kv/remote_store.h"
-#include "kv/remote_tier.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_cluster.h"
+#include "kv_remote/remote_store.h"
+#include "kv_remote/remote_tier.h"
 #include "kv_test_util.h"
 #include "redis_cluster.h"
 

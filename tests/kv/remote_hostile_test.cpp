@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "fake_resp_server.h"
-#include "kv/remote_address.h"
-#include "kv/remote_frame.h"
-#include "kv/remote_store.h"
-#include "kv/remote_tier.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_frame.h"
+#include "kv_remote/remote_store.h"
+#include "kv_remote/remote_tier.h"
 #include "kv_test_util.h"
 #include "redis_server.h"
 

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "kv/remote_address.h"
-#include "kv/remote_frame.h"
-#include "kv/remote_store.h"
-#include "kv/remote_tier.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_frame.h"
+#include "kv_remote/remote_store.h"
+#include "kv_remote/remote_tier.h"
 #include "kv_test_util.h"
 #include "redis_server.h"
 #include "util/hmac_sha256.h"

@@ -1,14 +1,14 @@
 // The shared KV tier's address parsing, value framing and RESP client, against a real
 // redis-server (tests/kv/redis_server.h): round trips of multi-part objects, entries and
 // the length index, and every kind of damage a stored value can have.
-#include "kv/remote_store.h"
+#include "kv_remote/remote_store.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "kv/remote_address.h"
-#include "kv/remote_frame.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_frame.h"
 #include "kv_test_util.h"
 #include "redis_server.h"
 

@@ -4,7 +4,7 @@
 // shorter entry; the store killed, back again, and full never fail a lookup. Saves are
 // version 2 (16-token chunks): an entry is its manifest and the chunks it names, a chunk
 // shared by two entries is stored once in the store and fetched once by the second cache.
-#include "kv/remote_tier.h"
+#include "kv_remote/remote_tier.h"
 
 #include <chrono>
 #include <cstring>
@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "chunk_test_util.h"
-#include "kv/disk_cache.h"
-#include "kv/remote_address.h"
-#include "kv/remote_frame.h"
+#include "kv_disk/disk_cache.h"
+#include "kv_remote/remote_address.h"
+#include "kv_remote/remote_frame.h"
 #include "kv_test_util.h"
 #include "redis_server.h"
 #include "util/file_io.h"

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/snapshot_codec.h"
 #include "kv_test_util.h"
+#include "snapshot/snapshot_codec.h"
 
 namespace flashkv {
 namespace {

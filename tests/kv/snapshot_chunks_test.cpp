@@ -1,7 +1,7 @@
 // Version-2 snapshots at the codec level: a captured state split into content-addressed
 // chunk files plus a manifest restores bit-exactly; chunks are shared by name; damage to
 // any chunk or to the manifest is refused (kCorrupt) and leaves the state cleared.
-#include "kv/snapshot_chunks.h"
+#include "snapshot/snapshot_chunks.h"
 
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "kv/snapshot_codec.h"
 #include "kv_test_util.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/file_io.h"
 
 namespace flashkv {

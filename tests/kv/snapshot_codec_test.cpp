@@ -1,4 +1,4 @@
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 
 #include <cstring>
 #include <random>
@@ -86,6 +86,44 @@ TEST(SnapshotCodecTest, RoundTripIsExactAtManyPositions) {
     }
     EXPECT_TRUE(VerifySnapshotFile(path).ok());
   }
+}
+
+// The container is written and parsed once, whatever holds its bytes (util/byte_io.h): a
+// sealed image written into memory is its file byte for byte, and the header and sections
+// parsed from those bytes are the file's; a value cut short reads as a truncated file.
+TEST(SnapshotCodecTest, MemoryBytesAreTheFileBytes) {
+  CpuBackend be(nullptr);
+  const std::string dir = MakeTempDir("codec-memory");
+  KvState st = RandomState(be, SmallShape(), 21, 5);
+  const auto tokens = Tokens(21);
+  const auto logits = Logits(kVocab, 2.0f);
+  SnapshotImage img = Capture(st, tokens, logits, "in memory");
+  const std::string path = WriteImage(dir, img);
+  std::string bytes;
+  StringSink sink(&bytes);
+  ASSERT_TRUE(WriteSnapshotImage(img, sink).ok());
+  auto file_bytes = ReadWholeFile(path);
+  ASSERT_TRUE(file_bytes.ok());
+  EXPECT_EQ(bytes, *file_bytes);
+
+  auto f = File::OpenRead(path);
+  ASSERT_TRUE(f.ok());
+  auto from_file = ReadSnapshotHeader(*f);
+  auto from_memory = ReadSnapshotHeader(MemorySource(bytes, "value"));
+  ASSERT_TRUE(from_file.ok() && from_memory.ok()) << from_memory.status().ToString();
+  EXPECT_EQ(from_memory->sections.size(), from_file->sections.size());
+  EXPECT_EQ(from_memory->file_bytes, from_file->file_bytes);
+  const SnapshotSection& text = *from_memory->Find(SnapshotSectionKind::kText);
+  auto text_bytes = ReadSnapshotSection(MemorySource(bytes, "value"), text);
+  ASSERT_TRUE(text_bytes.ok());
+  EXPECT_EQ(*text_bytes, "in memory");
+
+  const std::string cut = bytes.substr(0, bytes.size() - 1);
+  EXPECT_EQ(ReadSnapshotHeader(MemorySource(cut, "value")).status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(ReadSnapshotSection(MemorySource(cut, "value"), *from_memory->sections.rbegin())
+                .status()
+                .code(),
+            StatusCode::kCorrupt);
 }
 
 TEST(SnapshotCodecTest, KeyIsSha1OfLittleEndianIds) {

@@ -1,7 +1,7 @@
 // RestoreSnapshotImage: an in-memory image written back into a state is bit-exact, replaces
 // what was there, and is refused (state cleared) for another model, a too-small context or
 // a damaged sealed image.
-#include "kv/snapshot_memory.h"
+#include "snapshot/snapshot_memory.h"
 
 #include <gtest/gtest.h>
 

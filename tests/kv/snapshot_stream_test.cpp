@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/snapshot_codec.h"
 #include "kv_test_util.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/file_io.h"
 
 namespace flashkv {

@@ -13,11 +13,11 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/exchange.h"
-#include "kv/snapshot_codec.h"
 #include "model/expert_shards.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model_test_util.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/file_io.h"
 
 namespace flashkv {

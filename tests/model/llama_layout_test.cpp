@@ -16,11 +16,11 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
-#include "kv/model_fingerprint.h"
 #include "llama_layout_files.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model_test_util.h"
+#include "snapshot/model_fingerprint.h"
 #include "tensor/half.h"
 #include "tensor/quant.h"
 

@@ -63,6 +63,34 @@ TEST(FileIoTest, WriteReadRenameList) {
   EXPECT_NE(File::OpenRead(final_path).status().message().find(final_path), std::string::npos);
 }
 
+// The durable write every writer of the cache directory shares: the bytes reach the final
+// name only whole (temp, fdatasync, rename); a failed write leaves no temp and the old file.
+TEST(FileIoTest, WriteFileDurablyRenamesOnlyWholeFiles) {
+  const std::string dir = TempDir();
+  const std::string path = JoinPath(dir, "entry");
+  const std::string tmp = path + ".tmp.1";
+  bool before = false;
+  ASSERT_TRUE(WriteFileDurably(
+                  tmp, path, [](File& f) { return f.Write("first", 5); }, [&] { before = true; })
+                  .ok());
+  EXPECT_TRUE(before);
+  EXPECT_EQ(*ReadWholeFile(path), "first");
+  EXPECT_EQ(File::OpenRead(tmp).status().code(), StatusCode::kNotFound);
+
+  Status failed = WriteFileDurably(tmp, path, [](File& f) -> Status {
+    EXPECT_TRUE(f.Write("sec", 3).ok());
+    return IoError("disk full");
+  });
+  EXPECT_EQ(failed.code(), StatusCode::kIoError);
+  EXPECT_EQ(*ReadWholeFile(path), "first");
+  EXPECT_EQ(File::OpenRead(tmp).status().code(), StatusCode::kNotFound);
+
+  // Synced but not renamed: the caller renames (under a lock of its own) or removes it.
+  ASSERT_TRUE(WriteFileSynced(tmp, [](File& f) { return f.Write("third", 5); }).ok());
+  EXPECT_EQ(*ReadWholeFile(tmp), "third");
+  EXPECT_FALSE(WriteFileSynced(tmp, [](File&) { return Status::Ok(); }).ok());  // exclusive
+}
+
 // A FIFO, a directory or a sparse giant in place of a cache file: refused at once, never
 // a blocked open (issue 34: a FIFO chunk held the engine worker for good) or a giant
 // allocation (a sparse 100 GiB chunk aborted `kv verify`).

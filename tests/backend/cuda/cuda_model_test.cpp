@@ -15,7 +15,7 @@
 
 #include "convert/hf_converter.h"
 #include "cuda_test_util.h"
-#include "kv/disk_cache.h"
+#include "kv_disk/disk_cache.h"
 #include "model/model.h"
 #include "util/sha1.h"
 #include "util/thread_pool.h"

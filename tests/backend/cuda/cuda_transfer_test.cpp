@@ -9,7 +9,7 @@
 
 #include "../../kv/kv_test_util.h"
 #include "cuda_test_util.h"
-#include "kv/snapshot_codec.h"
+#include "snapshot/snapshot_codec.h"
 
 namespace flashkv::testing {
 namespace {
@@ -94,7 +94,8 @@ TEST(CudaTransfer, ASnapshotCapturedAsynchronouslyIsTheStateAtTheCall) {
   ASSERT_TRUE(img->pinned());
   auto pending = CaptureSnapshotLayersAsync(st, *img);
   ASSERT_TRUE(pending.ok()) << pending.status().ToString();
-  EXPECT_GT(pending->deferred_bytes, size_t(3) << 20);  // 2 ratio-4 layers: 750 rows of 512 + 128 floats
+  EXPECT_GT(pending->deferred_bytes, size_t(3)
+                                         << 20);  // 2 ratio-4 layers: 750 rows of 512 + 128 floats
   // What the next decode step writes: the ring and the frontiers.
   for (size_t l = 0; l < shape.layers.size(); ++l) {
     gpu->Fill(st.layer(int(l)).ring, 9.0f, size_t(shape.n_swa) * shape.head_dim);

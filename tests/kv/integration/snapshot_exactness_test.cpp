@@ -17,9 +17,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "gguf/gguf_file.h"
-#include "kv/disk_cache.h"
-#include "kv/model_fingerprint.h"
+#include "kv_disk/disk_cache.h"
 #include "model/model.h"
+#include "snapshot/model_fingerprint.h"
 #include "util/file_io.h"
 #include "util/thread_pool.h"
 

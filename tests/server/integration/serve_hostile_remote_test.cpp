@@ -27,11 +27,11 @@
 #include <gtest/gtest.h>
 
 #include "fake_resp_server.h"
-#include "kv/remote_frame.h"
-#include "kv/remote_store.h"
-#include "kv/snapshot_format.h"
+#include "kv_remote/remote_frame.h"
+#include "kv_remote/remote_store.h"
 #include "redis_server.h"
 #include "serve_process.h"
+#include "snapshot/snapshot_format.h"
 #include "util/crc32c.h"
 
 namespace flashkv {

@@ -3,11 +3,12 @@
 // split into fixed chunks of kChunkRows rows of that sequence. A block scores one chunk for
 // kHeadGroup heads (the query heads share the single KV head, so the rows are loaded once), keeping
 // the chunk max, exp-sum and weighted row sum; a second kernel merges a token's chunks in order
-// with the sink. The chunking is a function of the token's own row sequence, so the float order
-// never depends on the batch; decoding gets one block per (chunk, head group) instead of one per
-// head. The merge rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding
-// only. Prefill chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the
-// same terms.
+// with the sink. (Merging in the partial kernel's last block of each head group, one launch
+// instead of two, was measured slower: docs/PERFORMANCE.md "Decode: one-token attention".) The
+// chunking is a function of the token's own row sequence, so the float order never depends on the
+// batch; decoding gets one block per (chunk, head group) instead of one per head. The merge
+// rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding only. Prefill
+// chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the same terms.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -23,7 +24,7 @@ namespace cuda {
 namespace {
 
 // grid (n_chunks, head groups, batch tokens): AttnPartialBlock.
-__global__ void AttnPartialKernel(AttnArgs a) {
+__global__ void __launch_bounds__(kAttnPartialThreads) AttnPartialKernel(AttnArgs a) {
   AttnPartialBlock(a, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
@@ -49,6 +50,7 @@ void CudaBackend::Attention(const AttentionArgs& a) {
       s_->Scratch(CudaScratch::kAttnPartial, sizeof(float) * per_token * batch));
   if (partial == nullptr) return;
   const int threads = cuda::kAttnPartialThreads;
+  const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;
   const unsigned smem = cuda::AttnPartialSmem(a.head_dim);
   if (smem > 48 * 1024) {
     // The attribute is per function and device: raised once on each device this process
@@ -62,7 +64,6 @@ void CudaBackend::Attention(const AttentionArgs& a) {
       raised.fetch_or(bit);
     }
   }
-  const int groups = (a.n_head + cuda::kHeadGroup - 1) / cuda::kHeadGroup;
   for (int t0 = 0; t0 < a.n_tokens; t0 += batch) {
     const int n = std::min(batch, a.n_tokens - t0);
     cuda::AttnArgs k{};
