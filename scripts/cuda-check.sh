@@ -542,7 +542,7 @@ PY
     fi
   fi
   if [[ $what == formats ]]; then
-    # The GGUF block-type kernels (mxfp4_matvec.cu, kquant_matvec.cu): every GPU test (their
+    # The GGUF block-type kernels (products/mxfp4_matvec.cu, products/kquant_matvec.cu): every GPU test (their
     # CPU twins CudaFormats / CudaMxfp4Test / CudaKQuantTest / CudaLlamaLayoutTest and the
     # rest), then memcheck on the K-quant / IQ kernels' tests.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test

@@ -10,7 +10,7 @@ per IMMA and the commonest opcodes (hex: 237 IMMA, 220 FMUL, 221 FADD, 984 LDS, 
 fae LDGSTS, 816 PRMT, 812 LOP3, 819 SHF, 224 IMAD).
 
   nvcc -I src -O3 -DNDEBUG --expt-relaxed-constexpr -std=c++17 -x cu -arch=sm_90 -cubin \\
-      -Xptxas -v src/backend/cuda/matmul_imma.cu -o /tmp/k.cubin
+      -Xptxas -v src/backend/cuda/products/matmul_imma.cu -o /tmp/k.cubin
   scripts/sass-loops.py /tmp/k.cubin [KERNEL_NAME_REGEX]
 """
 import collections

@@ -133,7 +133,9 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
                       nlohmann::json& out) {
   struct Setup {
     int imma;
-    int tiled;  // 0 off, 1 on, 2 on but the indexer's one-token score kernel
+    // 0 off, 1 on, 2 on but the indexer's one-token score kernel (CudaBackend::SetTiledIndexer,
+    // a switch for this comparison only: the backend has no option for it).
+    int tiled;
   };
   std::vector<Setup> setups;
   const std::vector<int> immas =

@@ -3,8 +3,8 @@
 // (cudaMemcpyAsync from page-locked memory, whole and in expert-sized pieces), a kernel that
 // reads mapped host memory in place with every SM (16-byte loads, four in flight a thread),
 // and a gather kernel that copies expert-sized pieces to device memory the way
-// backend/cuda/expert_gather.cu does; then the host's own read rate with 1 to N threads (what
-// computing cold experts on the CPU would stream at). Prints one line per figure.
+// backend/cuda/products/expert_gather.cu does; then the host's own read rate with 1 to N threads
+// (what computing cold experts on the CPU would stream at). Prints one line per figure.
 #include <cuda_runtime.h>
 
 #include <algorithm>

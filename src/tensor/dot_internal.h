@@ -26,7 +26,8 @@ void DotQ8Rows8(DType wtype, const void* w, int64_t row_bytes, const void* xq, i
 
 // DotQ8 of a type quant_lanes.h splits (lanes::HasLanes), computed as the GPU kernels do:
 // 32 workers' integer terms per block, summed, then the block fold. The CPU twin of
-// backend/cuda/kquant_matvec.cu; equals ref::DotQ8 bit for bit (dot_test). NaN for other types.
+// backend/cuda/products/kquant_matvec.cu; equals ref::DotQ8 bit for bit (dot_test). NaN for other
+// types.
 float DotQ8ByLanes(DType wtype, const void* wrow, const void* xq, int64_t n);
 // The row's n values through lanes::DequantValues8 (the GPU's embedding path); false for a
 // type it does not split.

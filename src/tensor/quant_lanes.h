@@ -3,8 +3,8 @@
 // are summed over the workers (any order: integers), then one float fold per block in the
 // reference's order (ref::DotQ8, dot_ref.cpp). Compiled both by the host compiler (the CPU
 // twin internal::DotQ8ByLanes, dot_lanes.cpp, held to ref::DotQ8 bit for bit by dot_test) and
-// by nvcc (backend/cuda/kquant_matvec.cu), so the device kernels and the reference meet in one
-// place. Must not: know rows, tokens or threads; use anything but plain C++17 and, under nvcc,
+// by nvcc (backend/cuda/products/kquant_matvec.cu), so the device kernels and the reference meet in
+// one place. Must not: know rows, tokens or threads; use anything but plain C++17 and, under nvcc,
 // CUDA intrinsics.
 //
 // The block layouts are quant_blocks.h's; Q8_K activations are BlockQ8_K (d, qs, bsums).

@@ -1,5 +1,5 @@
 // CpuBackend::RandomWeight: the host twin of the CUDA generator in
-// backend/cuda/op_elementwise.cu (same SplitMix hash, same element order, same float
+// backend/cuda/ops/elementwise.cu (same SplitMix hash, same element order, same float
 // expressions), so a random-weight model holds the same bytes on either backend and the
 // CPU path of `--model random:...` can be tested without a GPU.
 #include <cstring>

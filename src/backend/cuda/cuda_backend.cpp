@@ -1,10 +1,8 @@
 // CudaBackend: device setup, memory, host transfers through pinned staging, weight
-// placement, and the sticky error. The ops live in op_*.cu.
+// placement, and the sticky error. The ops live in ops/, products/, attention/ and fused/.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <span>
 
 #include <fmt/format.h>
@@ -12,8 +10,8 @@
 
 #include "backend/cuda/cuda_launchers.h"
 #include "backend/cuda/cuda_state.h"
-#include "backend/cuda/fused_launch.h"
-#include "backend/cuda/matvec_launch.h"
+#include "backend/cuda/fused/launch.h"
+#include "backend/cuda/products/launch.h"
 #include "tensor/iq2_tables.h"
 
 namespace flashkv {
@@ -194,50 +192,21 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
       return CudaStatus("cudaEventCreate", e);
     }
   }
-  bool graphs = true;
-  if (options.graphs >= 0) {
-    graphs = options.graphs != 0;
-  } else if (const char* env = std::getenv("FLASHKV_CUDA_GRAPHS")) {
-    graphs = std::strcmp(env, "0") != 0;
-  }
-  bool pdl = true;
-  if (options.pdl >= 0) {
-    pdl = options.pdl != 0;
-  } else if (const char* env = std::getenv("FLASHKV_CUDA_PDL")) {
-    pdl = std::strcmp(env, "0") != 0;
-  }
+  auto settings = CudaOptionsFromEnvironment(options);
+  if (!settings.ok()) return settings.status();
+  const bool graphs = settings->graphs != 0;
   // Programmatic dependent launch is Hopper's (sm_90 and later); below it launches plainly
-  // (pdl_dev.cuh's waits compile to nothing there).
-  pdl = pdl && s->prop.major >= 9;
+  // (device/pdl.cuh's waits compile to nothing there).
+  const bool pdl = settings->pdl != 0 && s->prop.major >= 9;
   s->queue = std::make_unique<cuda::LaunchQueue>(s->stream, graphs, pdl);
-  int imma = options.imma;
-  if (imma < 0) {
-    const char* env = std::getenv("FLASHKV_CUDA_IMMA");
-    imma = env != nullptr && *env != '\0' ? std::atoi(env) : 1;
-  }
-  if (imma < 0 || imma > cuda::kImmaVariants) {
-    return InvalidArgument("FLASHKV_CUDA_IMMA / imma must be 0..{}, not {}", cuda::kImmaVariants,
-                           imma);
-  }
+  const int imma = settings->imma;
   s->imma = imma;
-  // The smallest plain batch the tensor cores take (same bits at any size; a speed choice).
-  if (const char* env = std::getenv("FLASHKV_CUDA_IMMA_MIN_TOKENS"); env != nullptr && *env) {
-    const int min_tokens = std::atoi(env);
-    if (min_tokens < 1) {
-      return InvalidArgument("FLASHKV_CUDA_IMMA_MIN_TOKENS must be >= 1, not {}", env);
-    }
-    s->imma_min_tokens = min_tokens;
-  }
-  if (options.tiled >= 0) {
-    s->tiled_prefill = options.tiled != 0;
-  } else if (const char* env = std::getenv("FLASHKV_CUDA_TILED")) {
-    s->tiled_prefill = std::strcmp(env, "0") != 0;
-  }
-  if (options.fused >= 0) {
-    s->fused = options.fused != 0;
-  } else if (const char* env = std::getenv("FLASHKV_CUDA_FUSED")) {
-    s->fused = std::strcmp(env, "0") != 0;
-  }
+  s->imma_min_tokens = settings->imma_min_tokens;
+  s->tiled_prefill = settings->tiled != 0;
+  s->fused = settings->fused != 0;
+  s->tile_bytes = uint64_t(settings->tile_bytes);
+  s->tile_blocks_per_sm = settings->tile_blocks_per_sm;
+  s->moe_group_max = settings->moe_group_max;
   {
     void* counters = nullptr;
     const size_t bytes = sizeof(unsigned) * cuda::kSyncCounters;
@@ -736,7 +705,7 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
 Expected<Weight> CudaBackend::PlaceWeight(const WeightSource& src) {
   // Refused before anything is uploaded: a type without kernels here. MXFP4, the K-quants
   // beyond ds4's and the IQ types beyond IQ2_XXS run with q8 activations only
-  // (mxfp4_launch.h, kquant_launch.h).
+  // (products/mxfp4_launch.h, products/kquant_launch.h).
   switch (src.type) {
     case DType::kF32:
     case DType::kF16:

@@ -30,35 +30,72 @@
 
 namespace flashkv {
 
+// Every setting of the backend. A field left at -1 takes its FLASHKV_CUDA_* variable from the
+// environment, else its default; an explicit value beats the variable. CudaBackend::Create
+// resolves them once (CudaOptionsFromEnvironment); kernels read the result from the backend's
+// state, never the environment.
 struct CudaBackendOptions {
   int device = 0;
-  // -1: FLASHKV_CUDA_GRAPHS from the environment (default on); 0 off; 1 on.
+  // FLASHKV_CUDA_GRAPHS (default on): replay repeated launch sequences as CUDA graphs; 0 off;
+  // 1 on.
   int graphs = -1;
   // Prefill q8 products on the int8 tensor cores (Q8_0 MatMul, IQ2_XXS / Q2_K experts; same
-  // bits as the dp4a kernels): -1: FLASHKV_CUDA_IMMA from the environment (default 1); 0 off;
-  // 1 the default Q8_0 tile shape; 2..3 other Q8_0 tile shapes; 4 shape 1 with the experts
-  // in tiles of 32 pairs instead of 64 (2..4 for benchmarks).
+  // bits as the dp4a kernels): FLASHKV_CUDA_IMMA (default 1); 0 off; 1 the default Q8_0 tile
+  // shape; 2..3 other Q8_0 tile shapes; 4 shape 1 with the experts in tiles of 32 pairs
+  // instead of 64 (2..4 are compared by the benchmarks, bench/cuda/matmul_bench.cpp).
   int imma = -1;
+  // Plain MatMul batches of at least this many tokens take the tensor-core kernel:
+  // FLASHKV_CUDA_IMMA_MIN_TOKENS (default kCudaImmaMinTokens); at least 1.
+  int imma_min_tokens = -1;
   // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
-  // weight products in prefill chunks (same bits as the one-token kernels): -1:
-  // FLASHKV_CUDA_TILED from the environment (default on); 0 off; 1 on.
+  // weight products in prefill chunks (same bits as the one-token kernels):
+  // FLASHKV_CUDA_TILED (default on); 0 off; 1 on.
   int tiled = -1;
   // Fused kernels for the coarse ops (SublayerInput and MoeBlock of a one-token step,
-  // NormRope of any chunk; same bits as the fine ops' kernels, docs/CUDA.md): -1:
-  // FLASHKV_CUDA_FUSED from the environment (default on: verified on the H200, bit-identical
-  // to the unfused kernels); 0 off; 1 on.
+  // NormRope of any chunk; same bits as the fine ops' kernels, docs/CUDA.md):
+  // FLASHKV_CUDA_FUSED (default on); 0 off; 1 on.
   int fused = -1;
   // The one-token tile kernels as programmatic dependent launches (their weight copies start
-  // while the previous kernel ends; same bits, docs/CUDA.md): -1: FLASHKV_CUDA_PDL from the
-  // environment (default on); 0 off; 1 on.
+  // while the previous kernel ends; same bits, docs/CUDA.md): FLASHKV_CUDA_PDL (default on);
+  // 0 off; 1 on.
   int pdl = -1;
+  // Weight bytes a block of the one-token tile kernels aims to hold (device/matvec_tile.cuh):
+  // FLASHKV_CUDA_TILE_BYTES, kCudaTileMinBytes … kCudaTileMaxBytes (default kCudaTileBytes;
+  // a value out of range takes the default). For measurements.
+  int tile_bytes = -1;
+  // Blocks per SM of the looping tile kernels, 0 a block per tile (no loop):
+  // FLASHKV_CUDA_TILE_BLOCKS_PER_SM, 0 … 16 (default kCudaTileBlocksPerSm; a value out of
+  // range takes the default). For measurements.
+  int tile_blocks_per_sm = -1;
+  // The largest batch whose routed experts take the grouped tile kernels (products/moe_group.h),
+  // 0 none: FLASHKV_CUDA_MOE_GROUP_MAX (default kCudaMoeGroupMaxTokens; a negative value
+  // takes the default).
+  int moe_group_max = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
 // at any size; from 9 rows it beats the 8-token warp kernel, which reads each weight row
-// once per 8 rows: H200, a 16-row Flash decode step's Q8_0 products 31.2 → 20.5 ms, at 8
-// rows 18.5 against 20.9; FLASHKV_CUDA_IMMA_MIN_TOKENS overrides it).
+// once per 8 rows: docs/PERFORMANCE.md "Batched decode steps: the per-session glue as few
+// launches, and the tensor cores from 9 rows").
 inline constexpr int kCudaImmaMinTokens = 9;
+// The tile kernels' weight bytes per block: enough loads in flight per SM with the blocks
+// that fit beside each other, small enough that short matrices still spread; the range
+// FLASHKV_CUDA_TILE_BYTES may choose from (the largest keeps dynamic shared memory under
+// the 48 KiB default).
+inline constexpr int kCudaTileBytes = 16384;
+inline constexpr int kCudaTileMinBytes = 4096;
+inline constexpr int kCudaTileMaxBytes = 36 * 1024;
+// A block per tile: the looping tile kernels measured slower (docs/PERFORMANCE.md "Decode with
+// shared-memory-shaped tile reads").
+inline constexpr int kCudaTileBlocksPerSm = 0;
+// Batches of 2 … 31 rows take the grouped expert tiles; larger ones the token-parallel and
+// tensor-core kernels.
+inline constexpr int kCudaMoeGroupMaxTokens = 31;
+
+// `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
+// is set, else the default above. The only reader of those variables; an error for an
+// unknown imma variant or imma_min_tokens below 1 (explicit or from the environment).
+Expected<CudaBackendOptions> CudaOptionsFromEnvironment(CudaBackendOptions options);
 
 // One kernel's summed time while profiling (CudaBackend::ProfileTimes).
 struct CudaKernelTime {
@@ -174,7 +211,7 @@ class CudaBackend final : public Backend {
               const Weight& base, const HcParams& p, DevPtr<float> y) override;
 
   void CompressorUpdate(const CompressorArgs& a) override;
-  // One-token updates of several sessions in launches of up to 7 (op_compressor.cu).
+  // One-token updates of several sessions in launches of up to 7 (ops/compressor.cu).
   void CompressorUpdateBatch(const CompressorArgs* args, int n) override;
   void IndexerTopK(const IndexerArgs& a) override;
   // The score matrix IndexerTopK selects from, [n_tokens, (pos0 + n_tokens) / ratio], by the
@@ -182,11 +219,11 @@ class CudaBackend final : public Backend {
   // visible rows, are written (tests hold the kernels to each other's bits).
   void IndexerScores(const IndexerArgs& a, DevPtr<float> scores);
   void Attention(const AttentionArgs& a) override;
-  // Decode rows of several sessions in one launch pair (attention_batch.cu).
+  // Decode rows of several sessions in one launch pair (attention/batch.cu).
   void AttentionBatch(const AttentionArgs* args, int n) override;
   void StoreWindowRows(DevPtr<const float> kv_new, int64_t pos0, int n_tokens, int n_swa,
                        int head_dim, DevPtr<float> ring) override;
-  // One-row stores of several sessions in launches of up to 23 (op_elementwise.cu).
+  // One-row stores of several sessions in launches of up to 23 (ops/elementwise.cu).
   void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) override;
 
   void RouterSelect(const RouterArgs& a) override;
@@ -195,7 +232,7 @@ class CudaBackend final : public Backend {
                    DevPtr<uint32_t> counts) override;
   bool GatherExperts(const ExpertGather& g, DevPtr<const int32_t> selected, int n) override;
 
-  // Coarse ops: fused kernels when fused() and the shapes fit (fused_ops.cpp), else the
+  // Coarse ops: fused kernels when fused() and the shapes fit (fused/coarse_ops.cpp), else the
   // Backend defaults over the ops above.
   void SublayerInput(const SublayerInputArgs& a) override;
   void NormRope(const NormRopeArgs& a) override;

@@ -75,18 +75,30 @@ struct CudaBackend::State {
 
   std::vector<void*> weight_allocs;    // freed with the backend
   const uint64_t* iq2_grid = nullptr;  // device copy of kIq2xxsGrid [256]
+
+  // The settings: CudaBackendOptions as CudaOptionsFromEnvironment resolved them at creation
+  // (their meaning is documented there); CudaBackend's Set* switches change some of them
+  // between launches. Kernels' host code reads them here, never the environment.
   // Prefill q8 products on the int8 tensor cores: 0 off (dp4a kernels), else the tile
   // variant (CudaBackendOptions::imma).
   int imma = 1;
   int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
   // Many-token kernels for prefill chunks (CudaBackendOptions::tiled).
   bool tiled_prefill = true;
-  // With tiled_prefill: the indexer's tiled score kernel (off only so that a benchmark can
-  // time the one-token kernel beside the other tiled kernels in one process).
-  bool tiled_indexer = true;
   // Fused kernels for the coarse ops (CudaBackendOptions::fused).
-  bool fused = true;  // run on the H200: bit-identical to the unfused kernels, sanitizers clean
-  // Arrival counters of the fused kernels' last-block steps (fused_sync.cuh): zeroed at
+  bool fused = true;
+  // The one-token tile kernels' weight bytes per block and looping blocks per SM
+  // (CudaBackendOptions::tile_bytes, tile_blocks_per_sm; device/matvec_tile.cuh).
+  uint64_t tile_bytes = kCudaTileBytes;
+  int tile_blocks_per_sm = kCudaTileBlocksPerSm;
+  // The largest batch whose routed experts take the grouped tiles (CudaBackendOptions::
+  // moe_group_max; products/moe_group.h).
+  int moe_group_max = kCudaMoeGroupMaxTokens;
+  // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
+  // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
+  bool tiled_indexer = true;
+
+  // Arrival counters of the fused kernels' last-block steps (fused/sync.cuh): zeroed at
   // creation, every kernel leaves its own at zero.
   unsigned* sync_counters = nullptr;
 
@@ -108,7 +120,7 @@ struct CudaBackend::State {
     queue->Launch(kernel, grid, block, smem, args, bytes);
   }
   // A launch that may start while its predecessor still runs (programmatic dependent launch):
-  // only for kernels written for it (pdl_dev.cuh: PdlWait in every block before reading the
+  // only for kernels written for it (device/pdl.cuh: PdlWait in every block before reading the
   // predecessor's outputs).
   template <typename A>
   void LaunchOverlapped(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,

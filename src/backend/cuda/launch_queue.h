@@ -53,7 +53,7 @@ class LaunchQueue {
   LaunchQueue& operator=(const LaunchQueue&) = delete;
 
   template <typename A>
-  // overlap: the kernel follows pdl_dev.cuh's rules and may be launched as a programmatic
+  // overlap: the kernel follows device/pdl.cuh's rules and may be launched as a programmatic
   // dependent of the previous launch (when the queue's overlap switch is on).
   void Launch(void (*kernel)(A), dim3 grid, dim3 block, unsigned smem, const A& args,
               uint64_t bytes = 0, bool overlap = false) {

@@ -1,8 +1,8 @@
 // The kernels of batched decode steps (issue #18): a step of 2–64 decode rows gives every
 // row the bits of that row alone and of the CPU — Q8_0 products (the 8-token warp kernel, the
 // tensor cores from 9 rows), a grouped projection, routed experts whose tiles stage each
-// expert once for its pairs (moe_group.cu) — and the attention of several sessions' decode
-// rows in one launch pair (AttentionBatch, attention_batch.cu) gives each session the bits of
+// expert once for its pairs (products/moe_group.cu) — and the attention of several sessions' decode
+// rows in one launch pair (AttentionBatch, attention/batch.cu) gives each session the bits of
 // its own Attention; the profile names the kernels that ran. Label `gpu`.
 #include <cmath>
 #include <cstring>

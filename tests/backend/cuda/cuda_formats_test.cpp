@@ -175,7 +175,8 @@ TEST_F(CudaMxfp4Test, MoeExpertsMatchCpuAndAreBatchInvariant) {
   EXPECT_EQ(Compare(og, Get(*gpu_, single)).mismatches, 0u);
 }
 
-// The K-quant / IQ kernels (kquant_matvec.cu; IQ4_NL: mxfp4_matvec.cu), one instance per type.
+// The K-quant / IQ kernels (products/kquant_matvec.cu; IQ4_NL: products/mxfp4_matvec.cu), one
+// instance per type.
 class CudaKQuantTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {

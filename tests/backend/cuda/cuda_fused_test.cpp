@@ -1,4 +1,4 @@
-// The fused kernels of the coarse ops (CudaBackendOptions::fused, fused_*.cu). Each op's
+// The fused kernels of the coarse ops (CudaBackendOptions::fused, fused/). Each op's
 // outputs with fusion on must have the bits of the unfused CUDA composition — every buffer
 // the fine-op chain writes — at ds4-tiny's and Flash's shapes, for one token (fused) and a
 // batch (the fallback), with hash and top-k routing, and again on a second run (the arrival
@@ -282,7 +282,7 @@ TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithFusion) {
 }
 
 // The one-token tile kernels as programmatic dependent launches (their weight copies start
-// before the previous kernel ends, pdl_dev.cuh): random:flash:4 decoded token by token, fused,
+// before the previous kernel ends, device/pdl.cuh): random:flash:4 decoded token by token, fused,
 // graphs on, gives the same logits bit for bit with overlapped launches off and on. A kernel
 // that read its predecessor's output before waiting would differ here.
 TEST_F(CudaFusedTest, FlashWidthDecodeIsBitIdenticalWithOverlappedLaunches) {

@@ -1,10 +1,10 @@
-// The int8 tensor-core kernels (src/backend/cuda/matmul_imma.cu for Q8_0 MatMul,
-// moe_imma.cu for the IQ2_XXS expert gate/up and the Q2_K expert down) against their CPU twins and
-// against the dp4a kernels they replace for prefill batches: bit for bit, for every tile variant,
-// at token counts around the kernel threshold, odd row/token tails, grouped projections and Flash's
-// real projection shapes. Each check also asserts, from
-// the kernel profile, which kernel ran, so a silent fallback to the dp4a kernel (or the
-// tensor-core kernel where it must not run) fails. Label `gpu`.
+// The int8 tensor-core kernels (src/backend/cuda/products/matmul_imma.cu for Q8_0 MatMul,
+// products/moe_imma.cu for the IQ2_XXS expert gate/up and the Q2_K expert down) against their CPU
+// twins and against the dp4a kernels they replace for prefill batches: bit for bit, for every tile
+// variant, at token counts around the kernel threshold, odd row/token tails, grouped projections
+// and Flash's real projection shapes. Each check also asserts, from the kernel profile, which
+// kernel ran, so a silent fallback to the dp4a kernel (or the tensor-core kernel where it must not
+// run) fails. Label `gpu`.
 #include <algorithm>
 #include <initializer_list>
 #include <memory>
@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kVariants = 3;  // CudaBackendOptions::imma: 1..3 are Q8_0 tile shapes
 constexpr int kExpert32 = 4;  // 1's Q8_0 shape, experts in tiles of 32 pairs (not 64)
-// Rows per CTA tile of each variant (matmul_imma.cu): a grouped projection takes the
+// Rows per CTA tile of each variant (products/matmul_imma.cu): a grouped projection takes the
 // tensor cores only when its groups are whole tiles.
 constexpr int kTileRows[kVariants + 1] = {0, 128, 128, 64};
 

@@ -150,7 +150,7 @@ TEST_F(CudaOpsTest, MatMulIsBatchInvariant) {
   }
 }
 
-// One token of the ds4 decode types takes the block-per-tile kernels (matvec_tile.cuh): many
+// One token of the ds4 decode types takes the block-per-tile kernels (device/matvec_tile.cuh): many
 // tiles with a partial last one, rows of one to 256 blocks, rows that are not 16-byte
 // multiples (their tiles start anywhere in a 16-byte piece), and a grouped projection whose
 // tiles straddle the groups — every output with the CPU's bits. The 4,000-row case has more

@@ -1,4 +1,4 @@
-// Backend::RandomWeight: the GPU generator (backend/cuda/op_elementwise.cu) and its CPU
+// Backend::RandomWeight: the GPU generator (backend/cuda/ops/elementwise.cu) and its CPU
 // twin (backend/cpu/cpu_random_weight.cpp) produce the same bytes for every type, including
 // the tail of a tensor whose size is not a whole number of 4-byte words — so a
 // `random:flash` model on the GPU holds the weights the CPU tests exercise. Label `gpu`.

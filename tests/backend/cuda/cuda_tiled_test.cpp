@@ -1,10 +1,11 @@
-// The many-token prefill kernels (CudaBackendOptions::tiled): attention (attention_tiled.cu),
-// the indexer scores (op_indexer.cu), the window-parallel compressor (op_compressor.cu) and
-// the tiled F16/BF16/F32 products (matvec_tiled.cu). Each must give the bits of the kernels that
-// serve one token at a time (the batching contract of docs/CUDA.md): checked against those kernels
-// on the same inputs — batch with the tiled kernels off, and token by token — at Flash's shapes and
-// at odd ones (partial head and column tiles, row and token tails), plus the CPU twin within the
-// op's tolerance. The kernel profile shows that the tiled kernel really ran. Label `gpu`.
+// The many-token prefill kernels (CudaBackendOptions::tiled): attention (attention/tiled.cu),
+// the indexer scores (ops/indexer.cu), the window-parallel compressor (ops/compressor.cu) and
+// the tiled F16/BF16/F32 products (products/matvec_tiled.cu). Each must give the bits of the
+// kernels that serve one token at a time (the batching contract of docs/CUDA.md): checked against
+// those kernels on the same inputs — batch with the tiled kernels off, and token by token — at
+// Flash's shapes and at odd ones (partial head and column tiles, row and token tails), plus the CPU
+// twin within the op's tolerance. The kernel profile shows that the tiled kernel really ran. Label
+// `gpu`.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
