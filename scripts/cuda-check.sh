@@ -419,18 +419,29 @@ PY
     tail -n 2 "$OUT"/sanitizer-decode-*.log 2>/dev/null || true
     # DECODE_NCU="KernelName …": Nsight Compute on two launches of each named kernel (speed
     # of light, warp stalls, occupancy), where the machine has ncu and allows it.
+    # DECODE_NCU_SOURCE=1: the full set with the stall samples of every SASS instruction
+    # (ncu-$k-sass.csv.gz, in the tar below; scripts/sass-stalls.py sums them by region) —
+    # where a latency-bound kernel's time goes, which the sections above do not say.
     local NCU
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
     if [[ -n ${DECODE_NCU:-} && -n $NCU ]]; then
       for k in $DECODE_NCU; do
         # The first launch of MatVecTileKernel is the output head (the prompt's last token).
+        local ncu_sets=(--section SpeedOfLight --section MemoryWorkloadAnalysis
+          --section WarpStateStats --section SchedulerStats --section Occupancy
+          --section LaunchStats)
+        [[ ${DECODE_NCU_SOURCE:-0} != 1 ]] || ncu_sets=(--set full --import-source yes)
         timeout "${DECODE_NCU_TIMEOUT:-40}" "$NCU" -k "regex:$k" -c "${DECODE_NCU_COUNT:-2}" \
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section SchedulerStats --section Occupancy --section LaunchStats -f -o "$OUT/ncu-$k" \
+          "${ncu_sets[@]}" -f -o "$OUT/ncu-$k" \
           "$BB" --decode-micro --frontiers "${F%%,*}" \
           --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
         [[ ! -f $OUT/ncu-$k.ncu-rep ]] || "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page details \
           >> "$OUT/ncu-$k.log" 2>&1 || true
+        if [[ ${DECODE_NCU_SOURCE:-0} == 1 && -f $OUT/ncu-$k.ncu-rep ]]; then
+          "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page source --csv --print-source sass \
+            2> /dev/null | gzip -9 > "$OUT/ncu-$k-sass.csv.gz" || true
+          python3 "$ROOT/scripts/sass-stalls.py" "$OUT/ncu-$k-sass.csv.gz" | head -40 || true
+        fi
         grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Shared Memory Config|Block Limit|Stall|cycles being stalled|One or More|ERR|==PROF==|==ERROR==' \
           "$OUT/ncu-$k.log" | head -40 || true
       done

@@ -8,7 +8,7 @@
 // chunking is a function of the token's own row sequence, so the float order never depends on the
 // batch; decoding gets one block per (chunk, head group) instead of one per head. The merge
 // rescales by exp(m_c − m), so values differ from the CPU's single pass by rounding only. Prefill
-// chunks (kAttnTiledMinTokens and more) take attention_tiled.cu, which forms the same terms.
+// chunks (kAttnTiledMinTokens and more) take attention/tiled.cu, which forms the same terms.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

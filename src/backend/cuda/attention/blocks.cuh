@@ -1,7 +1,7 @@
-// The blocks of the one-token attention kernels (op_attention.cu: AttnPartialKernel,
+// The blocks of the one-token attention kernels (attention/attention.cu: AttnPartialKernel,
 // AttnMergeKernel), as device functions so the kernels of one session's chunk and those of a
-// step's sessions together (attention_batch.cu) run the very same arithmetic per block. See
-// op_attention.cu for the chunking and the float order. Internal to backend/cuda/.
+// step's sessions together (attention/batch.cu) run the very same arithmetic per block. See
+// attention/attention.cu for the chunking and the float order. Internal to backend/cuda/.
 //
 // Why the block is shaped as it is (issue #29; Nsight Compute on the H100, docs/PERFORMANCE.md
 // "Decode: one-token attention"): with 16 heads a block, a decode token of Flash's shape got
@@ -12,7 +12,7 @@
 // and query copied with all its 16-byte pieces in flight at once, and each score reading a
 // row's four values with one 16-byte load shared by two heads. Each term is formed as before
 // (four chains over the columns, summed in pairs; the chunk's max, exp-sum and weighted sum in
-// row order), so the bits are those of the tiled prefill kernels (attention_tiled.cu).
+// row order), so the bits are those of the tiled prefill kernels (attention/tiled.cu).
 #pragma once
 
 #include "backend/cuda/attention/rows.cuh"
