@@ -82,11 +82,7 @@ __device__ __forceinline__ void AttnPartialBlock(const AttnArgs& a, int chunk, i
     for (int i = threadIdx.x; i < n_heads_here * d; i += blockDim.x) qs[i] = qsrc[i];
   }
 
-  RowSeq seq;
-  seq.pos = a.pos0 + t;
-  seq.first = seq.pos - a.n_swa + 1 > 0 ? seq.pos - a.n_swa + 1 : 0;
-  seq.n_raw = int(seq.pos - seq.first + 1);
-  seq.n_comp = 0;
+  RowSeq seq = WindowRows(a, t);
   const int r0 = chunk * kChunkRows;
   if (a.ratio > 0) {
     seq.n_comp = a.selected != nullptr ? SelectedCount(a, t, r0 - seq.n_raw, chunk_ids, &sel_count)

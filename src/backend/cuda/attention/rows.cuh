@@ -46,12 +46,19 @@ struct RowSeq {
   int n_comp;
 };
 
-__device__ __forceinline__ RowSeq Rows(const AttnArgs& a, int t) {
+// The window part of token t's row sequence (n_comp 0): what Rows and the one-token block
+// (attention/blocks.cuh), which finds the compressed count its own way, share.
+__device__ __forceinline__ RowSeq WindowRows(const AttnArgs& a, int t) {
   RowSeq s;
   s.pos = a.pos0 + t;
   s.first = s.pos - a.n_swa + 1 > 0 ? s.pos - a.n_swa + 1 : 0;
   s.n_raw = int(s.pos - s.first + 1);
   s.n_comp = 0;
+  return s;
+}
+
+__device__ __forceinline__ RowSeq Rows(const AttnArgs& a, int t) {
+  RowSeq s = WindowRows(a, t);
   if (a.ratio > 0) {
     if (a.selected != nullptr) {
       // Selections are ascending ids then -1 padding: binary search for the first -1.
