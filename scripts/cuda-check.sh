@@ -434,7 +434,7 @@ PY
         timeout "${DECODE_NCU_TIMEOUT:-40}" "$NCU" -k "regex:$k" -c "${DECODE_NCU_COUNT:-2}" \
           "${ncu_sets[@]}" -f -o "$OUT/ncu-$k" \
           "$BB" --decode-micro --frontiers "${F%%,*}" \
-          --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 > "$OUT/ncu-$k.log" 2>&1 || true
+          --decode-steps 1 --warmup-steps 0 --profile-steps 1 --ttft 0 "$@" > "$OUT/ncu-$k.log" 2>&1 || true
         [[ ! -f $OUT/ncu-$k.ncu-rep ]] || "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page details \
           >> "$OUT/ncu-$k.log" 2>&1 || true
         if [[ ${DECODE_NCU_SOURCE:-0} == 1 && -f $OUT/ncu-$k.ncu-rep ]]; then

@@ -191,7 +191,7 @@ Status Verify(const KvFlags& f, bool* all_ok) {
 }
 
 // Logical bytes (every entry's whole state: its manifest plus every chunk it names, what
-// version-1 files would hold) against the physical bytes of the directory.
+// unchunked files would hold) against the physical bytes of the directory.
 Status Du(const KvFlags& f) {
   FLASHKV_ASSIGN_OR_RETURN(CacheDirectoryView view, InspectCacheDirectory(f.dir));
   uint64_t manifests = 0, logical = 0, chunk_refs = 0;

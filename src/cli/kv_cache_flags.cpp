@@ -20,7 +20,7 @@ void AddKvDiskFlags(CLI::App* cmd, KvDiskFlags* flags, const std::string& dir_he
       ->capture_default_str();
   cmd->add_option("--kv-disk-chunk-tokens", flags->chunk_tokens,
                   "tokens per content-addressed chunk: saves write only chunks not yet stored "
-                  "plus a manifest (format v2); 0: whole-state v1 files")
+                  "plus a manifest (format v2); 0: no chunks, the whole state in each manifest")
       ->capture_default_str();
   cmd->add_option("--kv-disk-write-budget-gb-per-day", flags->write_budget_gb_per_day,
                   "at most this many GB written to the disk cache in any 24 hours; saves "

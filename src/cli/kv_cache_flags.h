@@ -23,7 +23,7 @@ struct KvDiskFlags {
   uint64_t space_mb = 4096;
   std::string quarantine = "on";                // "on" | "off"
   std::string direct = "on";                    // "on" | "off": O_DIRECT snapshot writes
-  uint32_t chunk_tokens = kDefaultChunkTokens;  // 0: whole-state (version 1) files
+  uint32_t chunk_tokens = kDefaultChunkTokens;  // 0: manifests hold the whole state
   double write_budget_gb_per_day = 0;           // 0: no write budget
   double min_tokens_per_mib = 0;                // 0: every save that fits is worth it
   CachePolicyOptions policy;

@@ -72,8 +72,8 @@ struct DiskCacheOptions {
   std::optional<uint32_t> owner_uid;
   // Tokens per content-addressed chunk of a save (format version 2, snapshot/snapshot_chunks.h):
   // a save writes only the chunks not already stored plus a manifest. 0, or a size that
-  // is not a multiple of every compress ratio of the state's shape: whole-state version-1
-  // files, as before.
+  // is not a multiple of every compress ratio of the state's shape: manifests without chunks
+  // (the whole state in one file; version 1 is read, never written).
   uint32_t chunk_tokens = kDefaultChunkTokens;
   // SSD stewardship. A rolling 24-hour write budget (--kv-disk-write-budget-gb-per-day;
   // 0: none): a save whose bytes would take the last 24 hours' writes (and the writes
@@ -122,8 +122,8 @@ struct DiskCacheEntry {
   double Value(int64_t now_ms, double half_life_hours) const;
   // The same over `bytes` (a version-2 entry: its manifest plus its share of its chunks).
   double ValueFor(int64_t now_ms, double half_life_hours, double bytes) const;
-  // Version 2: chunks its manifest names and their bytes, whole (file_bytes is the
-  // manifest's); 0 for version 1.
+  // Chunks its manifest names and their bytes, whole (file_bytes is the manifest's); 0 for a
+  // manifest without chunks or a version-1 file.
   uint32_t chunks = 0;
   uint64_t chunk_bytes = 0;
 };
@@ -162,7 +162,7 @@ struct DiskCacheStats {
   uint64_t save_skipped_write_budget = 0, save_skipped_not_worth = 0;
   uint64_t bytes_written_24h = 0;
   // Sum over indexed entries of their whole state (manifest + every chunk it names):
-  // what version-1 files of the same entries would occupy.
+  // what unchunked files of the same entries would occupy.
   uint64_t logical_bytes = 0;
 };
 

@@ -132,8 +132,8 @@ void DiskWriter::Loop() {
 
 namespace {
 
-// The record the index keeps of an entry whose file `h` describes (the image's header for
-// version 1, its manifest's for version 2), as a scan of that file would make it.
+// The record the index keeps of an entry whose file `h` describes (the image's own header
+// when it is written without chunks, else its manifest's), as a scan of that file would make it.
 DiskRecord StoredRecord(const DiskWriteJob& job, const SnapshotHeader& h, uint64_t file_bytes,
                         std::vector<SnapshotChunkRef> chunks) {
   const SnapshotImage& img = *job.image;
@@ -213,7 +213,7 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp, DiskW
     sink.chunk_dir = chunk_dir;
     sink.tmp_tag = fmt::format("{}.{}", ::getpid(), temp_seq_);
     sink.direct = write_.direct;
-    // The chunk files stream behind the capture, layer by layer, as version-1 files do
+    // The chunk files stream behind the capture, layer by layer, as unchunked files do
     // (or are written whole after it: SnapshotWriteOptions::stream_chunks).
     CaptureProgress& capture = *job.capture;
     if (write_.stream_chunks) {
@@ -237,7 +237,7 @@ Status DiskWriter::WriteChunked(DiskWriteJob& job, const std::string& tmp, DiskW
     FLASHKV_ASSIGN_OR_RETURN(ChunkedSnapshot saved,
                              WriteChunkedSnapshot(img, job.chunk_tokens, sink));
     SnapshotImage& manifest = saved.manifest;
-    // As a version-1 file: chunked O_DIRECT writes, the header's chunk last.
+    // As an unchunked file: chunked O_DIRECT writes, the header's chunk last.
     FLASHKV_RETURN_IF_ERROR(WriteFileDurably(
         tmp, job.path, [&](File& f) { return StreamSnapshotImage(manifest, f, {}, write_); },
         [&] { SetAsideDirectory(job.path); }));

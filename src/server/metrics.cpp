@@ -277,7 +277,7 @@ std::string PrometheusText(const EngineStats& s,
            "Bytes written in the last 24 hours (the write budget's window).")
         .Add(d.bytes_written_24h);
     Family(&out, "flashkv_disk_logical_bytes", "gauge",
-           "Sum of every disk entry's whole state (what v1 files would occupy).")
+           "Sum of every disk entry's whole state (what unchunked files would occupy).")
         .Add(d.logical_bytes);
     Family(&out, "flashkv_disk_chunks", "gauge", "Content-addressed chunk files on disk.")
         .Add(d.chunks);

@@ -186,7 +186,7 @@ inline Expected<ScannedSnapshot> ScanSnapshotFile(const File& file) {
 Status WriteChunkFile(const std::string& chunk_dir, const ChunkHeader& header, uint8_t* file,
                       const std::string& tmp_tag, bool direct);
 
-// Splits a captured whole-state image (v1 layout) into chunk files and returns its
+// Splits a captured whole-state image (no chunks) into chunk files and returns its
 // manifest's chunk list: for each whole chunk, `existing(name)` says whether a chunk of
 // that name is already stored (then it is referenced, not written; its ref says the
 // stored file's size and CRC) — otherwise it is written into `chunk_dir` and

@@ -243,7 +243,7 @@ struct SnapshotLoadOptions {
   size_t chunk_bytes = size_t(16) << 20;  // one buffered read() (and staging buffer)
   int staging_buffers = 4;                // read-ahead depth of the reader threads (at least)
   // Reader threads of a version-2 restore (1–8), each streaming a different chunk file
-  // with one read() in flight; a version-1 file is one file, one reader. The device
+  // with one read() in flight; an unchunked file is one file, one reader. The device
   // host's disk reads files one after another at about half the rate of one file, and
   // 2–4 at once at its full rate (docs/PERFORMANCE.md, "v2 restores on the device host's
   // disk").

@@ -30,8 +30,10 @@
 namespace flashkv {
 
 inline constexpr char kSnapshotMagic[8] = {'F', 'L', 'A', 'S', 'H', 'K', 'V', '\x1a'};
-inline constexpr uint32_t kSnapshotVersion = 2;    // written by chunked saves (manifests)
-inline constexpr uint32_t kSnapshotVersionV1 = 1;  // whole-state files: still read and written
+// Every snapshot written is version 2 (a manifest; with no chunks it holds the whole state).
+// Version 1 (whole-state files of earlier builds) is read, never written: docs/KV_FORMAT.md.
+inline constexpr uint32_t kSnapshotVersion = 2;
+inline constexpr uint32_t kSnapshotVersionV1 = 1;
 inline constexpr uint32_t kSnapshotHeaderBytes = 256;
 inline constexpr uint32_t kSnapshotSectionRowBytes = 32;
 inline constexpr uint32_t kSnapshotSectionAlign = 64;
@@ -76,7 +78,7 @@ struct SnapshotSection {
 // Everything the header and the section table say, validated for internal consistency
 // (not yet against a model).
 struct SnapshotHeader {
-  uint32_t version = kSnapshotVersionV1;
+  uint32_t version = kSnapshotVersion;
   SnapshotIdentity identity;
   uint32_t n_layer = 0;
   uint32_t head_dim = 0;
@@ -90,7 +92,8 @@ struct SnapshotHeader {
   int64_t created_ms = 0;  // Unix time, milliseconds
   uint64_t file_bytes = 0;
   // Version 2: the first n_chunks · chunk_tokens tokens' compressed and indexer rows are
-  // in chunk files, not in the layer sections (both 0 in version 1).
+  // in chunk files, not in the layer sections (both 0 in version 1 and in a manifest without
+  // chunks).
   uint32_t chunk_tokens = 0;
   uint32_t n_chunks = 0;
   uint64_t chunked_tokens() const { return uint64_t(chunk_tokens) * n_chunks; }

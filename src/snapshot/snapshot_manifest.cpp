@@ -1,7 +1,7 @@
-// Version-2 manifests (docs/KV_FORMAT.md "Version 2"): the container of version 1 whose
-// layer sections leave out the rows its chunks hold, with the chunk list as the first
-// extension. Built from a captured whole-state image, so the capture path (and its
-// asynchronous copies) is the same for both versions.
+// Version-2 manifests with chunks (docs/KV_FORMAT.md "Version 2"): the whole-state
+// container whose layer sections leave out the rows its chunks hold, with the chunk list as
+// the first extension. Built from a captured whole-state image (itself a manifest without
+// chunks), so the capture path (and its asynchronous copies) is the same for every save.
 #include <cstring>
 
 #include "snapshot/snapshot_chunks.h"
@@ -49,9 +49,7 @@ uint64_t ManifestFileBytes(const KvShape& shape, int64_t n_tokens, int64_t n_voc
 Expected<SnapshotImage> MakeManifestImage(const SnapshotImage& full, uint32_t chunk_tokens,
                                           std::span<const SnapshotChunkRef> refs) {
   const SnapshotHeader& fh = full.header();
-  if (fh.version != kSnapshotVersionV1 || fh.n_chunks != 0) {
-    return Internal("a manifest is made from a whole-state image");
-  }
+  if (fh.n_chunks != 0) return Internal("a manifest is made from a whole-state image");
   const SnapshotSection* table = fh.Find(SnapshotSectionKind::kLayerTable);
   if (table == nullptr) return Internal("image without a layer table");
   const std::string_view table_bytes(reinterpret_cast<const char*>(full.data()) + table->offset,

@@ -16,6 +16,7 @@
 
 #include "kv/prefix_index.h"
 #include "kv_test_util.h"
+#include "snapshot/snapshot_codec.h"
 #include "util/file_io.h"
 
 namespace flashkv {
@@ -168,6 +169,33 @@ TEST_F(DiskCacheTest, LongestTokenPrefixLoadsExactlyAndSurvivesRestart) {
   auto miss = (*again)->Load(DiskLookup{.tokens = Tokens(60, 7), .text = {}}, dst);
   EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(dst.n_tokens(), 20) << "a miss without candidates leaves the state alone";
+}
+
+// Version 2 is the only version written (docs/KV_FORMAT.md): chunking off (0), a chunk size
+// the shape's ratios (4, 8) do not divide (12) and fewer tokens than a chunk (2048) all write
+// a manifest without chunks; 16 writes two chunks. Each restores exactly.
+TEST_F(DiskCacheTest, EverySaveWritesVersion2) {
+  const auto ids = Tokens(40);
+  for (uint32_t chunk : {0u, 12u, 16u, 2048u}) {
+    const std::string dir = MakeTempDir("v2only");
+    DiskCacheOptions o = Options(dir);
+    o.chunk_tokens = chunk;
+    auto cache = DiskCache::Open(o);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    const std::string key = SaveEntry(**cache, ids, 40, "", 40);
+    auto f = File::OpenRead(JoinPath(dir, key + ".kv"));
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    auto h = ReadSnapshotHeader(*f);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ(h->version, kSnapshotVersion) << chunk;
+    EXPECT_EQ(h->n_chunks, chunk == 16 ? 2u : 0u) << chunk;
+    EXPECT_EQ(h->chunk_tokens, chunk == 16 ? 16u : 0u) << chunk;
+    KvState dst = RandomState(be_, SmallShape(), 3, 1);
+    auto hit = (*cache)->Load(DiskLookup{.tokens = ids, .text = {}}, dst);
+    ASSERT_TRUE(hit.ok()) << chunk << ": " << hit.status().ToString();
+    EXPECT_EQ(dst.n_tokens(), 40);
+    EXPECT_EQ(LayerOf(dst, 1), saved_[40]) << chunk;
+  }
 }
 
 // A request whose tokenization differs at the seam still reuses the entry through its text.

@@ -127,7 +127,7 @@ TEST(DiskChunksTiny, SessionsSharingASystemPromptShareItsChunksBitExactly) {
 
 // The bound: a conversation grown to 64k tokens through eight continued saves (every
 // 8,192 tokens, 2,048-token chunks) writes at most 1.3× its final state and keeps at most
-// 1.2× on disk (version 1 writes and keeps the sum of all eight, 4.5×). The states have the
+// 1.2× on disk (unchunked files write and keep the sum of all eight, 4.5×). The states have the
 // tiny model's shape with rows made up per (layer, row) — a real 64k-token prefill is too
 // slow for CI — while restores are checked bit for bit. Each manifest carries the window
 // ring and the frontiers (~0.8 MB here, ~1,200 tokens of rows; DS4 Flash: ~24 MB, ~1,750
@@ -192,7 +192,7 @@ namespace {
 // agent conversations on the ds4-tiny shape share an 8,192-token system prompt and grow to
 // 24k … 64k tokens; each gets the saves CachePolicy makes by default — a cold anchor at the
 // prompt, a continued save every 10,240 tokens, an evict save at its end — once through
-// version-1 files and once through version-2 chunks (2,048 tokens), in the same run. Then
+// unchunked files and once through chunks (2,048 tokens), in the same run. Then
 // every conversation's last entry is restored from disk with its pages dropped from the
 // page cache, and the rate printed (compare `dd iflag=direct` on the same files).
 TEST(DiskChunksTiny, AgentDaySimulation) {

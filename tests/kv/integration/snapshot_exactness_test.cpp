@@ -47,7 +47,7 @@ SnapshotIdentity Identity() {
   return SnapshotIdentity{*fp, "official/q8"};
 }
 
-// chunk_tokens 0: whole-state version-1 files; 128 (the ratio-128 layers' window): version-2
+// chunk_tokens 0: manifests without chunks (the whole state in one file); 128 (the ratio-128 layers' window): version-2
 // manifests whose chunks [0, 128) and [128, 256) are written by the first save past them and
 // referenced by every later one.
 DiskCacheOptions CacheOptions(const std::string& dir, uint32_t chunk_tokens) {
@@ -171,7 +171,7 @@ TEST_P(SnapshotExactness, RestoredStatesDecodeBitIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, SnapshotExactness, ::testing::Values(0u, 128u),
                          [](const auto& info) {
-                           return info.param == 0 ? std::string("V1")
+                           return info.param == 0 ? std::string("Unchunked")
                                                   : "V2Chunk" + std::to_string(info.param);
                          });
 

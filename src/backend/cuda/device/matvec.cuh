@@ -219,8 +219,8 @@ __device__ __forceinline__ void WarpRowDotQ8(const uint8_t* const* wrows, const 
     // Q8_0: 32 blocks per pass (one per lane); Q2_K / IQ2_XXS: 4 super-blocks per pass.
     constexpr bool kQ8_0 = T == DType::kQ8_0;
     constexpr int kPerPass = kQ8_0 ? 32 : 4;
-    // Decoding batches 4 passes of loads; with 8 activation rows the registers are better
-    // spent on the rows (measured).
+    // Decoding batches 4 passes of loads in flight; with 8 activation rows the registers
+    // hold the rows instead.
     constexpr int kBatch = NT == 1 ? 4 : 1;
     const int nblk = kQ8_0 ? n / 32 : n / 256;
     const int mine = kQ8_0 ? lane : (lane >> 3);  // block index within a pass

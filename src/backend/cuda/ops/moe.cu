@@ -189,7 +189,7 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
     return t == DType::kQ8_0 || t == DType::kQ2_K || t == DType::kIQ2_XXS;
   };
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
-  // token-parallel kernel; the down projection keeps tiles of 8 (measured faster). The
+  // token-parallel kernel; the down projection keeps tiles of 8 (docs/CUDA.md, routed experts). The
   // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
   // (ImmaMoePairs); when both lists have one size they are one list. A few decode rows
   // (2 … s.moe_group_max): tiles of 8 for the kernels that read each expert tile once
