@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "model/model.h"
+#include "state/kv_checkpoint.h"
+
 namespace flashkv {
 namespace {
 
@@ -71,6 +74,36 @@ DraftVerdict VerifyDraft(Sampler& sampler, std::span<const DraftToken> draft,
     return v;
   }
   v.next = sampler.Sample(rows.subspan(k * n_vocab, n_vocab));
+  return v;
+}
+
+Expected<DraftVerdict> SpeculativeStep(Model& model, KvState& state, KvCheckpoint& checkpoint,
+                                       Sampler& sampler, int32_t last,
+                                       std::span<const DraftToken> draft,
+                                       std::vector<float>& rows) {
+  const size_t k = draft.size();
+  if (int(k) + 1 > checkpoint.max_tokens()) {
+    return InvalidArgument("a draft of {} tokens needs a checkpoint of {} tokens, not {}", k, k + 1,
+                           checkpoint.max_tokens());
+  }
+  const size_t n_vocab = size_t(model.config().n_vocab);
+  std::vector<int32_t> ids;
+  ids.reserve(k + 1);
+  ids.push_back(last);
+  for (const DraftToken& d : draft) ids.push_back(d.id);
+  rows.resize((k + 1) * n_vocab);
+  FLASHKV_RETURN_IF_ERROR(checkpoint.Capture(state));
+  if (Status s = model.Forward(ids, state, LogitsFor::kAll, rows.data()); !s.ok()) {
+    (void)checkpoint.Restore(state);
+    return s;
+  }
+  const DraftVerdict v = VerifyDraft(sampler, draft, rows, n_vocab);
+  if (size_t(v.accepted) < k) {
+    FLASHKV_RETURN_IF_ERROR(checkpoint.Restore(state));
+    FLASHKV_RETURN_IF_ERROR(
+        model.Forward(std::span<const int32_t>(ids).first(size_t(v.accepted) + 1), state,
+                      LogitsFor::kNone, nullptr));
+  }
   return v;
 }
 

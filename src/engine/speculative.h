@@ -3,8 +3,9 @@
 // in one verify step, so that the tokens kept are distributed exactly as plain decoding would
 // draw them one by one (speculative sampling: Leviathan et al. 2023, Chen et al. 2023).
 // Greedy requests keep a drafted token only where it is the argmax, so their output is the
-// plain greedy output token for token. Must not: run the model, or know the KV state (the
-// caller keeps the KV of the accepted prefix only).
+// plain greedy output token for token. SpeculativeStep runs one verify step on a session's
+// state and leaves it holding the kept tokens only (state/kv_checkpoint.h puts it back past
+// a rejection). Must not: draft (the drafter does) or schedule sessions.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "util/status.h"
 
 namespace flashkv {
 
@@ -35,5 +37,21 @@ struct DraftVerdict {
 // (greedy: the argmax); when all k are kept, from row k as Sample would.
 DraftVerdict VerifyDraft(Sampler& sampler, std::span<const DraftToken> draft,
                          std::span<const float> rows, size_t n_vocab);
+
+class Model;
+class KvState;
+class KvCheckpoint;
+
+// One verify step of a session whose `state` holds its ids up to, not including, `last` (the
+// token just sampled): appends `last` and the draft in one forward — a chunk of k + 1 tokens,
+// whose rows carry the bits of one-token steps (model/model.h) — holds the draft to those
+// rows (VerifyDraft), and leaves the state holding `last` and the kept draft tokens. After a
+// rejection the state is put back with `checkpoint` (covering at least k + 1 tokens) and
+// `last` and the kept tokens are appended again. `rows`: scratch, resized to (k + 1) rows.
+// The verdict's `next` is the following step's `last`. On an error the state is as before
+// the step when the checkpoint could put it back, else reset by the caller.
+Expected<DraftVerdict> SpeculativeStep(Model& model, KvState& state, KvCheckpoint& checkpoint,
+                                       Sampler& sampler, int32_t last,
+                                       std::span<const DraftToken> draft, std::vector<float>& rows);
 
 }  // namespace flashkv
