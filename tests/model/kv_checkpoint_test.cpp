@@ -70,8 +70,9 @@ class KvCheckpointTest : public ::testing::Test {
 TEST_F(KvCheckpointTest, RestoreThenReplayEqualsTheKeptTokensAlone) {
   const int n_layer = model_->config().n_layer;
   const int32_t next = 5;
-  // Prefix lengths around the window (16) and the ratio-4 / ratio-8 closes.
-  for (int p : {0, 1, 3, 5, 6, 7, 8, 13, 14, 15, 16, 17, 21, 22, 23, 24, 30, 31, 37}) {
+  // Prefix lengths whose 3 verify tokens cross the window's wrap (16) and ratio-4 / ratio-8
+  // closes at every offset (kept to a few: the test runs under the sanitizers in CI too).
+  for (int p : {0, 3, 6, 7, 13, 15, 22, 23, 31}) {
     const std::vector<int32_t> prefix = Ids(p, 1);
     const std::vector<int32_t> verify = Ids(kVerify, 2);
     for (int kept = 0; kept <= kVerify; ++kept) {
