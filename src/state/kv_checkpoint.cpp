@@ -6,6 +6,10 @@ namespace flashkv {
 
 namespace {
 
+// The sections a forward rewrites in place whatever the token count (LayerCopy::frontiers).
+constexpr KvSection kFrontierSections[4] = {KvSection::kCompressorKv, KvSection::kCompressorScore,
+                                            KvSection::kIndexerKv, KvSection::kIndexerScore};
+
 size_t Frontier(const KvShape& shape, int layer, KvSection section) {
   // The frontier sections' sizes do not depend on the token count.
   return KvState::SectionFloatsFor(shape, layer, section, 0);
@@ -17,10 +21,7 @@ uint64_t KvCheckpoint::BytesFor(const KvShape& shape, int max_tokens) {
   uint64_t floats = 0;
   for (int l = 0; l < int(shape.layers.size()); ++l) {
     floats += uint64_t(max_tokens) * uint64_t(shape.head_dim);
-    for (KvSection s : {KvSection::kCompressorKv, KvSection::kCompressorScore,
-                        KvSection::kIndexerKv, KvSection::kIndexerScore}) {
-      floats += Frontier(shape, l, s);
-    }
+    for (KvSection s : kFrontierSections) floats += Frontier(shape, l, s);
   }
   return floats * sizeof(float);
 }
@@ -47,10 +48,9 @@ Expected<KvCheckpoint> KvCheckpoint::Create(Backend& backend, const KvShape& sha
   for (int l = 0; l < int(shape.layers.size()); ++l) {
     LayerCopy& L = c.layers_[size_t(l)];
     FLASHKV_ASSIGN_OR_RETURN(L.ring, alloc(size_t(max_tokens) * size_t(shape.head_dim)));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_kv, alloc(Frontier(shape, l, KvSection::kCompressorKv)));
-    FLASHKV_ASSIGN_OR_RETURN(L.comp_score, alloc(Frontier(shape, l, KvSection::kCompressorScore)));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_kv, alloc(Frontier(shape, l, KvSection::kIndexerKv)));
-    FLASHKV_ASSIGN_OR_RETURN(L.index_score, alloc(Frontier(shape, l, KvSection::kIndexerScore)));
+    for (int i = 0; i < 4; ++i) {
+      FLASHKV_ASSIGN_OR_RETURN(L.frontiers[i], alloc(Frontier(shape, l, kFrontierSections[i])));
+    }
   }
   return c;
 }
@@ -74,17 +74,17 @@ void KvCheckpoint::CopyAll(const KvState& state, bool to_state) const {
     }
   };
   for (int l = 0; l < int(shape_.layers.size()); ++l) {
-    const KvState::Layer& S = state.layer(l);
     const LayerCopy& C = layers_[size_t(l)];
     size_t at = 0;  // slots copied so far, in position order
     for (const auto& [slot, count] : RingRanges(n_tokens_)) {
-      copy(S.ring + size_t(slot) * dim, C.ring + at * dim, size_t(count) * dim);
+      copy(state.SectionPtr(l, KvSection::kRaw) + size_t(slot) * dim, C.ring + at * dim,
+           size_t(count) * dim);
       at += size_t(count);
     }
-    copy(S.comp_state_kv, C.comp_kv, Frontier(shape_, l, KvSection::kCompressorKv));
-    copy(S.comp_state_score, C.comp_score, Frontier(shape_, l, KvSection::kCompressorScore));
-    copy(S.index_state_kv, C.index_kv, Frontier(shape_, l, KvSection::kIndexerKv));
-    copy(S.index_state_score, C.index_score, Frontier(shape_, l, KvSection::kIndexerScore));
+    for (int i = 0; i < 4; ++i) {
+      const KvSection s = kFrontierSections[i];
+      copy(state.SectionPtr(l, s), C.frontiers[i], Frontier(shape_, l, s));
+    }
   }
 }
 

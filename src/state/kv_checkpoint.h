@@ -46,7 +46,7 @@ class KvCheckpoint {
  private:
   struct LayerCopy {
     DevPtr<float> ring;  // [max_tokens, head_dim]: the slots of positions n … n + max_tokens − 1
-    DevPtr<float> comp_kv, comp_score, index_kv, index_score;
+    DevPtr<float> frontiers[4];  // kFrontierSections' copies (kv_checkpoint.cpp)
   };
   KvCheckpoint() = default;
   // The ring's slot ranges [first slot, slots) of positions n … n + max_tokens − 1, in order.

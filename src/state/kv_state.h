@@ -84,6 +84,9 @@ class KvState {
   int64_t n_tokens() const { return n_tokens_; }
   int ctx_size() const { return shape_.ctx_size; }
   const Layer& layer(int l) const { return layers_[l]; }
+  // The device buffer that holds a section of a layer (the whole ring for kRaw; null where
+  // the layer lacks the section).
+  DevPtr<float> SectionPtr(int layer, KvSection section) const;
 
   // Called by the forward pass after a chunk has been written.
   void Advance(int n) { n_tokens_ += n; }
@@ -140,8 +143,6 @@ class KvState {
   // The transfers that move layer `layer` to or from `host` in ReadLayer's layout.
   Status LayerCopies(int layer, float* host, std::vector<HostCopy>& out) const;
   Status ResetFrontiers();
-  // Device pointer and float count of a non-raw section.
-  DevPtr<float> SectionPtr(int layer, KvSection section) const;
 
   // Waits for and forgets the held copies.
   Status WaitForCopies() const;
