@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <regex>
 #include <span>
@@ -14,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "state/kv_checkpoint.h"
 #include "tensor/dtype.h"
 
 namespace flashkv {
@@ -98,6 +100,59 @@ struct Variant {
   std::vector<CudaKernelTime> profile;
   double wall_ms_profiled = 0;
 };
+
+// The verify step of speculative decoding at the restored frontier, for each row count r of
+// o.verify_rows: capture a KvCheckpoint, append the greedy continuation's first r tokens in
+// one forward with every row's logits, restore. The rows' logits must equal the one-token
+// steps' (`greedy`, chunked prefill ≡ decode); each r is timed over o.decode_steps repeats
+// after two untimed ones, and the capture + restore alone beside it.
+Expected<nlohmann::json> VerifySteps(CudaBackend& be, Model& model, KvState& st,
+                                     const Variant& greedy,
+                                     const std::function<Status()>& restore,
+                                     const DecodeMicroOptions& o) {
+  const int V = model.config().n_vocab;
+  const int max_rows = *std::max_element(o.verify_rows.begin(), o.verify_rows.end());
+  if (max_rows < 1 || max_rows > int(greedy.tokens.size())) {
+    return InvalidArgument("--verify-rows: 1 … {} rows", greedy.tokens.size());
+  }
+  FLASHKV_RETURN_IF_ERROR(restore());
+  FLASHKV_ASSIGN_OR_RETURN(KvCheckpoint cp, KvCheckpoint::Create(be, st.shape(), max_rows));
+  std::vector<float> logits(size_t(max_rows) * size_t(V));
+  auto timed = [&](int reps, auto&& step) -> Expected<double> {
+    FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+    const auto a = Clock::now();
+    for (int i = 0; i < reps; ++i) FLASHKV_RETURN_IF_ERROR(step());
+    FLASHKV_RETURN_IF_ERROR(be.Synchronize());
+    return 1e3 * std::chrono::duration<double>(Clock::now() - a).count() / reps;
+  };
+  auto round_trip = [&]() -> Status {
+    FLASHKV_RETURN_IF_ERROR(cp.Capture(st));
+    return cp.Restore(st);
+  };
+  FLASHKV_ASSIGN_OR_RETURN(const double cp_ms, timed(o.decode_steps, round_trip));
+  nlohmann::json out = nlohmann::json::array();
+  for (int r : o.verify_rows) {
+    auto step = [&]() -> Status {
+      FLASHKV_RETURN_IF_ERROR(cp.Capture(st));
+      FLASHKV_RETURN_IF_ERROR(model.Forward(std::span<const int32_t>(greedy.tokens.data(), size_t(r)),
+                                            st, LogitsFor::kAll, logits.data()));
+      return cp.Restore(st);
+    };
+    FLASHKV_ASSIGN_OR_RETURN(const double warm_ms, timed(2, step));
+    (void)warm_ms;
+    const bool same = std::memcmp(logits.data(), greedy.logits.data(),
+                                  sizeof(float) * size_t(r) * size_t(V)) == 0;
+    FLASHKV_ASSIGN_OR_RETURN(const double ms, timed(o.decode_steps, step));
+    std::printf(
+        "  verify step of %d row%s: %.3f ms (capture + restore alone %.3f ms); its logits %s the "
+        "one-token steps'\n",
+        r, r == 1 ? "" : "s", ms, cp_ms, same ? "are bit-identical to" : "DIFFER from");
+    out.push_back({{"rows", r}, {"ms", ms}, {"checkpoint_ms", cp_ms}, {"bit_identical", same}});
+  }
+  std::fflush(stdout);
+  FLASHKV_RETURN_IF_ERROR(restore());
+  return out;
+}
 
 }  // namespace
 
@@ -252,6 +307,13 @@ Status RunDecodeMicro(CudaBackend& be, Model& model, const DecodeMicroOptions& o
         "steps, logits compared)\n",
         f, same ? "is bit-identical to" : "DIFFERS from", o.decode_steps);
     std::fflush(stdout);
+    if (!o.verify_rows.empty()) {
+      be.SetFused(was_fused);
+      be.SetOverlappedLaunches(was_overlap);
+      FLASHKV_ASSIGN_OR_RETURN(nlohmann::json verify,
+                               VerifySteps(be, model, st, variants.back(), restore, o));
+      row["verify"] = verify;
+    }
     rows.push_back(row);
   }
   be.SetFused(was_fused);

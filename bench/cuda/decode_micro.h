@@ -5,7 +5,8 @@
 // restored and decoded: tokens/s with graphs on, the greedy tokens and logits (which must be
 // bit-identical between the three), and a profiled pass (graphs off) giving kernels per token and per layer
 // and, per kernel, launches, µs and achieved GB/s of the weight bytes it reads, next to a
-// device-to-device copy timed in the same run.
+// device-to-device copy timed in the same run. With verify_rows, the time of a speculative
+// verify step of each row count, its rows' logits compared with the one-token steps'.
 #pragma once
 
 #include <string>
@@ -26,6 +27,10 @@ struct DecodeMicroOptions {
   int decode_steps = 32;
   int profile_steps = 4;
   double bytes_per_token = 0;  // what one decoded token reads (the HBM bound's numerator)
+  // Speculative decoding's verify step (engine/speculative.h) at each frontier, in the
+  // default mode: a KvCheckpoint capture, one forward of r rows (the greedy continuation,
+  // every row's logits) and the restore, for each r here (e.g. 1,2,3,4 = drafts of 0–3).
+  std::vector<int> verify_rows;
 };
 
 // "MatVecKernel<Q8_0, true, 1>" from a kernel's mangled name (shared with batch_micro.cpp).

@@ -112,6 +112,7 @@ struct Options {
   std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
   bool decode_micro = false;          // the decode microbenchmark (decode_micro.h)
   int profile_steps = 4;
+  std::vector<int> verify_rows;  // --decode-micro: speculative verify steps of these many rows
   std::vector<int> batch_micro;  // the batched decode microbenchmark's batch sizes (batch_micro.h)
 };
 
@@ -298,6 +299,7 @@ Status Run(const Options& o) {
     m.decode_steps = o.decode_steps;
     m.profile_steps = o.profile_steps;
     m.bytes_per_token = bytes_token;
+    m.verify_rows = o.verify_rows;
     FLASHKV_RETURN_IF_ERROR(RunDecodeMicro(*be, *model, m, out));
     return WriteJson(o, out);
   }
@@ -519,6 +521,10 @@ int main(int argc, char** argv) {
                "per-kernel GB/s next to a device-to-device copy");
   app.add_option("--profile-steps", o.profile_steps,
                  "--decode-micro / --batch-micro: profiled decode steps");
+  app.add_option("--verify-rows", o.verify_rows,
+                 "--decode-micro: also time speculative decoding's verify step (checkpoint, one "
+                 "forward of r rows, restore) for each r, e.g. 1,2,3,4")
+      ->delimiter(',');
   app.add_option("--batch-micro", o.batch_micro,
                  "instead of the frontier sweep: batched decode steps of these many sessions "
                  "(e.g. 1,4,16,64; the sessions at the first frontier + 8·i), kernels per step")

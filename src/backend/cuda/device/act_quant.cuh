@@ -10,17 +10,23 @@
 
 namespace flashkv::cuda {
 
-// Block b of the row at `row` (n values) from x = its 32 values: d = amax / 127,
-// q = rint(x · (1/d)) clamped (ds4 quantize_q8_0_activation). All 32 lanes call it.
-__device__ __forceinline__ void QuantizeQ8_0BlockWarp(const float* x, uint8_t* row, int n, int b) {
+// Block b of the row at `row` (n values) from its 32 values, lane l holding value l:
+// d = amax / 127, q = rint(x · (1/d)) clamped (ds4 quantize_q8_0_activation). All 32 lanes
+// call it; a caller that forms the values in registers quantizes them without a shared
+// memory round trip (fused/sublayer_input.cu).
+__device__ __forceinline__ void QuantizeQ8_0ValueWarp(float v, uint8_t* row, int n, int b) {
   const int lane = threadIdx.x & 31;
-  const float v = x[lane];
   const float amax = WarpMax(fabsf(v));
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   if (lane == 0) reinterpret_cast<float*>(row + n)[b] = d;
   const int q = min(max(__float2int_rn(__fmul_rn(v, id)), -128), 127);
   row[b * 32 + lane] = uint8_t(int8_t(q));
+}
+
+// The same from x = the block's 32 values.
+__device__ __forceinline__ void QuantizeQ8_0BlockWarp(const float* x, uint8_t* row, int n, int b) {
+  QuantizeQ8_0ValueWarp(x[threadIdx.x & 31], row, n, b);
 }
 
 // Super-block b of the row from x = its 256 values: the first element of largest |x| sets

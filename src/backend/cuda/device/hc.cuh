@@ -11,13 +11,19 @@ namespace flashkv::cuda {
 
 inline constexpr int kMaxHc = 8;  // streams; Flash and the tiny models use 4
 
+// pre weight i of a token's mix: sigmoid(mix_i · scale_0 + base_i) + eps. SplitSinkhorn and
+// SplitSinkhornRegs/Warp form it with these operations, so a kernel that needs only the pre
+// weights (the stream sum u) can form them beside the Sinkhorn with the same bits.
+__device__ __forceinline__ float HcPreWeight(const float* mix, const float* scale,
+                                             const float* base, int i, float eps) {
+  const float z = __fadd_rn(__fmul_rn(mix[i], scale[0]), base[i]);
+  return __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
+}
+
 // mix [(2+n)·n] -> out: pre [n], post [n], comb [n·n] (row j = source, column k = dest).
 __device__ inline void SplitSinkhorn(const float* mix, const float* scale, const float* base, int n,
                                      int iters, float eps, float* out) {
-  for (int i = 0; i < n; ++i) {
-    const float z = __fadd_rn(__fmul_rn(mix[i], scale[0]), base[i]);
-    out[i] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
-  }
+  for (int i = 0; i < n; ++i) out[i] = HcPreWeight(mix, scale, base, i, eps);
   for (int i = 0; i < n; ++i) {
     const float z = __fadd_rn(__fmul_rn(mix[n + i], scale[1]), base[n + i]);
     out[n + i] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z)));
@@ -66,8 +72,7 @@ __device__ inline void SplitSinkhornRegs(const float* mix, const float* scale, c
                                          int iters, float eps, float* out) {
   const int l = threadIdx.x & 31;
   if (l < N) {
-    const float z = __fadd_rn(__fmul_rn(mix[l], scale[0]), base[l]);
-    out[l] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
+    out[l] = HcPreWeight(mix, scale, base, l, eps);
     const float z2 = __fadd_rn(__fmul_rn(mix[N + l], scale[1]), base[N + l]);
     out[N + l] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z2)));
   }
@@ -130,8 +135,7 @@ __device__ inline void SplitSinkhornWarp(const float* mix, const float* scale, c
   if (n == 4) return SplitSinkhornRegs<4>(mix, scale, base, iters, eps, out);
   const int l = threadIdx.x & 31;
   if (l < n) {
-    const float z = __fadd_rn(__fmul_rn(mix[l], scale[0]), base[l]);
-    out[l] = __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))), eps);
+    out[l] = HcPreWeight(mix, scale, base, l, eps);
     const float z2 = __fadd_rn(__fmul_rn(mix[n + l], scale[1]), base[n + l]);
     out[n + l] = __fdiv_rn(2.0f, __fadd_rn(1.0f, expf(-z2)));
   }

@@ -26,6 +26,7 @@ namespace {
 // A multiple of 32 that divides kHcNormThreads, at least kSplitWarps warps and at least every
 // RmsNormThreads(n).
 constexpr int kInputThreads = kSplitWarps * 32;
+constexpr int kInputWarps = kInputThreads / 32;
 static_assert(kHcNormThreads % kInputThreads == 0 && kInputThreads >= 256);
 constexpr int kMaxInputEmbd = 12288;  // the last block keeps a row of n_embd floats
 
@@ -52,7 +53,8 @@ struct InputArgs {
   float eps;          // the sublayer norm
 };
 
-// Dynamic shared memory: the streams [hc_dim floats], the block's fn row, then [n_embd].
+// Dynamic shared memory: the streams [hc_dim floats], the block's fn row, then [n_embd] (u,
+// then xn) and, with a norm, its weights [n_embd].
 __host__ __device__ inline unsigned InputFnOffset(int hc_dim) {
   return 4u * unsigned(hc_dim);
 }
@@ -68,6 +70,9 @@ __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a
   __shared__ float part[kSplitWarps][1];
   __shared__ float mix[(2 + kMaxHc) * kMaxHc];
   __shared__ float split[(2 + kMaxHc) * kMaxHc];
+  __shared__ float hc_base[(2 + kMaxHc) * kMaxHc];
+  __shared__ float hc_scale[3];
+  __shared__ float pre[kMaxHc];
   const int n = a.n_hc;
   const int hc_dim = n * a.n_embd;
   float* xs = reinterpret_cast<float*>(input_smem);
@@ -99,48 +104,83 @@ __global__ void __launch_bounds__(kInputThreads) SublayerInputKernel(InputArgs a
   if (threadIdx.x == 0) a.mix[blockIdx.x] = m;
   if (!ArriveLast(a.counter, gridDim.x)) return;
 
-  // pre, post, comb (HcSplitKernel).
+  // The last block: the split (pre, post, comb: HcSplitKernel), u, xn and its Q8_0 row. Only
+  // the comb needs the Sinkhorn's 20 dependent passes, and nothing this launch computes reads
+  // it, so warp 0 runs the Sinkhorn while warps 1..7 form the pre weights themselves (the
+  // same operations, device/hc.cuh HcPreWeight), u, RMSNorm(u) and the quantized row.
+  // Everything the warps read here is in shared memory before they start: the mix, the HC
+  // scale and base, and the norm weights (copied asynchronously by the warps that read them,
+  // arriving while u is formed).
   const int n_mix = (2 + n) * n;
-  for (int i = threadIdx.x; i < n_mix; i += blockDim.x) mix[i] = __ldcg(a.mix + i);
-  __syncthreads();
-  if (n * n <= 32) {
-    if (threadIdx.x < 32) {
-      SplitSinkhornWarp(mix, a.hc_scale, a.hc_base, n, a.iters, a.hc_eps, split);
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  float* norm = a.norm != nullptr ? row + a.n_embd : nullptr;
+  if (warp > 0 && norm != nullptr) {
+    for (int i = threadIdx.x - 32; i < a.n_embd; i += kInputThreads - 32) {
+      CpAsync4(SmemAddr(norm + i), a.norm + i);
     }
-  } else if (threadIdx.x == 0) {
-    SplitSinkhorn(mix, a.hc_scale, a.hc_base, n, a.iters, a.hc_eps, split);
+    CpAsyncCommit();
   }
+  for (int i = threadIdx.x; i < n_mix; i += blockDim.x) {
+    mix[i] = __ldcg(a.mix + i);
+    hc_base[i] = a.hc_base[i];
+  }
+  if (threadIdx.x < 3) hc_scale[threadIdx.x] = a.hc_scale[threadIdx.x];
   __syncthreads();
-  for (int k = threadIdx.x; k < n + n * n; k += blockDim.x) {
-    if (k < n) {
-      a.post[k] = split[n + k];
-    } else {
-      a.comb[k - n] = split[2 * n + (k - n)];
+  if (warp == 0) {
+    if (n * n <= 32) {
+      SplitSinkhornWarp(mix, hc_scale, hc_base, n, a.iters, a.hc_eps, split);
+    } else if (lane == 0) {
+      SplitSinkhorn(mix, hc_scale, hc_base, n, a.iters, a.hc_eps, split);
     }
+    __syncwarp();
+    for (int k = lane; k < n + n * n; k += 32) {
+      if (k < n) {
+        a.post[k] = split[n + k];
+      } else {
+        a.comb[k - n] = split[2 * n + (k - n)];
+      }
+    }
+    return;
   }
-  for (int d = threadIdx.x; d < a.n_embd; d += blockDim.x) {
-    const float v = HcStreamSum(xs, split, n, a.n_embd, d);
+  constexpr int kRest = kInputThreads - 32;  // warps 1..7
+  const int t = threadIdx.x - 32;
+  if (t < n) pre[t] = HcPreWeight(mix, hc_scale, hc_base, t, a.hc_eps);
+  GroupBarrier(1, kRest);
+  for (int d = t; d < a.n_embd; d += kRest) {
+    const float v = HcStreamSum(xs, pre, n, a.n_embd, d);
     row[d] = v;
     a.u[d] = v;
   }
-  __syncthreads();
+  GroupBarrier(1, kRest);
 
-  // xn = RMSNorm(u) · norm with RmsNormKernel's tree: its RmsNormThreads(n_embd) threads'
-  // partial sums, the other warps' zero (as the lanes past its warps are in BlockSumD).
+  // xn = RMSNorm(u) · norm with RmsNormKernel's tree: the partial sums of its
+  // RmsNormThreads(n_embd) threads in kInputWarps warps of 32 lanes (the warps past them
+  // summing zero, as BlockSumD's do), each such warp's sum formed by one of warps 1..7 with
+  // its own lanes as that warp's lanes, then the warps' sums in warp order.
   const int rt = RmsNormThreads(a.n_embd);
-  double ss = 0.0;
-  if (int(threadIdx.x) < rt) {
-    for (int i = threadIdx.x; i < a.n_embd; i += rt) ss = __fma_rn(double(row[i]), row[i], ss);
+  for (int vw = warp - 1; vw < kInputWarps; vw += kInputWarps - 1) {
+    const int vt = vw * 32 + lane;
+    double ss = 0.0;
+    if (vt < rt) {
+      for (int i = vt; i < a.n_embd; i += rt) ss = __fma_rn(double(row[i]), row[i], ss);
+    }
+    ss = WarpSumD(ss);
+    if (lane == 0) dsum[vw] = ss;
   }
-  const float rs = RmsScale(BlockSumD(ss, dsum), a.n_embd, a.eps);
-  for (int i = threadIdx.x; i < a.n_embd; i += blockDim.x) {
-    const float v = RmsNormed(row[i], rs, a.norm, i);
-    row[i] = v;
-    a.xn[i] = v;
-  }
-  __syncthreads();
+  if (norm != nullptr) CpAsyncWait<0>();
+  GroupBarrier(1, kRest);
+  const float rs = RmsScale(WarpSumD(lane < kInputWarps ? dsum[lane] : 0.0), a.n_embd, a.eps);
   if (a.xq != nullptr) {
-    QuantizeRowByWarps(row, a.xq, a.n_embd, false, threadIdx.x >> 5, kInputThreads / 32);
+    // Each Q8_0 block's 32 values normalised and quantized by one warp, from registers.
+    for (int b = warp - 1; b < a.n_embd / 32; b += kInputWarps - 1) {
+      const int i = b * 32 + lane;
+      const float v = RmsNormed(row[i], rs, norm, i);
+      a.xn[i] = v;
+      QuantizeQ8_0ValueWarp(v, a.xq, a.n_embd, b);
+    }
+  } else {
+    for (int i = t; i < a.n_embd; i += kRest) a.xn[i] = RmsNormed(row[i], rs, norm, i);
   }
 }
 
@@ -182,7 +222,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) ProjectSetKernel
 }
 
 // The most dynamic shared memory SublayerInputKernel asks for (Flash: 64 KiB of streams,
-// a 32 KiB F16 row and 16 KiB of row).
+// a 32 KiB F16 row, 16 KiB of row and 16 KiB of norm weights).
 constexpr int kMaxInputSmem = 160 * 1024;
 
 template <DType TF>
@@ -212,7 +252,8 @@ int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a) 
   }
   if (a.norm != nullptr && a.norm->type != DType::kF32) return -1;
   // The streams and the fn rows are copied in 16-byte pieces.
-  const unsigned smem = InputRowOffset(hc_dim, fn.row_bytes) + unsigned(sizeof(float) * p.n_embd);
+  const unsigned smem = InputRowOffset(hc_dim, fn.row_bytes) +
+                        unsigned(sizeof(float) * p.n_embd) * (a.norm != nullptr ? 2 : 1);
   if (reinterpret_cast<uintptr_t>(a.x_hc.get()) % 16 != 0 || hc_dim % 4 != 0 ||
       reinterpret_cast<uintptr_t>(fn.data.get()) % 16 != 0 || fn.row_bytes % 16 != 0 ||
       smem > unsigned(kMaxInputSmem)) {

@@ -14,6 +14,13 @@
 
 namespace flashkv::cuda {
 
+// A barrier for the `threads` threads (a multiple of 32) of the block that call it with the
+// same id (1..15; id 0 is __syncthreads): a block whose warps split into groups doing different
+// work (fused/sublayer_input.cu's last block) synchronises a group without the others.
+__device__ __forceinline__ void GroupBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Called once by every thread of every block of the group, after the block's writes of its
 // part. True in the block that arrived last (of `expected`); its later reads of other
 // blocks' parts must go through L2 (__ldcg).
