@@ -202,6 +202,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   const int imma = settings->imma;
   s->imma = imma;
   s->imma_min_tokens = settings->imma_min_tokens;
+  s->imma_few = settings->imma_few;
   s->tiled_prefill = settings->tiled != 0;
   s->fused = settings->fused != 0;
   s->tile_bytes = uint64_t(settings->tile_bytes);
@@ -268,6 +269,12 @@ bool CudaBackend::SetImma(int variant, int min_tokens) {
   s_->Flush();
   s_->imma = variant;
   s_->imma_min_tokens = std::max(1, min_tokens);
+  return true;
+}
+bool CudaBackend::SetImmaFew(int few) {
+  if (few < 0 || few > kCudaImmaFewVariants) return false;
+  s_->Flush();
+  s_->imma_few = few;
   return true;
 }
 int CudaBackend::imma() const {

@@ -47,6 +47,12 @@ struct CudaBackendOptions {
   // Plain MatMul batches of at least this many tokens take the tensor-core kernel:
   // FLASHKV_CUDA_IMMA_MIN_TOKENS (default kCudaImmaMinTokens); at least 1.
   int imma_min_tokens = -1;
+  // Tensor-core batches of at most kCudaImmaFewTokens tokens (decode steps of several
+  // sessions, speculative verify steps) in narrow tiles, so that every matrix spreads over
+  // the SMs (the tile shape never changes a bit): FLASHKV_CUDA_IMMA_FEW (default
+  // kCudaImmaFew); 0 the prefill tile of the imma variant; 1..kCudaImmaFewVariants the
+  // narrow shapes of products/matmul_imma.cu (compared by the benchmarks).
+  int imma_few = -1;
   // Many-token kernels for attention, the indexer scores, the compressor and the F16/BF16
   // weight products in prefill chunks (same bits as the one-token kernels):
   // FLASHKV_CUDA_TILED (default on); 0 off; 1 on.
@@ -78,6 +84,11 @@ struct CudaBackendOptions {
 // once per 8 rows: docs/PERFORMANCE.md "Batched decode steps: the per-session glue as few
 // launches, and the tensor cores from 9 rows").
 inline constexpr int kCudaImmaMinTokens = 9;
+// The narrow tensor-core tiles (CudaBackendOptions::imma_few): batches up to this many tokens,
+// and the default shape.
+inline constexpr int kCudaImmaFewTokens = 64;
+inline constexpr int kCudaImmaFewVariants = 3;
+inline constexpr int kCudaImmaFew = 1;
 // The tile kernels' weight bytes per block: enough loads in flight per SM with the blocks
 // that fit beside each other, small enough that short matrices still spread; the range
 // FLASHKV_CUDA_TILE_BYTES may choose from (the largest keeps dynamic shared memory under
@@ -163,6 +174,9 @@ class CudaBackend final : public Backend {
   // one process; false for an unknown variant.
   bool SetImma(int variant, int min_tokens = kCudaImmaMinTokens);
   int imma() const;
+  // The narrow tiles of batches up to kCudaImmaFewTokens (CudaBackendOptions::imma_few) for
+  // later launches; false for an unknown shape.
+  bool SetImmaFew(int few);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

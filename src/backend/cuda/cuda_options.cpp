@@ -42,6 +42,16 @@ Expected<CudaBackendOptions> CudaOptionsFromEnvironment(CudaBackendOptions o) {
   } else if (o.imma_min_tokens < 1) {
     return InvalidArgument("imma_min_tokens must be >= 1, not {}", o.imma_min_tokens);
   }
+  if (o.imma_few < 0) {
+    o.imma_few = kCudaImmaFew;
+    if (const char* env = std::getenv("FLASHKV_CUDA_IMMA_FEW"); env != nullptr && *env) {
+      o.imma_few = std::atoi(env);
+    }
+  }
+  if (o.imma_few < 0 || o.imma_few > kCudaImmaFewVariants) {
+    return InvalidArgument("FLASHKV_CUDA_IMMA_FEW / imma_few must be 0..{}, not {}",
+                           kCudaImmaFewVariants, o.imma_few);
+  }
   // The three tile settings are for measurements: a value out of range takes the default.
   if (o.tile_bytes < 0) {
     const char* env = std::getenv("FLASHKV_CUDA_TILE_BYTES");

@@ -83,6 +83,7 @@ struct CudaBackend::State {
   // variant (CudaBackendOptions::imma).
   int imma = 1;
   int imma_min_tokens = kCudaImmaMinTokens;  // plain batches from this size
+  int imma_few = kCudaImmaFew;               // their narrow tiles up to kCudaImmaFewTokens
   // Many-token kernels for prefill chunks (CudaBackendOptions::tiled).
   bool tiled_prefill = true;
   // Fused kernels for the coarse ops (CudaBackendOptions::fused).

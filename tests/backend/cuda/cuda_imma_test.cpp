@@ -20,6 +20,8 @@ constexpr int kExpert32 = 4;  // 1's Q8_0 shape, experts in tiles of 32 pairs (n
 // Rows per CTA tile of each variant (products/matmul_imma.cu): a grouped projection takes the
 // tensor cores only when its groups are whole tiles.
 constexpr int kTileRows[kVariants + 1] = {0, 128, 128, 64};
+// … and of the narrow tiles of batches up to kCudaImmaFewTokens (CudaBackendOptions::imma_few).
+constexpr int kFewTileRows[kCudaImmaFewVariants + 1] = {0, 32, 64, 32};
 
 struct MoeShape {
   int D, F, E, k, T;
@@ -40,6 +42,7 @@ class CudaImmaTest : public ::testing::Test {
     if (gpu_ != nullptr) {
       gpu_->SetProfiling(false);
       gpu_->SetImma(1);
+      gpu_->SetImmaFew(kCudaImmaFew);
     }
   }
 
@@ -70,7 +73,8 @@ class CudaImmaTest : public ::testing::Test {
 
   static bool WantImma(int v, int T, int n, int rows, int groups) {
     if (v == 0) return false;  // the dp4a kernels (no tile size to divide by)
-    const bool tiles_fit = groups == 1 || (rows / groups) % kTileRows[v] == 0;
+    const int tile_rows = T <= kCudaImmaFewTokens ? kFewTileRows[kCudaImmaFew] : kTileRows[v];
+    const bool tiles_fit = groups == 1 || (rows / groups) % tile_rows == 0;
     return T >= kCudaImmaMinTokens && n % 256 == 0 && tiles_fit;
   }
 
@@ -135,6 +139,49 @@ TEST_F(CudaImmaTest, FlashWidthsAreBitIdenticalToCpu) {
   // 4096- and 7168-wide rows (Flash's D; 28 pipeline stages), up to a 2,048-token chunk.
   CheckAgainstCpu(4096, 200, 1, {33, 301, 2048});
   CheckAgainstCpu(7168, 64, 1, {127, 500});
+}
+
+// The narrow tiles of few-token batches (decode steps of several sessions, speculative verify
+// steps): every shape, with the tensor cores from 2 tokens, at batch sizes around the tiles'
+// 16 / 32 / 64 tokens, odd row tails and grouped projections of 64-row groups (whole tiles
+// for every narrow shape, none of the prefill tiles' 128) — each bit-identical to the CPU,
+// and each on the tensor cores.
+TEST_F(CudaImmaTest, FewTokenTilesAreBitIdenticalToCpu) {
+  struct Shape {
+    int n, rows, groups;
+  };
+  const Shape shapes[] = {{256, 37, 1}, {512, 130, 1}, {1024, 4 * 64, 4}, {4096, 96, 1}};
+  for (const Shape& s : shapes) {
+    auto w = PlaceBoth(cpu_, *gpu_, DType::kQ8_0, {uint64_t(s.n), uint64_t(s.rows), 1},
+                       RandomWeightBytes(DType::kQ8_0, s.n, s.rows, 2000 + s.n + s.rows));
+    for (int T : {2, 5, 16, 17, 32, 33, 64}) {
+      auto x = PutBoth(cpu_, *gpu_, Activations(T, s.n * s.groups, 11 + T));
+      auto yc = Put(cpu_, std::vector<float>(size_t(T) * s.rows));
+      if (s.groups == 1) {
+        cpu_.MatMul(w->cpu, x.cpu.ptr(), T, yc.ptr(), ActQuantMode::kQ8);
+      } else {
+        cpu_.MatMulGrouped(w->cpu, x.cpu.ptr(), T, s.groups, yc.ptr(), ActQuantMode::kQ8);
+      }
+      const std::vector<float> want = Get(cpu_, yc);
+      for (int few = 1; few <= kCudaImmaFewVariants; ++few) {
+        ASSERT_TRUE(gpu_->SetImmaFew(few));
+        ASSERT_TRUE(gpu_->SetImma(1, 2));
+        auto y = Put<float>(*gpu_, std::vector<float>(size_t(T) * s.rows, -7.0f));
+        if (s.groups == 1) {
+          gpu_->MatMul(w->gpu, x.gpu.ptr(), T, y.ptr(), ActQuantMode::kQ8);
+        } else {
+          gpu_->MatMulGrouped(w->gpu, x.gpu.ptr(), T, s.groups, y.ptr(), ActQuantMode::kQ8);
+        }
+        const Diff d = Compare(want, Get(*gpu_, y));
+        EXPECT_TRUE(RanImma()) << "n " << s.n << " rows " << s.rows << " T " << T << " few " << few;
+        EXPECT_EQ(d.mismatches, 0u) << "n " << s.n << " rows " << s.rows << " groups " << s.groups
+                                    << " T " << T << " few " << few << ": max|d| " << d.max_abs
+                                    << " at " << d.worst;
+      }
+    }
+  }
+  EXPECT_FALSE(gpu_->SetImmaFew(kCudaImmaFewVariants + 1));
+  EXPECT_FALSE(gpu_->SetImmaFew(-1));
 }
 
 // Flash's Q8_0 projections (random:flash shapes) at a full prefill chunk and an odd tail:

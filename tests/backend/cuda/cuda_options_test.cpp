@@ -18,7 +18,8 @@ const char* const kVariables[] = {"FLASHKV_CUDA_GRAPHS",       "FLASHKV_CUDA_PDL
                                   "FLASHKV_CUDA_IMMA",         "FLASHKV_CUDA_IMMA_MIN_TOKENS",
                                   "FLASHKV_CUDA_TILED",        "FLASHKV_CUDA_FUSED",
                                   "FLASHKV_CUDA_TILE_BYTES",   "FLASHKV_CUDA_TILE_BLOCKS_PER_SM",
-                                  "FLASHKV_CUDA_MOE_GROUP_MAX"};
+                                  "FLASHKV_CUDA_MOE_GROUP_MAX",
+                                  "FLASHKV_CUDA_IMMA_FEW"};
 
 // Clears the variables for one test and puts the process's values back after it.
 class CudaOptionsTest : public ::testing::Test {
@@ -53,16 +54,17 @@ class CudaOptionsTest : public ::testing::Test {
 std::vector<int> Fields(const CudaBackendOptions& o) {
   return {o.graphs,       o.pdl,   o.imma,       o.imma_min_tokens,
           o.tiled,        o.fused, o.tile_bytes, o.tile_blocks_per_sm,
-          o.moe_group_max};
+          o.moe_group_max, o.imma_few};
 }
 
 TEST_F(CudaOptionsTest, UnsetVariablesGiveTheDefaults) {
   EXPECT_EQ(Fields(Resolve()), (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
-                                                 kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens}));
+                                                 kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens,
+                                                 kCudaImmaFew}));
 }
 
 TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
-  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64};
+  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64, 3};
   for (size_t i = 0; i < from_env.size(); ++i) {
     ::setenv(kVariables[i], std::to_string(from_env[i]).c_str(), 1);
   }
@@ -71,13 +73,15 @@ TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
                                             .graphs = 1,
                                             .imma = 3,
                                             .imma_min_tokens = 16,
+                                            .imma_few = 2,
                                             .tiled = 1,
                                             .fused = 1,
                                             .pdl = 1,
                                             .tile_bytes = 8192,
                                             .tile_blocks_per_sm = 2,
                                             .moe_group_max = 0};
-  EXPECT_EQ(Fields(Resolve(explicit_options)), (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0}));
+  EXPECT_EQ(Fields(Resolve(explicit_options)),
+            (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0, 2}));
 }
 
 // A switch is on for any value but "0" (an empty one included), as before.
@@ -108,6 +112,9 @@ TEST_F(CudaOptionsTest, OutOfRangeValues) {
   ::setenv("FLASHKV_CUDA_IMMA_MIN_TOKENS", "0", 1);
   EXPECT_FALSE(CudaOptionsFromEnvironment({}).ok());
   ::unsetenv("FLASHKV_CUDA_IMMA_MIN_TOKENS");
+  ::setenv("FLASHKV_CUDA_IMMA_FEW", "4", 1);
+  EXPECT_FALSE(CudaOptionsFromEnvironment({}).ok());
+  ::unsetenv("FLASHKV_CUDA_IMMA_FEW");
   CudaBackendOptions bad;
   bad.imma_min_tokens = 0;
   EXPECT_FALSE(CudaOptionsFromEnvironment(bad).ok());

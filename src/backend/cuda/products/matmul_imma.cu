@@ -247,10 +247,37 @@ bool ImmaShapeOk(const MatVecArgs& a) {
          a.x_row_bytes >= uint64_t(a.n) + uint64_t(a.n / 32) * 4;
 }
 
+// Batches of at most kCudaImmaFewTokens tokens: the prefill tiles (128 rows a CTA) leave
+// most SMs idle on every Flash matrix but q_b and the head (kv: 4 CTAs, out_b: 32 at 16
+// tokens; docs/PERFORMANCE.md "Batched decode steps"), and fill a quarter of their 64
+// tokens at 16. These tiles are one warp wide in tokens, BN the batch rounded up to 16 / 32 /
+// 64, and 32 or 64 rows tall, with four stages in flight. The shape never changes a bit.
+template <int BM, int WM, int STAGES, int kMinBlocks>
+bool LaunchFewTokens(CudaBackend::State& s, const MatVecArgs& a) {
+  if (a.n_tokens <= 16) return LaunchTile<BM, 16, WM, 1, STAGES, kMinBlocks>(s, a);
+  if (a.n_tokens <= 32) return LaunchTile<BM, 32, WM, 1, STAGES, kMinBlocks>(s, a);
+  return LaunchTile<BM, 64, WM, 1, STAGES, kMinBlocks>(s, a);
+}
+
 }  // namespace
 
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a) {
   if (!ImmaShapeOk(a)) return false;
+  if (s.imma_few > 0 && a.n_tokens <= kCudaImmaFewTokens) {
+    switch (s.imma_few) {
+      case 1:  // 32 rows, two warps
+        if (LaunchFewTokens<32, 2, 4, 4>(s, a)) return true;
+        break;
+      case 2:  // 64 rows, four warps
+        if (LaunchFewTokens<64, 4, 4, 2>(s, a)) return true;
+        break;
+      case 3:  // 32 rows and tiles of 16 tokens at any batch (weights re-read from L2)
+        if (LaunchTile<32, 16, 2, 1, 4, 4>(s, a)) return true;
+        break;
+      default:
+        break;
+    }
+  }
   switch (variant) {
     case 1:  // warps of 32 rows × 32 tokens, two CTAs per SM
     case 4:  // (the same; the experts differ, ImmaMoePairs)
