@@ -107,8 +107,7 @@ struct Variant {
 // steps' (`greedy`, chunked prefill ≡ decode); each r is timed over o.decode_steps repeats
 // after two untimed ones, and the capture + restore alone beside it.
 Expected<nlohmann::json> VerifySteps(CudaBackend& be, Model& model, KvState& st,
-                                     const Variant& greedy,
-                                     const std::function<Status()>& restore,
+                                     const Variant& greedy, const std::function<Status()>& restore,
                                      const DecodeMicroOptions& o) {
   const int V = model.config().n_vocab;
   const int max_rows = *std::max_element(o.verify_rows.begin(), o.verify_rows.end());
@@ -134,8 +133,9 @@ Expected<nlohmann::json> VerifySteps(CudaBackend& be, Model& model, KvState& st,
   for (int r : o.verify_rows) {
     auto step = [&]() -> Status {
       FLASHKV_RETURN_IF_ERROR(cp.Capture(st));
-      FLASHKV_RETURN_IF_ERROR(model.Forward(std::span<const int32_t>(greedy.tokens.data(), size_t(r)),
-                                            st, LogitsFor::kAll, logits.data()));
+      FLASHKV_RETURN_IF_ERROR(
+          model.Forward(std::span<const int32_t>(greedy.tokens.data(), size_t(r)), st,
+                        LogitsFor::kAll, logits.data()));
       return cp.Restore(st);
     };
     FLASHKV_ASSIGN_OR_RETURN(const double warm_ms, timed(2, step));

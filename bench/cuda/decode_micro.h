@@ -3,8 +3,8 @@
 // kernels, the fused ones (CudaBackendOptions::fused) with the tile kernels launched plainly,
 // and the fused ones with overlapped launches (CudaBackendOptions::pdl) in turn the state is
 // restored and decoded: tokens/s with graphs on, the greedy tokens and logits (which must be
-// bit-identical between the three), and a profiled pass (graphs off) giving kernels per token and per layer
-// and, per kernel, launches, µs and achieved GB/s of the weight bytes it reads, next to a
+// bit-identical between the three), and a profiled pass (graphs off) giving kernels per token and
+// per layer and, per kernel, launches, µs and achieved GB/s of the weight bytes it reads, next to a
 // device-to-device copy timed in the same run. With verify_rows, the time of a speculative
 // verify step of each row count, its rows' logits compared with the one-token steps'.
 #pragma once

@@ -174,9 +174,9 @@ TEST_F(CudaImmaTest, FewTokenTilesAreBitIdenticalToCpu) {
         }
         const Diff d = Compare(want, Get(*gpu_, y));
         EXPECT_TRUE(RanImma()) << "n " << s.n << " rows " << s.rows << " T " << T << " few " << few;
-        EXPECT_EQ(d.mismatches, 0u) << "n " << s.n << " rows " << s.rows << " groups " << s.groups
-                                    << " T " << T << " few " << few << ": max|d| " << d.max_abs
-                                    << " at " << d.worst;
+        EXPECT_EQ(d.mismatches, 0u)
+            << "n " << s.n << " rows " << s.rows << " groups " << s.groups << " T " << T << " few "
+            << few << ": max|d| " << d.max_abs << " at " << d.worst;
       }
     }
   }

@@ -14,12 +14,11 @@ namespace flashkv::testing {
 namespace {
 
 // The variables, in the order of Fields below.
-const char* const kVariables[] = {"FLASHKV_CUDA_GRAPHS",       "FLASHKV_CUDA_PDL",
-                                  "FLASHKV_CUDA_IMMA",         "FLASHKV_CUDA_IMMA_MIN_TOKENS",
-                                  "FLASHKV_CUDA_TILED",        "FLASHKV_CUDA_FUSED",
-                                  "FLASHKV_CUDA_TILE_BYTES",   "FLASHKV_CUDA_TILE_BLOCKS_PER_SM",
-                                  "FLASHKV_CUDA_MOE_GROUP_MAX",
-                                  "FLASHKV_CUDA_IMMA_FEW"};
+const char* const kVariables[] = {"FLASHKV_CUDA_GRAPHS",        "FLASHKV_CUDA_PDL",
+                                  "FLASHKV_CUDA_IMMA",          "FLASHKV_CUDA_IMMA_MIN_TOKENS",
+                                  "FLASHKV_CUDA_TILED",         "FLASHKV_CUDA_FUSED",
+                                  "FLASHKV_CUDA_TILE_BYTES",    "FLASHKV_CUDA_TILE_BLOCKS_PER_SM",
+                                  "FLASHKV_CUDA_MOE_GROUP_MAX", "FLASHKV_CUDA_IMMA_FEW"};
 
 // Clears the variables for one test and puts the process's values back after it.
 class CudaOptionsTest : public ::testing::Test {
@@ -52,15 +51,15 @@ class CudaOptionsTest : public ::testing::Test {
 
 // The settings, in the order of kVariables.
 std::vector<int> Fields(const CudaBackendOptions& o) {
-  return {o.graphs,       o.pdl,   o.imma,       o.imma_min_tokens,
-          o.tiled,        o.fused, o.tile_bytes, o.tile_blocks_per_sm,
+  return {o.graphs,        o.pdl,     o.imma,       o.imma_min_tokens,
+          o.tiled,         o.fused,   o.tile_bytes, o.tile_blocks_per_sm,
           o.moe_group_max, o.imma_few};
 }
 
 TEST_F(CudaOptionsTest, UnsetVariablesGiveTheDefaults) {
-  EXPECT_EQ(Fields(Resolve()), (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
-                                                 kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens,
-                                                 kCudaImmaFew}));
+  EXPECT_EQ(Fields(Resolve()),
+            (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
+                              kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens, kCudaImmaFew}));
 }
 
 TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
