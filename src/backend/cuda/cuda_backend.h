@@ -85,10 +85,11 @@ struct CudaBackendOptions {
 // launches, and the tensor cores from 9 rows").
 inline constexpr int kCudaImmaMinTokens = 9;
 // The narrow tensor-core tiles (CudaBackendOptions::imma_few): batches up to this many tokens,
-// and the default shape.
+// and the default shape (64 rows: the fastest Q8_0 kernel time at 16 and 64 rows on the H100,
+// docs/PERFORMANCE.md "Narrow tensor-core tiles for few-token batches").
 inline constexpr int kCudaImmaFewTokens = 64;
 inline constexpr int kCudaImmaFewVariants = 3;
-inline constexpr int kCudaImmaFew = 1;
+inline constexpr int kCudaImmaFew = 2;
 // The tile kernels' weight bytes per block: enough loads in flight per SM with the blocks
 // that fit beside each other, small enough that short matrices still spread; the range
 // FLASHKV_CUDA_TILE_BYTES may choose from (the largest keeps dynamic shared memory under

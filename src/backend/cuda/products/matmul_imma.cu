@@ -268,7 +268,7 @@ bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& 
       case 1:  // 32 rows, two warps
         if (LaunchFewTokens<32, 2, 4, 4>(s, a)) return true;
         break;
-      case 2:  // 64 rows, four warps
+      case 2:  // 64 rows, four warps: the default (docs/PERFORMANCE.md, "Narrow tensor-core tiles")
         if (LaunchFewTokens<64, 4, 4, 2>(s, a)) return true;
         break;
       case 3:  // 32 rows and tiles of 16 tokens at any batch (weights re-read from L2)
