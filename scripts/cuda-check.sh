@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -54,6 +54,8 @@
 #                                  prefill-ncu: the SASS of the int8 and indexer kernels
 #                                  (sass.txt.gz) and, where ncu exists, their issue rates and
 #                                  stall reasons (ncu-*.log).
+#                                  verify: speculative decoding's verify step (--verify-rows) and
+#                                  a 1-layer step, the MTP drafter's stand-in.
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
 #                                  decode-final: the final decode figures (random:flash and a
@@ -370,6 +372,22 @@ PY
     "$BB" --decode-micro --frontiers "${DECODE_FRONTIERS:-2048,8192,32768}" --decode-steps 32 \
       --warmup-steps 8 --profile-steps 4 --ttft 0 --json "$OUT/decode-micro.json" "$@" 2>&1 \
       | tee "$OUT/decode-micro.log" || rc=1
+  fi
+  if [[ $what == verify ]]; then
+    # Speculative decoding's verify step (issue #29): at VERIFY_FRONTIERS (default 8192) the
+    # decode microbenchmark with --verify-rows VERIFY_ROWS (default 1,2,3,4: a KvCheckpoint
+    # capture, one forward of r rows with every row's logits, the restore; the rows' logits
+    # compared with the one-token steps'), then a 1-layer model's step (the MTP drafter's
+    # stand-in: one block and the shared head). Extra args go to the first (e.g. --layers 16).
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local VF=${VERIFY_FRONTIERS:-8192}
+    "$BB" --decode-micro --frontiers "$VF" --decode-steps 16 --warmup-steps 4 --profile-steps 2 \
+      --ttft 0 --verify-rows "${VERIFY_ROWS:-1,2,3,4}" --json "$OUT/verify.json" "$@" \
+      > "$OUT/verify.log" 2>&1 || rc=1
+    grep -E '^frontier [0-9]+, fused:|verify step' "$OUT/verify.log" | cut -c1-160 || true
+    "$BB" --decode-micro --frontiers "${VF%%,*}" --decode-steps 32 --warmup-steps 8 \
+      --profile-steps 4 --ttft 0 --layers 1 > "$OUT/verify-drafter.log" 2>&1 || rc=1
+    grep -E '^frontier [0-9]+, fused:' "$OUT/verify-drafter.log" | cut -c1-160 || true
   fi
   if [[ $what == decode-run ]]; then
     # One device call of the decode work (its 240 s budget): every GPU test, the small-shape
@@ -761,7 +779,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|batch|formats|sanitize|serve|offload|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac
