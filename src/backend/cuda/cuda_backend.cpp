@@ -208,6 +208,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   s->tile_bytes = uint64_t(settings->tile_bytes);
   s->tile_blocks_per_sm = settings->tile_blocks_per_sm;
   s->moe_group_max = settings->moe_group_max;
+  s->moe_narrow = settings->moe_narrow;
   {
     void* counters = nullptr;
     const size_t bytes = sizeof(unsigned) * cuda::kSyncCounters;
@@ -275,6 +276,13 @@ bool CudaBackend::SetImmaFew(int few) {
   if (few < 0 || few > kCudaImmaFewVariants) return false;
   s_->Flush();
   s_->imma_few = few;
+  return true;
+}
+bool CudaBackend::SetMoeKernels(int group_max, int narrow) {
+  if (group_max < 0 || narrow < 0) return false;
+  s_->Flush();
+  s_->moe_group_max = group_max;
+  s_->moe_narrow = narrow;
   return true;
 }
 int CudaBackend::imma() const {

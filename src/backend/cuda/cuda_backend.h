@@ -77,6 +77,10 @@ struct CudaBackendOptions {
   // 0 none: FLASHKV_CUDA_MOE_GROUP_MAX (default kCudaMoeGroupMaxTokens; a negative value
   // takes the default).
   int moe_group_max = -1;
+  // Tensor-core expert tiles of 8 pairs (products/moe_imma.cu) while the batch's pairs average
+  // fewer than this many per expert, 0 never: FLASHKV_CUDA_MOE_NARROW (default
+  // kCudaMoeNarrowBelow; a negative value takes the default).
+  int moe_narrow = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
@@ -103,6 +107,10 @@ inline constexpr int kCudaTileBlocksPerSm = 0;
 // Batches of 2 … 31 rows take the grouped expert tiles; larger ones the token-parallel and
 // tensor-core kernels.
 inline constexpr int kCudaMoeGroupMaxTokens = 31;
+// Expert tiles of 8 pairs on the tensor cores below this many pairs per expert on average (a
+// decode step of R rows routes 6·R pairs over 256 experts: narrow up to R = 170), where the
+// tiles of 32 hold one or two pairs.
+inline constexpr int kCudaMoeNarrowBelow = 4;
 
 // `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
 // is set, else the default above. The only reader of those variables; an error for an
@@ -178,6 +186,10 @@ class CudaBackend final : public Backend {
   // The narrow tiles of batches up to kCudaImmaFewTokens (CudaBackendOptions::imma_few) for
   // later launches; false for an unknown shape.
   bool SetImmaFew(int few);
+  // The routed experts' kernel choice for later launches: the largest batch of the grouped
+  // tiles (CudaBackendOptions::moe_group_max, 0 none) and the narrow tensor-core tiles'
+  // threshold (moe_narrow, 0 never); false for a negative value.
+  bool SetMoeKernels(int group_max, int narrow);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

@@ -72,6 +72,11 @@ Expected<CudaBackendOptions> CudaOptionsFromEnvironment(CudaBackendOptions o) {
     const int v = env != nullptr ? std::atoi(env) : -1;
     o.moe_group_max = v >= 0 ? v : kCudaMoeGroupMaxTokens;
   }
+  if (o.moe_narrow < 0) {
+    const char* env = std::getenv("FLASHKV_CUDA_MOE_NARROW");
+    const int v = env != nullptr ? std::atoi(env) : -1;
+    o.moe_narrow = v >= 0 ? v : kCudaMoeNarrowBelow;
+  }
   return o;
 }
 

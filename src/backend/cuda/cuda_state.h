@@ -95,6 +95,9 @@ struct CudaBackend::State {
   // The largest batch whose routed experts take the grouped tiles (CudaBackendOptions::
   // moe_group_max; products/moe_group.h).
   int moe_group_max = kCudaMoeGroupMaxTokens;
+  // Average pairs per expert below which the tensor-core expert tiles hold 8 pairs
+  // (CudaBackendOptions::moe_narrow; products/launch.h ImmaMoePairs).
+  int moe_narrow = kCudaMoeNarrowBelow;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

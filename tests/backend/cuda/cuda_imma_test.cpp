@@ -26,6 +26,7 @@ constexpr int kFewTileRows[kCudaImmaFewVariants + 1] = {0, 32, 64, 32};
 struct MoeShape {
   int D, F, E, k, T;
   bool cpu;
+  int narrow = kCudaMoeNarrowBelow;  // CudaBackendOptions::moe_narrow for this shape
 };
 
 class CudaImmaTest : public ::testing::Test {
@@ -43,6 +44,7 @@ class CudaImmaTest : public ::testing::Test {
       gpu_->SetProfiling(false);
       gpu_->SetImma(1);
       gpu_->SetImmaFew(kCudaImmaFew);
+      gpu_->SetMoeKernels(kCudaMoeGroupMaxTokens, kCudaMoeNarrowBelow);
     }
   }
 
@@ -216,24 +218,31 @@ TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
 }
 
 // Routed experts in ds4's q2 mix: the tensor-core gate/up (IQ2_XXS) and down (Q2_K), in
-// tiles of 64 pairs (variant 1) and of 32 (kExpert32), against the dp4a kernels, whole
-// MoeExperts output bit for bit, and (small shapes) the CPU within the tolerance of
-// cuda_ops_test's MoE check (a one-ulp silu difference can flip a requantized mid). D 256 is
-// one super-block per row (ds4-tiny), 768 an odd count, 4096 Flash's width (weights generated
-// on the GPU, no CPU twin: its CPU run would take minutes). Pairs per expert: 17.5 and 30.75
-// (tiles of 32 under every variant), 150 (64-pair tiles for both under variant 1: two full,
-// one partial), 112.5 (gate/up in 64, down in 32: two tile lists).
+// tiles of 64 pairs (variant 1), of 32 (kExpert32) and of 8 (the narrow tiles of decode
+// batches), against the dp4a kernels, whole MoeExperts output bit for bit, and (small shapes)
+// the CPU within the tolerance of cuda_ops_test's MoE check (a one-ulp silu difference can
+// flip a requantized mid). D 256 is one super-block per row (ds4-tiny), 768 an odd count,
+// 4096 Flash's width (weights generated on the GPU, no CPU twin: its CPU run would take
+// minutes). Pairs per expert: 17.5 and 30.75 (tiles of 32 under every variant), 150 (64-pair
+// tiles for both under variant 1: two full, one partial), 112.5 (gate/up in 64, down in 32:
+// two tile lists); narrow tiles at 2.25 (the default threshold) and at 30.75 (threshold
+// 100: four tiles an expert, the last partial); at Flash's width 1.9 and 1.5 pairs an expert
+// (the 64-row decode step's mix), the grouped tiles off so the 5- and 16-token batches reach
+// the tensor cores.
 TEST_F(CudaImmaTest, SmallMoeExpertsEqualTheDp4aKernels) {
   CheckMoe({MoeShape{256, 256, 8, 2, 70, true}, MoeShape{768, 512, 8, 6, 41, true},
-            MoeShape{256, 512, 8, 6, 200, true}});
+            MoeShape{256, 512, 8, 6, 200, true}, MoeShape{256, 256, 8, 2, 9, true},
+            MoeShape{768, 512, 8, 6, 41, true, 100}});
 }
 
 TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
-  CheckMoe({MoeShape{4096, 2048, 16, 6, 300, false}});
+  CheckMoe({MoeShape{4096, 2048, 16, 6, 300, false}, MoeShape{4096, 2048, 16, 6, 5, false},
+            MoeShape{4096, 2048, 64, 6, 16, false}});
 }
 
 void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
   for (const MoeShape& sh : shapes) {
+    ASSERT_TRUE(gpu_->SetMoeKernels(0, sh.narrow));  // no grouped tiles: the tensor cores
     const uint64_t D = sh.D, F = sh.F, E = sh.E;
     const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
     std::vector<int32_t> sel_h(size_t(sh.T) * sh.k);
@@ -293,10 +302,13 @@ void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
       gpu_->MoeExperts(args(true, out.ptr()));
       const std::vector<float> got = Get(*gpu_, out);
       const std::string ran = KernelsRan();
-      // 64-pair tiles under variant 1 once the experts average 32 pairs (gate/up) or 128
-      // (down), ImmaMoePairs; the mangled names say which: …KernelILi64EE….
+      // Under variant 1, 8-pair tiles while the experts average fewer than sh.narrow pairs,
+      // 64-pair tiles once they average 32 (gate/up) or 128 (down), ImmaMoePairs; the
+      // mangled names say which: …KernelILi64EE….
       const auto tile = [&](int wide_from) {
-        return v == 1 && sh.T * sh.k >= wide_from * sh.E ? "ILi64E" : "ILi32E";
+        if (v != 1) return "ILi32E";
+        if (sh.T * sh.k < sh.narrow * sh.E) return "ILi8E";
+        return sh.T * sh.k >= wide_from * sh.E ? "ILi64E" : "ILi32E";
       };
       EXPECT_EQ(ran.find(std::string("GateUpImmaIq2Kernel") + tile(32)) != std::string::npos,
                 v != 0)

@@ -18,7 +18,8 @@ const char* const kVariables[] = {"FLASHKV_CUDA_GRAPHS",        "FLASHKV_CUDA_PD
                                   "FLASHKV_CUDA_IMMA",          "FLASHKV_CUDA_IMMA_MIN_TOKENS",
                                   "FLASHKV_CUDA_TILED",         "FLASHKV_CUDA_FUSED",
                                   "FLASHKV_CUDA_TILE_BYTES",    "FLASHKV_CUDA_TILE_BLOCKS_PER_SM",
-                                  "FLASHKV_CUDA_MOE_GROUP_MAX", "FLASHKV_CUDA_IMMA_FEW"};
+                                  "FLASHKV_CUDA_MOE_GROUP_MAX", "FLASHKV_CUDA_IMMA_FEW",
+                                  "FLASHKV_CUDA_MOE_NARROW"};
 
 // Clears the variables for one test and puts the process's values back after it.
 class CudaOptionsTest : public ::testing::Test {
@@ -51,19 +52,19 @@ class CudaOptionsTest : public ::testing::Test {
 
 // The settings, in the order of kVariables.
 std::vector<int> Fields(const CudaBackendOptions& o) {
-  return {o.graphs,        o.pdl,     o.imma,       o.imma_min_tokens,
-          o.tiled,         o.fused,   o.tile_bytes, o.tile_blocks_per_sm,
-          o.moe_group_max, o.imma_few};
+  return {o.graphs,        o.pdl,      o.imma,       o.imma_min_tokens,
+          o.tiled,         o.fused,    o.tile_bytes, o.tile_blocks_per_sm,
+          o.moe_group_max, o.imma_few, o.moe_narrow};
 }
 
 TEST_F(CudaOptionsTest, UnsetVariablesGiveTheDefaults) {
-  EXPECT_EQ(Fields(Resolve()),
-            (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
-                              kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens, kCudaImmaFew}));
+  EXPECT_EQ(Fields(Resolve()), (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
+                                                 kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens,
+                                                 kCudaImmaFew, kCudaMoeNarrowBelow}));
 }
 
 TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
-  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64, 3};
+  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64, 3, 0};
   for (size_t i = 0; i < from_env.size(); ++i) {
     ::setenv(kVariables[i], std::to_string(from_env[i]).c_str(), 1);
   }
@@ -78,9 +79,10 @@ TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
                                             .pdl = 1,
                                             .tile_bytes = 8192,
                                             .tile_blocks_per_sm = 2,
-                                            .moe_group_max = 0};
+                                            .moe_group_max = 0,
+                                            .moe_narrow = 9};
   EXPECT_EQ(Fields(Resolve(explicit_options)),
-            (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0, 2}));
+            (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0, 2, 9}));
 }
 
 // A switch is on for any value but "0" (an empty one included), as before.
@@ -98,7 +100,9 @@ TEST_F(CudaOptionsTest, OutOfRangeValues) {
   ::setenv("FLASHKV_CUDA_TILE_BYTES", "1000", 1);
   ::setenv("FLASHKV_CUDA_TILE_BLOCKS_PER_SM", "17", 1);
   ::setenv("FLASHKV_CUDA_MOE_GROUP_MAX", "-3", 1);
+  ::setenv("FLASHKV_CUDA_MOE_NARROW", "-1", 1);
   CudaBackendOptions o = Resolve();
+  EXPECT_EQ(o.moe_narrow, kCudaMoeNarrowBelow);
   EXPECT_EQ(o.tile_bytes, kCudaTileBytes);
   EXPECT_EQ(o.tile_blocks_per_sm, kCudaTileBlocksPerSm);
   EXPECT_EQ(o.moe_group_max, kCudaMoeGroupMaxTokens);

@@ -40,6 +40,14 @@ __device__ __forceinline__ void LdMatrixX4(uint32_t addr, uint32_t (&r)[4]) {
                : "r"(addr)
                : "memory");
 }
+// Two 8×16-byte matrices: lanes 0-7 and 8-15 give their row addresses (lanes 16-31's are
+// not read); lane 4r + c receives bytes 4c … 4c + 3 of row r of matrix i in r[i].
+__device__ __forceinline__ void LdMatrixX2(uint32_t addr, uint32_t (&r)[2]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr)
+               : "memory");
+}
 // d = a·b + c0 in int32, every element of C starting at c0.
 __device__ __forceinline__ void Mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int (&d)[4],
                                     int c0 = 0) {

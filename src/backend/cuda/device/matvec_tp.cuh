@@ -62,7 +62,7 @@ __device__ __forceinline__ void TpDecodeIQ2(const uint8_t* blk, int* ws, const u
     Iq2SignBytes((b >> (7 * k)) & 127u, &m_lo, &m_hi);
     const uint32_t mag = half ? uint32_t(gv >> 32) : uint32_t(gv);
     const uint32_t m = half ? m_hi : m_lo;
-    ws[j] = int(__vsub4(mag ^ m, m));
+    ws[j] = int(Iq2Signed(mag, m));
     if (k == 0 && half == 0) ws[64 + g] = int(2 * (b >> 28) + 1);
   }
 }

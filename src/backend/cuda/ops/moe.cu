@@ -191,21 +191,22 @@ void CudaBackend::MoeExperts(const MoeArgs& a) {
   // Gate/up (two rows per warp, the larger share of the work) in tiles of 32 for the
   // token-parallel kernel; the down projection keeps tiles of 8 (docs/CUDA.md, routed experts). The
   // tensor-core kernels (IQ2_XXS gate/up, Q2_K down) take tiles of 32 or 64 pairs
-  // (ImmaMoePairs); when both lists have one size they are one list. A few decode rows
-  // (2 … s.moe_group_max): tiles of 8 for the kernels that read each expert tile once
+  // (ImmaMoePairs; 8 for decode batches); when both lists have one size they are one list. A few
+  // decode rows (2 … s.moe_group_max): tiles of 8 for the kernels that read each expert tile once
   // for its pairs (products/moe_group.h); they fall back to the warp kernels.
   const int plain_nt = a.n_tokens == 1 ? 1 : 8;
   const bool group = q8 && a.n_tokens > 1 && a.n_tokens <= s.moe_group_max;
   const bool imma_gu = !group && s.imma > 0 && gate.type == DType::kIQ2_XXS;
   const bool imma_dn = !group && s.imma > 0 && a.n_tokens > 1 && down.type == DType::kQ2_K && q8;
   const int tile_nt =
-      imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom) : plain_nt;
+      imma_dn ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaDownWideFrom, s.moe_narrow)
+              : plain_nt;
   const int max_tiles = (n_pairs + tile_nt - 1) / tile_nt + std::min(E, n_pairs);
-  const int gu_nt =
-      !group && a.n_tokens > 1 && q8 && tp_type(gate.type)
-          ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E, cuda::kImmaGateUpWideFrom)
-                     : cuda::kTpTokens)
-          : plain_nt;
+  const int gu_nt = !group && a.n_tokens > 1 && q8 && tp_type(gate.type)
+                        ? (imma_gu ? cuda::ImmaMoePairs(s.imma, n_pairs, E,
+                                                        cuda::kImmaGateUpWideFrom, s.moe_narrow)
+                                   : cuda::kTpTokens)
+                        : plain_nt;
   const int gu_max_tiles = (n_pairs + gu_nt - 1) / gu_nt + std::min(E, n_pairs);
 
   // Scratch: sorted pairs + tiles; quantized x; mids; quantized mids; per-pair down rows.

@@ -81,21 +81,30 @@ bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
 inline constexpr int kImmaVariants = 4;
 bool LaunchMatMulImmaQ8_0(CudaBackend::State& s, int variant, const MatVecArgs& a);
 // Pairs per expert tile of the tensor-core expert kernels under tensor-core variant
-// `variant` (> 0) for n_pairs (token, expert) pairs over n_expert experts: 64 (each decoded
-// weight serves twice the pairs, twice the activations staged per MMA) once the experts
-// average `wide_from` pairs or more, else 32; always 32 under variant 4 (benchmarks). Below
-// 32 pairs most experts fill one 32-pair tile and a 64-pair one only adds empty slots. The
-// Q2_K down decode is cheap and its activations dominate, so down widens only from 128
+// `variant` (> 0) for n_pairs (token, expert) pairs over n_expert experts: 8 (the narrow
+// tile) while the experts average fewer than `narrow_below` pairs (decode batches: a
+// 64-row step routes 1.5 a expert, and a tile of 32 decodes its weights for one or two),
+// 64 (each decoded weight serves twice the pairs, twice the activations staged per MMA) once
+// they average `wide_from` pairs or more, else 32; always 32 under variant 4 (benchmarks).
+// Below 32 pairs most experts fill one 32-pair tile and a 64-pair one only adds empty slots.
+// The Q2_K down decode is cheap and its activations dominate, so down widens only from 128
 // (the figures: docs/PERFORMANCE.md "Prefill: where issue #13 ends").
+inline constexpr int kImmaNarrowPairs = 8;
 inline constexpr int kImmaGateUpWideFrom = 32;
 inline constexpr int kImmaDownWideFrom = 128;
-inline int ImmaMoePairs(int variant, int n_pairs, int n_expert, int wide_from) {
-  return variant != 4 && n_pairs >= wide_from * n_expert ? 64 : 32;
+inline int ImmaMoePairs(int variant, int n_pairs, int n_expert, int wide_from, int narrow_below) {
+  if (variant == 4) return 32;
+  if (int64_t(n_pairs) < int64_t(narrow_below) * n_expert) return kImmaNarrowPairs;
+  return n_pairs >= wide_from * n_expert ? 64 : 32;
 }
-// Expert gate/up (IQ2_XXS, tiles of 32 or 64 pairs) on the tensor cores (products/moe_imma.cu),
+// The tile sizes the tensor-core expert kernels take.
+inline bool ImmaMoeTile(int tile_nt) {
+  return tile_nt == kImmaNarrowPairs || tile_nt == 32 || tile_nt == 64;
+}
+// Expert gate/up (IQ2_XXS, tiles of 8, 32 or 64 pairs) on the tensor cores (products/moe_imma.cu),
 // with GateUpTPKernel's bits; false for shapes it does not take.
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);
-// Expert down (Q2_K, tiles of 32 or 64 pairs) on the tensor cores, MatVecTPKernel's bits.
+// Expert down (Q2_K, tiles of 8, 32 or 64 pairs) on the tensor cores, MatVecTPKernel's bits.
 bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a);
 
 }  // namespace flashkv::cuda

@@ -1,5 +1,5 @@
-// Routed experts for prefill on the int8 tensor cores, tile mode (MoeExperts'
-// expert-sorted tiles of up to 32 or 64 pairs, ImmaMoePairs): the gate/up product (IQ2_XXS
+// Routed experts on the int8 tensor cores, tile mode (MoeExperts' expert-sorted tiles of up to
+// 32 or 64 pairs for prefill, 8 for decode batches: ImmaMoePairs): the gate/up product (IQ2_XXS
 // weights × Q8_K activations) fused with the clamped SwiGLU and the route weight —
 // GateUpTPKernel's job, with its bits — and the down product (Q2_K weights × Q8_K mids,
 // MatVecTPKernel's bits).
@@ -33,20 +33,34 @@ constexpr int kThreads = 256;
 constexpr int kRowBytes = 256 + 16;  // decoded row / activation row stride (bank-conflict free)
 constexpr int kScaleStride = 9;      // ints per row of group scales (8, padded)
 
-// A CTA's tile: kBN pairs (32 or 64) × kBM rows, 8 warps of 32 rows × 16 pairs each (two
-// 16-row × two 8-pair MMA tiles), so both shapes run the same warp code.
+// A CTA's tile: kBN pairs × kBM rows, 8 warps. Tiles of 32 or 64 pairs (prefill): warps of
+// 32 rows × 16 pairs (two 16-row × two 8-pair MMA tiles). The narrow tile of 8 pairs (decode
+// batches, where an expert has a pair or two: ImmaMoePairs): warps of 16 rows × 8 pairs, 128
+// rows a CTA, so each decoded weight tile feeds one MMA per group and matrix instead of four
+// mostly empty ones, and a quarter of the activations is staged.
 template <int BN>
 struct Shape {
-  static_assert(BN == 32 || BN == 64);
+  static_assert(BN == kImmaNarrowPairs || BN == 32 || BN == 64);
   static constexpr int kBN = BN;
-  static constexpr int kBM = BN == 32 ? 128 : 64;
-  static constexpr int kWM = kBM / 32, kWN = 8 / kWM;         // warps along rows / pairs
-  static constexpr int kMt = kBM / kWM / 16;                  // 2: 16-row MMA tiles per warp
-  static constexpr int kNt = kBN / kWN / 8;                   // 2: 8-pair MMA tiles per warp
+  static constexpr int kBM = BN == 64 ? 64 : 128;
+  static constexpr int kNt = BN == kImmaNarrowPairs ? 1 : 2;  // 8-pair MMA tiles per warp
+  static constexpr int kWN = BN / (8 * kNt);                  // warps along pairs: 1, 2, 4
+  static constexpr int kWM = 8 / kWN;                         // warps along rows: 8, 4, 2
+  static constexpr int kMt = kBM / kWM / 16;                  // 16-row MMA tiles per warp: 1, 2, 2
   static constexpr int kItemsPerMatrix = kBM * 8 / kThreads;  // (row, group) decodes
   static constexpr int kItems = 2 * kItemsPerMatrix;          // per thread: 8 or 4
-  static_assert(kWM * kWN * 32 == kThreads && kMt == 2 && kNt == 2);
+  static_assert(kWM * kWN * 32 == kThreads && kMt * kWM * 16 == kBM);
 };
+
+// The B fragments (b0, b1) of a warp's kNt 8-pair MMA tiles for one 32-value group.
+template <int kNt>
+__device__ __forceinline__ void LoadPairFragments(uint32_t addr, uint32_t (&bf)[2 * kNt]) {
+  if constexpr (kNt == 2) {
+    LdMatrixX4(addr, bf);
+  } else {
+    LdMatrixX2(addr, bf);
+  }
+}
 
 // The tile's pairs and their activations (Q8_K rows), double-buffered by super-block.
 template <int BN>
@@ -141,8 +155,8 @@ __device__ __forceinline__ void DecodeRaw(Smem<BN>& sm, const RawItem (&raw)[Sha
       const uint64_t gv = sm.grid[(raw[i].a >> (8 * k)) & 0xffu];
       uint32_t m_lo, m_hi;
       Iq2SignBytes((raw[i].b >> (7 * k)) & 127u, &m_lo, &m_hi);
-      v[2 * k] = __vsub4(uint32_t(gv) ^ m_lo, m_lo);
-      v[2 * k + 1] = __vsub4(uint32_t(gv >> 32) ^ m_hi, m_hi);
+      v[2 * k] = Iq2Signed(uint32_t(gv), m_lo);
+      v[2 * k + 1] = Iq2Signed(uint32_t(gv >> 32), m_hi);
     }
     uint4* dst = reinterpret_cast<uint4*>(sm.w[m] + r * kRowBytes + 32 * grp);
     dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
@@ -181,7 +195,8 @@ __device__ __forceinline__ void LoadX(const MatVecArgs& a, PairTile<BN>& pt, int
 // ldmatrix row addresses of this lane (device/imma_ptx.cuh's fragments). A (weights): lanes 0-7
 // rows 0-7 / k 0-15 (a0), 8-15 rows 8-15 / k 0-15 (a1), 16-23 rows 0-7 / k 16-31 (a2),
 // 24-31 rows 8-15 / k 16-31 (a3). B (pairs): lanes 0-7 pairs 0-7 / k 0-15, 8-15 pairs 0-7 /
-// k 16-31, then the same for pairs 8-15: b0, b1 of two 8-pair tiles.
+// k 16-31, then the same for pairs 8-15: b0, b1 of two 8-pair tiles (the narrow tile reads
+// only the first: lanes 0-15).
 __device__ __forceinline__ int ARowOffset(int lane) {
   return ((lane & 7) + 8 * ((lane >> 3) & 1)) * kRowBytes + 16 * (lane >> 4);
 }
@@ -255,8 +270,8 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
     const uint32_t xb = SmemAddr(sm.pt.x[buf]) + b_off;
 #pragma unroll
     for (int grp = 0; grp < 8; ++grp) {
-      uint32_t bf[4];  // b0, b1 of pair tiles 0 and 1
-      LdMatrixX4(xb + 32 * grp, bf);
+      uint32_t bf[2 * kNt];  // b0, b1 of each pair tile
+      LoadPairFragments<kNt>(xb + 32 * grp, bf);
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
 #pragma unroll
@@ -465,8 +480,8 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
     const uint32_t xb = SmemAddr(sm.pt.x[buf]) + b_off;
 #pragma unroll
     for (int unit = 0; unit < 8; ++unit) {
-      uint32_t bf[4];
-      LdMatrixX4(xb + 32 * unit, bf);
+      uint32_t bf[2 * kNt];
+      LoadPairFragments<kNt>(xb + 32 * unit, bf);
 #pragma unroll
       for (int i = 0; i < kMt; ++i) {
         uint32_t af[4];
@@ -541,10 +556,6 @@ bool LaunchGateUpTile(CudaBackend::State& s, const GateUpArgs& g) {
   return true;
 }
 
-bool ImmaMoeTile(int tile_nt) {
-  return tile_nt == 32 || tile_nt == 64;
-}
-
 }  // namespace
 
 bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a) {
@@ -553,7 +564,14 @@ bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a) {
       reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  return a.tile_nt == 64 ? LaunchDownTile<64>(s, a) : LaunchDownTile<32>(s, a);
+  switch (a.tile_nt) {
+    case kImmaNarrowPairs:
+      return LaunchDownTile<kImmaNarrowPairs>(s, a);
+    case 64:
+      return LaunchDownTile<64>(s, a);
+    default:
+      return LaunchDownTile<32>(s, a);
+  }
 }
 
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g) {
@@ -564,7 +582,14 @@ bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g) {
       !aligned(a.x, 16) || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  return a.tile_nt == 64 ? LaunchGateUpTile<64>(s, g) : LaunchGateUpTile<32>(s, g);
+  switch (a.tile_nt) {
+    case kImmaNarrowPairs:
+      return LaunchGateUpTile<kImmaNarrowPairs>(s, g);
+    case 64:
+      return LaunchGateUpTile<64>(s, g);
+    default:
+      return LaunchGateUpTile<32>(s, g);
+  }
 }
 
 }  // namespace flashkv::cuda
