@@ -96,10 +96,15 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
     FLASHKV_RETURN_IF_ERROR(restore());
     FLASHKV_RETURN_IF_ERROR(be.Synchronize());
     std::vector<int32_t> tokens0;
+    // How the timed steps were issued: graph replays (a step's launch sequence seen before)
+    // or launches one by one (a new sequence: each step's shapes differ, or first seen).
+    const uint64_t graphs0 = be.graph_launches(), direct0 = be.direct_launches();
     const auto a = Clock::now();
     FLASHKV_RETURN_IF_ERROR(decode(o.decode_steps, &tokens0));
     const double step_ms =
         1e3 * std::chrono::duration<double>(Clock::now() - a).count() / o.decode_steps;
+    const uint64_t graph_replays = be.graph_launches() - graphs0;
+    const uint64_t direct = be.direct_launches() - direct0;
     if (alone_tokens.empty()) alone_tokens = tokens0;
     const bool same = tokens0 == alone_tokens;
 
@@ -126,6 +131,8 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
         "profiled step: %.0f kernels, %.2f ms of kernel time, %.2f ms wall\n",
         R, step_ms, 1e3 * R / step_ms, same ? "the same as the first batch's" : "DIFFER",
         launches * per, ms * per, wall_ms);
+    std::printf("  timed steps: %llu graph launches, %.0f kernels a step launched one by one\n",
+                (unsigned long long)graph_replays, double(direct) / o.decode_steps);
     std::printf("  %10s %8s %7s %9s  %s\n", "us/step", "launches", "share", "GB/s", "kernel");
     nlohmann::json kernels = nlohmann::json::array();
     for (const CudaKernelTime& k : prof) {
@@ -147,6 +154,8 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
                     {"kernels_per_step", launches * per},
                     {"kernel_ms_per_step", ms * per},
                     {"profiled_wall_ms", wall_ms},
+                    {"timed_graph_launches", graph_replays},
+                    {"timed_direct_kernels_per_step", double(direct) / o.decode_steps},
                     {"kernels", kernels}});
   }
   out["batch_micro"] = rows;
