@@ -69,12 +69,16 @@ class Sampler {
   // Fills candidates_ (most likely first) and probs_ (unnormalised within the kept set) for a
   // stochastic draw; returns how many candidates are kept.
   size_t Filter(std::span<const float> logits);
+  // Sorts candidates_ (filled in id order) most likely first, equal logits by id.
+  void SortMostLikelyFirst();
 
   SamplerOptions options_;
   int32_t exclude_id_;
   std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;
   std::vector<double> probs_;
+  std::vector<Candidate> scratch_;  // SortMostLikelyFirst's buffers, kept between calls
+  std::vector<uint32_t> keys_, scratch_keys_;
 };
 
 }  // namespace flashkv
