@@ -48,6 +48,7 @@
 #include "kv_remote/remote_tier.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
 
 namespace flashkv {
 
@@ -155,7 +156,11 @@ class Engine : public RequestRunner {
   void StartDecode(ActiveRequest& a);
   // Picks the next token from the session's logits and streams it; false when the request
   // is finished (a.finish says why), else the token waits, pending, for the next step.
-  bool SampleNext(ActiveRequest& a);
+  // `picked`: the id PickDecodingRows drew for it this step (-1: draw here).
+  bool SampleNext(ActiveRequest& a, int32_t picked = -1);
+  // Draws the next id of every unconstrained decoding row of the step into Row::picked, side
+  // by side on pick_pool_ (the rows' logits final: after CopyLastKeptRow).
+  void PickDecodingRows();
   // Ends a decoding request: the last events, visible keys, the reply's save, metrics.
   void Finish(ActiveRequest& a);
   // Ends a request whose prompt was not read to its end (cancelled or failed).
@@ -197,9 +202,13 @@ class Engine : public RequestRunner {
     size_t n = 0;  // pending ids it evaluates
     bool want_logits = false;
     bool at_point = false;  // ends at a.save_points[a.next_point]
+    int32_t picked = -1;    // PickDecodingRows' draw
   };
   std::vector<Row> rows_;
   std::vector<SessionChunk> chunks_;
+  std::vector<size_t> picking_;            // PickDecodingRows: indexes into rows_
+  std::unique_ptr<ThreadPool> pick_pool_;  // made at the first step with two rows to pick
+  static constexpr unsigned kMaxPickThreads = 8;
 };
 
 }  // namespace flashkv

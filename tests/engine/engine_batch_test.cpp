@@ -116,6 +116,37 @@ TEST(EngineBatchTest, RequestsArrivingAtDifferentStepsGetTheirAloneTokens) {
   EXPECT_GT(s.inter_token_gaps, 0u);
 }
 
+// Sampled requests (each with its seed): a step's rows pick side by side
+// (Engine::PickDecodingRows), and each request still draws what it draws alone.
+TEST(EngineBatchTest, SampledRequestsInOneStepDrawTheirAloneTokens) {
+  std::vector<GenerationRequest> reqs;
+  for (int who = 0; who < 6; ++who) {
+    GenerationRequest r = Ask(10 + who, 3 + who, 12);
+    r.sampling = SamplerOptions{1.0f, 0, who % 2 == 0 ? 0.95f : 1.0f, 0.0f, uint64_t(77 + who)};
+    reqs.push_back(std::move(r));
+  }
+  Fixture f(Options(6, 64));
+  std::vector<Client> clients;
+  for (const auto& r : reqs) clients.emplace_back(r);
+  for (Client& c : clients) {
+    ASSERT_TRUE(f.engine.CanAdmit());
+    f.engine.Admit(*c.h);
+  }
+  int most = 0;
+  for (int step = 0; step < 400 && !f.engine.idle(); ++step) {
+    f.engine.Step();
+    most = std::max<int>(most, int(f.metrics.Snapshot().last_step_sessions));
+    for (Client& c : clients) c.Poll();
+  }
+  EXPECT_EQ(most, 6);
+  for (size_t i = 0; i < clients.size(); ++i) {
+    ASSERT_TRUE(clients[i].result) << i << ": " << clients[i].error.ToString();
+    const auto alone = Alone(reqs[i], 64);
+    ASSERT_TRUE(alone);
+    EXPECT_EQ(clients[i].result->ids, alone->ids) << "request " << i;
+  }
+}
+
 TEST(EngineBatchTest, CancellingOneRequestInABatchDisturbsNoOther) {
   const std::vector<GenerationRequest> reqs = {Ask(4, 3, 14), Ask(5, 60, 10), Ask(6, 5, 14),
                                                Ask(7, 10, 12)};
