@@ -466,6 +466,13 @@ class Backend {
     }
   }
 
+  // The rows several sessions' compressors closed in one step (model/compressor.cpp
+  // FinishRows): for each entry NormRope(rows[i]) (n_rows may be 0), then with `hadamard_fp4`
+  // HadamardFp4 and F16Round of its rows (official numerics' indexer rows). The entries share
+  // all but x, n_rows and pos0. A backend may run them together; the default runs them in
+  // order, entry by entry.
+  virtual void FinishRowsBatch(const NormRopeArgs* rows, int n, bool hadamard_fp4);
+
   // ---- mixture of experts ----------------------------------------------------------
   virtual void RouterSelect(const RouterArgs& a) = 0;
   virtual void MoeExperts(const MoeArgs& a) = 0;

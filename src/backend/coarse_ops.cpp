@@ -26,6 +26,18 @@ void Backend::NormRope(const NormRopeArgs& a) {
   if (a.f16_round) F16Round(a.x, size_t(rows) * a.head_dim);
 }
 
+void Backend::FinishRowsBatch(const NormRopeArgs* rows, int n, bool hadamard_fp4) {
+  for (int i = 0; i < n; ++i) {
+    const NormRopeArgs& a = rows[i];
+    if (a.n_rows <= 0) continue;
+    NormRope(a);
+    if (hadamard_fp4) {
+      HadamardFp4(a.x, a.n_rows * a.n_heads, a.head_dim);
+      F16Round(a.x, size_t(a.n_rows) * a.n_heads * a.head_dim);
+    }
+  }
+}
+
 void Backend::MoeBlock(const MoeBlockArgs& a) {
   const int T = a.n_tokens;
   const int n_embd = a.hc.n_embd;

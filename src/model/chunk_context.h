@@ -62,6 +62,7 @@ struct StepContext {
   std::vector<AttentionArgs>& attention;  // a layer's per-session attention (kept: no allocation)
   std::vector<CompressorArgs>& compress;  // a layer's per-session compressor updates (kept)
   std::vector<WindowStoreArgs>& stores;   // a layer's per-session window stores (kept)
+  std::vector<NormRopeArgs>& finish;      // a compressor's per-session closed rows (kept)
   ExpertShards* experts = nullptr;        // set: the routed experts run on its shards
   ExpertCache* cache = nullptr;           // set: each MoE block counts its routes for it
   bool staged_experts = false;            // the MoE blocks read cache->StagedStack

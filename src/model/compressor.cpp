@@ -73,18 +73,17 @@ CompressorArgs UpdateOf(const ChunkContext& c, int l, const CompressorSite& s) {
 
 // The rows a session's chunk closed: Ĉ_w = RMSNorm(C_w) · kv_norm; compress-RoPE at position
 // w·m. Official stored precision: like ds4, the row width picks the simulation — head_dim
-// rows get FP8 on the no-RoPE dims, indexer rows Hadamard + FP4; then F16.
-void FinishRows(const ChunkContext& c, int l, const CompressorSite& s) {
-  Backend& be = c.be;
+// rows get FP8 on the no-RoPE dims, indexer rows Hadamard + FP4 (FinishRowsBatch's
+// hadamard_fp4); then F16. n_rows is 0 when the chunk closes none (the entry stays, so a
+// backend can give a step of the same sessions one launch shape whatever they close).
+NormRopeArgs FinishOf(const ChunkContext& c, int l, const CompressorSite& s) {
   const ModelConfig& cfg = c.cfg;
   const int m = cfg.compress_ratio(l);
   const int64_t first = c.pos0 / m;
   const int n_new = int((c.pos0 + c.n_tokens) / m - first);
-  if (n_new == 0) return;
-  DevPtr<float> rows = s.rows + size_t(first) * s.d_c;
   const bool fp8_rows = c.official() && s.d_c == cfg.head_dim;
   NormRopeArgs fin;
-  fin.x = rows;
+  fin.x = s.rows + size_t(first) * s.d_c;
   fin.n_rows = n_new;
   fin.head_dim = s.d_c;
   fin.weight = s.norm;
@@ -94,11 +93,7 @@ void FinishRows(const ChunkContext& c, int l, const CompressorSite& s) {
   fin.pos_step = m;
   fin.fp8_prefix = fp8_rows ? s.d_c - cfg.n_rot : 0;
   fin.f16_round = fp8_rows;
-  be.NormRope(fin);
-  if (c.official() && !fp8_rows) {
-    be.HadamardFp4(rows, n_new, s.d_c);
-    be.F16Round(rows, size_t(n_new) * s.d_c);
-  }
+  return fin;
 }
 
 }  // namespace
@@ -108,7 +103,15 @@ void RunCompressors(StepContext& s, int l, CompressorKind kind) {
   updates.clear();
   for (const ChunkContext& c : s.chunks) updates.push_back(UpdateOf(c, l, SiteOf(c, l, kind)));
   s.be.CompressorUpdateBatch(updates.data(), int(updates.size()));
-  for (const ChunkContext& c : s.chunks) FinishRows(c, l, SiteOf(c, l, kind));
+  std::vector<NormRopeArgs>& finish = s.finish;
+  finish.clear();
+  bool hadamard_fp4 = false;
+  for (const ChunkContext& c : s.chunks) {
+    const CompressorSite site = SiteOf(c, l, kind);
+    finish.push_back(FinishOf(c, l, site));
+    hadamard_fp4 = c.official() && site.d_c != c.cfg.head_dim;
+  }
+  s.be.FinishRowsBatch(finish.data(), int(finish.size()), hadamard_fp4);
 }
 
 }  // namespace flashkv

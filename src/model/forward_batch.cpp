@@ -105,8 +105,8 @@ Status Model::RunStep(std::span<const SessionChunk> chunks) {
                                     ch.state->n_tokens(), int(ch.tokens.size()), row0});
     row0 += int(ch.tokens.size());
   }
-  StepContext step{backend_, config_,  options_,    weights_,   act_,    MakeHcParams(config_),
-                   rows,     sessions, k.attention, k.compress, k.stores};
+  StepContext step{backend_, config_,  options_,    weights_,   act_,     MakeHcParams(config_),
+                   rows,     sessions, k.attention, k.compress, k.stores, k.finish};
   step.experts = experts_.get();
   step.cache = cache_.get();
   step.staged_experts = staged;

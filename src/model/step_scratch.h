@@ -22,6 +22,7 @@ struct Model::StepScratch {
   std::vector<AttentionArgs> attention;   // each session's attention in a layer
   std::vector<CompressorArgs> compress;   // each session's compressor update in a layer
   std::vector<WindowStoreArgs> stores;    // each session's window store in a layer
+  std::vector<NormRopeArgs> finish;       // each session's closed rows of a compressor
 };
 
 }  // namespace flashkv

@@ -252,6 +252,7 @@ class CudaBackend final : public Backend {
                        int head_dim, DevPtr<float> ring) override;
   // One-row stores of several sessions in launches of up to 23 (ops/elementwise.cu).
   void StoreWindowRowsBatch(const WindowStoreArgs* args, int n, int n_swa, int head_dim) override;
+  void FinishRowsBatch(const NormRopeArgs* rows, int n, bool hadamard_fp4) override;
 
   void RouterSelect(const RouterArgs& a) override;
   void MoeExperts(const MoeArgs& a) override;

@@ -1,7 +1,8 @@
 // The per-session glue of a batched decode step (issue #18) as few launches over all the
 // step's sessions: RoPE and NormRope with each row at its own position (RopeAt, positions),
 // the compressors' one-token updates (CompressorUpdateBatch) and the window stores
-// (StoreWindowRowsBatch) give every session the bits of its own call — with more sessions
+// (StoreWindowRowsBatch) and the compressors' closed rows (FinishRowsBatch) give every session
+// the bits of its own call — with more sessions
 // than one launch holds, a chunk of several rows among them, and the CPU's values for the
 // row-wise ops. Label `gpu`.
 #include <cstring>
@@ -236,11 +237,68 @@ TEST_F(CudaBatchGlueTest, WindowStoresOfSessionsTogetherAreBitIdenticalToEachAlo
   CheckStoreBatch(*gpu_, 50);  // three launches
 }
 
+// The rows n sessions' compressors closed (FinishRowsBatch): most sessions close none or one
+// (the batched kernel, one block each, in launches of ten), session 3 a prefill chunk's three
+// (it runs alone). Each session's rows after the batch equal, bit for bit, the Backend
+// default's chain on the GPU's fine ops entry by entry (NormRope, then HadamardFp4 and
+// F16Round for indexer-like rows); rows no entry names keep their values. `main`: head_dim
+// 512 with an FP8 prefix and F16 (a main compressor's rows, official); else 128 through
+// Hadamard + FP4 (an indexer's).
+void CheckFinishRows(CudaBackend& gpu, CpuBackend& cpu, int n, bool main) {
+  const int d = main ? 512 : 128, cap = 6;
+  const RopeParams rp = FlashLikeRope();
+  auto w = PlaceBoth(cpu, gpu, DType::kF32, {uint64_t(d), 1, 1},
+                     FloatBytes(RandomFloats(d, 431, 0.5f, 1.5f)));
+  const auto xs = RandomFloats(size_t(n) * cap * d, 432 + n, -3, 3);
+  auto batch = Put<float>(gpu, xs);
+  auto chain = Put<float>(gpu, xs);
+  std::vector<NormRopeArgs> batched, alone;
+  for (int i = 0; i < n; ++i) {
+    NormRopeArgs a{};
+    a.n_rows = i == 3 ? 3 : i % 3 == 1 ? 0 : 1;
+    a.head_dim = d;
+    a.weight = &w->gpu;
+    a.eps = 1e-6f;
+    a.rope = rp;
+    a.pos0 = int64_t(4 * (100 + 37 * i));
+    a.pos_step = 4;
+    a.fp8_prefix = main ? d - rp.n_rot : 0;
+    a.f16_round = main;
+    a.x = batch.ptr() + (size_t(i) * cap + 1) * d;  // each session's rows from its row 1
+    batched.push_back(a);
+    a.x = chain.ptr() + (size_t(i) * cap + 1) * d;
+    alone.push_back(a);
+  }
+  gpu.ProfileTimes(true);
+  gpu.FinishRowsBatch(batched.data(), n, !main);
+  std::string names;
+  for (const CudaKernelTime& k : gpu.ProfileTimes(true)) names += k.name + "\n";
+  EXPECT_NE(names.find("FinishRowsKernel"), std::string::npos) << names;
+  for (const NormRopeArgs& a : alone) gpu.Backend::FinishRowsBatch(&a, 1, !main);
+  const std::vector<float> got = Get(gpu, batch), want = Get(gpu, chain);
+  for (int i = 0; i < n; ++i) {
+    const size_t at = size_t(i) * cap * d, len = size_t(cap) * d;
+    EXPECT_TRUE(Same(std::vector<float>(got.begin() + at, got.begin() + at + len),
+                     std::vector<float>(want.begin() + at, want.begin() + at + len)))
+        << "session " << i << " d " << d;
+  }
+  EXPECT_TRUE(Same(std::vector<float>(got.begin(), got.begin() + d),
+                   std::vector<float>(xs.begin(), xs.begin() + d)));  // row 0: untouched
+  EXPECT_FALSE(Same(std::vector<float>(got.begin() + d, got.begin() + 2 * d),
+                    std::vector<float>(xs.begin() + d, xs.begin() + 2 * d)));  // finished
+}
+
+TEST_F(CudaBatchGlueTest, ClosedRowsOfSessionsTogetherAreBitIdenticalToEachAlone) {
+  CheckFinishRows(*gpu_, cpu_, 23, true);
+  CheckFinishRows(*gpu_, cpu_, 23, false);
+}
+
 // Small shapes of every batched glue kernel, for compute-sanitizer (memcheck, racecheck).
 TEST_F(CudaBatchGlueTest, SmallShapes) {
   CheckCompressorBatch(*gpu_, 9, 64, 4, true);
   CheckCompressorBatch(*gpu_, 3, 64, 8, false);
   CheckStoreBatch(*gpu_, 6);
+  CheckFinishRows(*gpu_, cpu_, 5, false);
 }
 
 }  // namespace

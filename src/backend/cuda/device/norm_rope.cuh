@@ -92,4 +92,32 @@ __device__ __forceinline__ void Fp8Block64Warp(float* p) {
   p[lane + 32] = __fmul_rn(RoundE4M3(v1), scale);
 }
 
+// HadamardFp4 of one row of n values (a power of two) in shared memory, in place, by a whole
+// block (blockDim.x a multiple of 32): the butterflies in the CPU's stage order, the
+// 1/sqrt(n) scale, then an FP4 round trip per 32 values (one warp per block of 32). Begins
+// with the row complete in `row` (behind a barrier); ends behind one.
+__device__ __forceinline__ void HadamardFp4Row(float* row, int n, float scale) {
+  for (int stride = 1; stride < n; stride <<= 1) {
+    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
+      const int base = (p / stride) * 2 * stride;
+      const int i = p % stride;
+      const float x0 = row[base + i];
+      const float x1 = row[base + stride + i];
+      row[base + i] = __fadd_rn(x0, x1);
+      row[base + stride + i] = __fsub_rn(x0, x1);
+    }
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  for (int b = threadIdx.x >> 5; b < n / 32; b += blockDim.x >> 5) {
+    float v = __fmul_rn(row[b * 32 + lane], scale);
+    float amax = WarpMax(fabsf(v));
+    if (amax < 7.052966104933725e-38f) amax = 7.052966104933725e-38f;
+    const float s = ldexpf(1.0f, int(ceilf(log2f(__fdiv_rn(amax, 6.0f)))));
+    v = fminf(fmaxf(__fdiv_rn(v, s), -6.0f), 6.0f);
+    row[b * 32 + lane] = __fmul_rn(RoundE2M1(v), s);
+  }
+  __syncthreads();
+}
+
 }  // namespace flashkv::cuda

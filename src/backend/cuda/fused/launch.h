@@ -24,6 +24,12 @@ inline constexpr int kSyncCounters = 8192;
 int LaunchFusedSublayerInput(CudaBackend::State& s, const SublayerInputArgs& a);
 // NormRope of any number of rows, one kernel.
 bool LaunchFusedNormRope(CudaBackend::State& s, const NormRopeArgs& a);
+// Whether entry `a` of a FinishRowsBatch runs in `first`'s launch: at most one row of one head
+// at pos0, the fused NormRope's shapes, and every launch-wide field equal to first's.
+bool FinishRowsJoin(const NormRopeArgs& first, const NormRopeArgs& a, bool hadamard);
+// The joining entries of a FinishRowsBatch (rows[0] first), a block each, in launches of a
+// fixed shape for a given count.
+void LaunchFinishRows(CudaBackend::State& s, const NormRopeArgs* const* rows, int n, bool hadamard);
 // A one-token MoeBlock in three kernels: router + routing + input quantization; expert and
 // shared gate/up + SwiGLU + mid quantization; every down product + slot sum + shared sum +
 // HC_post.
