@@ -120,10 +120,6 @@ void CudaBackend::AttentionBatch(const AttentionArgs* args, int n_args) {
   }
   if (rows.size() == 1) return Attention(*first);
   if (rows.empty()) return;
-  // The grid's chunks in steps of four (the merge's slots): blocks past a session's chunks
-  // return at once, and the launch keeps its shape — so the step its graph — while the
-  // sessions' KV grows by a row a step (launch_queue.h replays only unchanged shapes).
-  max_chunks = cuda::MergeSlots(max_chunks);
   const AttentionArgs& a = *first;
   const int n = int(rows.size());
   const uint64_t per_session = uint64_t(max_chunks) * a.n_head * (uint64_t(a.head_dim) + 2);
