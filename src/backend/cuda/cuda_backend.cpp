@@ -209,6 +209,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   s->tile_blocks_per_sm = settings->tile_blocks_per_sm;
   s->moe_group_max = settings->moe_group_max;
   s->moe_narrow = settings->moe_narrow;
+  s->finish_batch = settings->finish_batch != 0;
   {
     void* counters = nullptr;
     const size_t bytes = sizeof(unsigned) * cuda::kSyncCounters;
@@ -284,6 +285,10 @@ bool CudaBackend::SetMoeKernels(int group_max, int narrow) {
   s_->moe_group_max = group_max;
   s_->moe_narrow = narrow;
   return true;
+}
+void CudaBackend::SetFinishBatch(bool on) {
+  s_->Flush();
+  s_->finish_batch = on;
 }
 int CudaBackend::imma() const {
   return s_->imma;

@@ -81,6 +81,10 @@ struct CudaBackendOptions {
   // fewer than this many per expert, 0 never: FLASHKV_CUDA_MOE_NARROW (default
   // kCudaMoeNarrowBelow; a negative value takes the default).
   int moe_narrow = -1;
+  // The closed compressor rows of a step's decode sessions in launches whose shape does not
+  // depend on which sessions close a window (FinishRowsKernel; same bits, docs/CUDA.md):
+  // FLASHKV_CUDA_FINISH_BATCH (default off: not yet run on a GPU); 0 off; 1 on.
+  int finish_batch = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
@@ -108,9 +112,10 @@ inline constexpr int kCudaTileBlocksPerSm = 0;
 // tensor-core kernels.
 inline constexpr int kCudaMoeGroupMaxTokens = 31;
 // Expert tiles of 8 pairs on the tensor cores below this many pairs per expert on average (a
-// decode step of R rows routes 6·R pairs over 256 experts: narrow up to R = 170), where the
-// tiles of 32 hold one or two pairs.
-inline constexpr int kCudaMoeNarrowBelow = 4;
+// decode step of R rows routes 6·R pairs over 256 experts, so 4 would take them up to R = 170,
+// where the tiles of 32 hold one or two pairs). 0, never, until the narrow tiles have run on
+// a GPU (docs/CUDA.md, routed experts on the tensor cores).
+inline constexpr int kCudaMoeNarrowBelow = 0;
 
 // `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
 // is set, else the default above. The only reader of those variables; an error for an
@@ -190,6 +195,8 @@ class CudaBackend final : public Backend {
   // tiles (CudaBackendOptions::moe_group_max, 0 none) and the narrow tensor-core tiles'
   // threshold (moe_narrow, 0 never); false for a negative value.
   bool SetMoeKernels(int group_max, int narrow);
+  // CudaBackendOptions::finish_batch for later launches (tests and benchmarks).
+  void SetFinishBatch(bool on);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

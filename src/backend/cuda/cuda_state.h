@@ -98,6 +98,9 @@ struct CudaBackend::State {
   // Average pairs per expert below which the tensor-core expert tiles hold 8 pairs
   // (CudaBackendOptions::moe_narrow; products/launch.h ImmaMoePairs).
   int moe_narrow = kCudaMoeNarrowBelow;
+  // The decode sessions' closed rows in FinishRowsKernel launches (CudaBackendOptions::
+  // finish_batch; fused/norm_rope.cu).
+  bool finish_batch = false;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

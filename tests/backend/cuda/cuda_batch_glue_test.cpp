@@ -269,8 +269,10 @@ void CheckFinishRows(CudaBackend& gpu, CpuBackend& cpu, int n, bool main) {
     a.x = chain.ptr() + (size_t(i) * cap + 1) * d;
     alone.push_back(a);
   }
+  gpu.SetFinishBatch(true);
   gpu.ProfileTimes(true);
   gpu.FinishRowsBatch(batched.data(), n, !main);
+  gpu.SetFinishBatch(false);
   std::string names;
   for (const CudaKernelTime& k : gpu.ProfileTimes(true)) names += k.name + "\n";
   EXPECT_NE(names.find("FinishRowsKernel"), std::string::npos) << names;

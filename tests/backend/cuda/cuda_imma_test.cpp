@@ -225,19 +225,19 @@ TEST_F(CudaImmaTest, FlashProjectionsEqualTheDp4aKernels) {
 // 4096 Flash's width (weights generated on the GPU, no CPU twin: its CPU run would take
 // minutes). Pairs per expert: 17.5 and 30.75 (tiles of 32 under every variant), 150 (64-pair
 // tiles for both under variant 1: two full, one partial), 112.5 (gate/up in 64, down in 32:
-// two tile lists); narrow tiles at 2.25 (the default threshold) and at 30.75 (threshold
-// 100: four tiles an expert, the last partial); at Flash's width 1.9 and 1.5 pairs an expert
+// two tile lists); narrow tiles at 2.25 (threshold 4) and at 30.75 (threshold 100: four
+// tiles an expert, the last partial); at Flash's width 1.9 and 1.5 pairs an expert
 // (the 64-row decode step's mix), the grouped tiles off so the 5- and 16-token batches reach
 // the tensor cores.
 TEST_F(CudaImmaTest, SmallMoeExpertsEqualTheDp4aKernels) {
   CheckMoe({MoeShape{256, 256, 8, 2, 70, true}, MoeShape{768, 512, 8, 6, 41, true},
-            MoeShape{256, 512, 8, 6, 200, true}, MoeShape{256, 256, 8, 2, 9, true},
+            MoeShape{256, 512, 8, 6, 200, true}, MoeShape{256, 256, 8, 2, 9, true, 4},
             MoeShape{768, 512, 8, 6, 41, true, 100}});
 }
 
 TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
-  CheckMoe({MoeShape{4096, 2048, 16, 6, 300, false}, MoeShape{4096, 2048, 16, 6, 5, false},
-            MoeShape{4096, 2048, 64, 6, 16, false}});
+  CheckMoe({MoeShape{4096, 2048, 16, 6, 300, false}, MoeShape{4096, 2048, 16, 6, 5, false, 4},
+            MoeShape{4096, 2048, 64, 6, 16, false, 4}});
 }
 
 void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {

@@ -19,7 +19,7 @@ const char* const kVariables[] = {"FLASHKV_CUDA_GRAPHS",        "FLASHKV_CUDA_PD
                                   "FLASHKV_CUDA_TILED",         "FLASHKV_CUDA_FUSED",
                                   "FLASHKV_CUDA_TILE_BYTES",    "FLASHKV_CUDA_TILE_BLOCKS_PER_SM",
                                   "FLASHKV_CUDA_MOE_GROUP_MAX", "FLASHKV_CUDA_IMMA_FEW",
-                                  "FLASHKV_CUDA_MOE_NARROW"};
+                                  "FLASHKV_CUDA_MOE_NARROW",    "FLASHKV_CUDA_FINISH_BATCH"};
 
 // Clears the variables for one test and puts the process's values back after it.
 class CudaOptionsTest : public ::testing::Test {
@@ -54,17 +54,17 @@ class CudaOptionsTest : public ::testing::Test {
 std::vector<int> Fields(const CudaBackendOptions& o) {
   return {o.graphs,        o.pdl,      o.imma,       o.imma_min_tokens,
           o.tiled,         o.fused,    o.tile_bytes, o.tile_blocks_per_sm,
-          o.moe_group_max, o.imma_few, o.moe_narrow};
+          o.moe_group_max, o.imma_few, o.moe_narrow, o.finish_batch};
 }
 
 TEST_F(CudaOptionsTest, UnsetVariablesGiveTheDefaults) {
   EXPECT_EQ(Fields(Resolve()), (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
                                                  kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens,
-                                                 kCudaImmaFew, kCudaMoeNarrowBelow}));
+                                                 kCudaImmaFew, kCudaMoeNarrowBelow, 0}));
 }
 
 TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
-  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64, 3, 0};
+  const std::vector<int> from_env = {0, 0, 0, 2, 0, 0, 32768, 4, 64, 3, 5, 1};
   for (size_t i = 0; i < from_env.size(); ++i) {
     ::setenv(kVariables[i], std::to_string(from_env[i]).c_str(), 1);
   }
@@ -80,9 +80,10 @@ TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {
                                             .tile_bytes = 8192,
                                             .tile_blocks_per_sm = 2,
                                             .moe_group_max = 0,
-                                            .moe_narrow = 9};
+                                            .moe_narrow = 9,
+                                            .finish_batch = 0};
   EXPECT_EQ(Fields(Resolve(explicit_options)),
-            (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0, 2, 9}));
+            (std::vector<int>{1, 1, 3, 16, 1, 1, 8192, 2, 0, 2, 9, 0}));
 }
 
 // A switch is on for any value but "0" (an empty one included), as before.

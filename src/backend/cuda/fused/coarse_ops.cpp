@@ -20,12 +20,12 @@ void CudaBackend::FinishRowsBatch(const NormRopeArgs* rows, int n, bool hadamard
   // Decode rows (0 or 1 closed row a session) run in launches whose shape depends only on
   // how many sessions the step has, so a step of the same sessions replays its graph
   // whichever windows close; a prefill chunk's rows (or anything else) run as before.
+  if (!s_->fused || !s_->finish_batch) return Backend::FinishRowsBatch(rows, n, hadamard_fp4);
   std::vector<const NormRopeArgs*> joined;
   const NormRopeArgs* first = nullptr;
   for (int i = 0; i < n; ++i) {
     const NormRopeArgs& a = rows[i];
-    if (s_->fused && first == nullptr && a.n_rows <= 1 &&
-        cuda::FinishRowsJoin(a, a, hadamard_fp4)) {
+    if (first == nullptr && a.n_rows <= 1 && cuda::FinishRowsJoin(a, a, hadamard_fp4)) {
       first = &a;
     }
     if (first != nullptr && cuda::FinishRowsJoin(*first, a, hadamard_fp4)) {
