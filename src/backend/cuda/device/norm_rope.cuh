@@ -95,7 +95,9 @@ __device__ __forceinline__ void Fp8Block64Warp(float* p) {
 // HadamardFp4 of one row of n values (a power of two) in shared memory, in place, by a whole
 // block (blockDim.x a multiple of 32): the butterflies in the CPU's stage order, the
 // 1/sqrt(n) scale, then an FP4 round trip per 32 values (one warp per block of 32). Begins
-// with the row complete in `row` (behind a barrier); ends behind one.
+// with the row complete in `row` (behind a barrier); ends behind one. HadamardFp4Kernel's
+// (ops/norm_rope.cu) arithmetic; that kernel keeps its own copy until FinishRowsKernel, the
+// one user, has run on a GPU (then it should call this).
 __device__ __forceinline__ void HadamardFp4Row(float* row, int n, float scale) {
   for (int stride = 1; stride < n; stride <<= 1) {
     for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {

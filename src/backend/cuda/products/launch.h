@@ -101,6 +101,12 @@ inline int ImmaMoePairs(int variant, int n_pairs, int n_expert, int wide_from, i
 inline bool ImmaMoeTile(int tile_nt) {
   return tile_nt == kImmaNarrowPairs || tile_nt == 32 || tile_nt == 64;
 }
+// Whether expert tiles of tile_nt pairs go to the tensor cores: 32 and 64, and the narrow
+// tiles while they are switched on (State::moe_narrow > 0; tiles of 8 are also the warp
+// kernels' size).
+inline bool ImmaTilesOn(const CudaBackend::State& s, int tile_nt) {
+  return tile_nt == 32 || tile_nt == 64 || (tile_nt == kImmaNarrowPairs && s.moe_narrow > 0);
+}
 // Expert gate/up (IQ2_XXS, tiles of 8, 32 or 64 pairs) on the tensor cores (products/moe_imma.cu),
 // with GateUpTPKernel's bits; false for shapes it does not take.
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g);

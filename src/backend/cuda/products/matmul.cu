@@ -295,12 +295,12 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
     if (s.tiled_prefill && LaunchMatVecTiled(s, T, a)) return true;
   }
   if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && ImmaMoeTile(a.tile_nt) && LaunchDownImmaQ2K(s, a)) {
+    if (s.imma > 0 && a.tiles != nullptr && ImmaTilesOn(s, a.tile_nt) && LaunchDownImmaQ2K(s, a)) {
       return true;
     }
   }
   if constexpr (kQ8 && T == DType::kIQ2_XXS && std::is_same_v<A, GateUpArgs>) {
-    if (s.imma > 0 && a.tiles != nullptr && ImmaMoeTile(a.tile_nt) &&
+    if (s.imma > 0 && a.tiles != nullptr && ImmaTilesOn(s, a.tile_nt) &&
         LaunchGateUpImmaIq2(s, args)) {
       return true;
     }
