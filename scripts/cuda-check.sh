@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|formats|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -56,6 +56,9 @@
 #                                  stall reasons (ncu-*.log).
 #                                  verify: speculative decoding's verify step (--verify-rows) and
 #                                  a 1-layer step, the MTP drafter's stand-in.
+#                                  batch-new: issue #30's switched-off pieces (narrow expert
+#                                  tiles, FinishRowsKernel): tests, batch runs off / on,
+#                                  sanitizers, ncu of the expert kernels (batch-new.tgz).
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
 #                                  decode-final: the final decode figures (random:flash and a
@@ -388,6 +391,60 @@ PY
     "$BB" --decode-micro --frontiers "${VF%%,*}" --decode-steps 32 --warmup-steps 8 \
       --profile-steps 4 --ttft 0 --layers 1 > "$OUT/verify-drafter.log" 2>&1 || rc=1
     grep -E '^frontier [0-9]+, fused:' "$OUT/verify-drafter.log" | cut -c1-160 || true
+  fi
+  if [[ $what == batch-new ]]; then
+    # Issue #30's switched-off pieces (session 16, written without a GPU): the narrow
+    # tensor-core expert tiles (FLASHKV_CUDA_MOE_NARROW) and FinishRowsKernel
+    # (FLASHKV_CUDA_FINISH_BATCH). Every GPU test (their bit tests turn them on), memcheck and
+    # racecheck on their small shapes, then --batch-micro 16,64 (16 layers) with the defaults,
+    # with both on, and with both on and the grouped tiles off (the narrow tiles at 16 rows);
+    # where ncu exists, the expert kernels' stall samples at 16 rows (scripts/sass-stalls.py).
+    # The logs are re-tarred into batch-new.tgz after every stage: a cut-off call still
+    # returns what ran.
+    local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    pack() { tar czf "$OUT/batch-new.tgz" -C "$OUT" --exclude='*.tgz' --exclude='*.ncu-rep' . 2>/dev/null || true; }
+    timeout 150 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
+      > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu-tests.log" || true
+    pack
+    local NB=(--batch-micro "${BATCH_SIZES:-16,64}" --frontiers 256 --decode-steps 8 --warmup-steps 3
+      --profile-steps 2 --ttft 0 --layers 16)
+    local -A runs=([base]="" [new]="FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1"
+      [group0]="FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1 FLASHKV_CUDA_MOE_GROUP_MAX=0")
+    for r in base new group0; do
+      # shellcheck disable=SC2086
+      timeout 60 env ${runs[$r]} "$BB" "${NB[@]}" > "$OUT/batch-$r.log" 2>&1 || rc=1
+      echo "== $r"; grep -E '^batch|timed steps' "$OUT/batch-$r.log" | cut -c1-160 || true
+      pack
+    done
+    local CS
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    for tool in memcheck racecheck; do
+      timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter='CudaImmaTest.SmallMoeExperts*:CudaBatchGlueTest.SmallShapes' \
+        > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+      grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" || true
+      pack
+    done
+    local NCU
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+    if [[ -n $NCU ]]; then
+      local one=(--batch-micro 16 --frontiers 256 --decode-steps 1 --warmup-steps 0 --profile-steps 1
+        --ttft 0 --layers 16)
+      timeout 90 env FLASHKV_CUDA_MOE_GROUP_MAX=0 FLASHKV_CUDA_MOE_NARROW=4 "$NCU" \
+        --kernel-name-base mangled -k 'regex:(GateUpImmaIq2|DownImmaQ2K)KernelILi8E' -c 2 --set full \
+        --import-source yes -f -o "$OUT/ncu-narrow" "$BB" "${one[@]}" > "$OUT/ncu-narrow.log" 2>&1 || true
+      timeout 80 "$NCU" --kernel-name-base mangled -k 'regex:MoeGroupTileKernel' -c 2 --set full \
+        --import-source yes -f -o "$OUT/ncu-group" "$BB" "${one[@]}" > "$OUT/ncu-group.log" 2>&1 || true
+      for k in narrow group; do
+        [[ -f $OUT/ncu-$k.ncu-rep ]] || continue
+        "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page source --csv --print-source sass 2> /dev/null \
+          | gzip -9 > "$OUT/ncu-$k-sass.csv.gz" || true
+        python3 "$ROOT/scripts/sass-stalls.py" "$OUT/ncu-$k-sass.csv.gz" | head -30 || true
+      done
+      pack
+    fi
   fi
   if [[ $what == decode-run ]]; then
     # One device call of the decode work (its 240 s budget): every GPU test, the small-shape
@@ -779,7 +836,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|formats|sanitize|serve|offload|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac
