@@ -105,7 +105,7 @@ inline bool ImmaMoeTile(int tile_nt) {
 // tiles while they are switched on (State::moe_narrow > 0; tiles of 8 are also the warp
 // kernels' size).
 inline bool ImmaTilesOn(const CudaBackend::State& s, int tile_nt) {
-  return tile_nt == 32 || tile_nt == 64 || (tile_nt == kImmaNarrowPairs && s.moe_narrow > 0);
+  return ImmaMoeTile(tile_nt) && (tile_nt != kImmaNarrowPairs || s.moe_narrow > 0);
 }
 // Expert gate/up (IQ2_XXS, tiles of 8, 32 or 64 pairs) on the tensor cores (products/moe_imma.cu),
 // with GateUpTPKernel's bits; false for shapes it does not take.

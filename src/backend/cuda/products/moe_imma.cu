@@ -19,6 +19,7 @@
 // Down: see DownImmaQ2KKernel.
 // Must not: serve other weight types or plain (non-tile) batches.
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/device/common.cuh"
 #include "backend/cuda/device/imma_ptx.cuh"
@@ -556,6 +557,20 @@ bool LaunchGateUpTile(CudaBackend::State& s, const GateUpArgs& g) {
   return true;
 }
 
+// launch(std::integral_constant<int, BN>) for the tile shape of tile_nt pairs (ImmaMoeTile's
+// sizes; 32 for any other): the one place both products pick their kernel instance.
+template <typename Launch>
+bool WithTileShape(int tile_nt, Launch launch) {
+  switch (tile_nt) {
+    case kImmaNarrowPairs:
+      return launch(std::integral_constant<int, kImmaNarrowPairs>{});
+    case 64:
+      return launch(std::integral_constant<int, 64>{});
+    default:
+      return launch(std::integral_constant<int, 32>{});
+  }
+}
+
 }  // namespace
 
 bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a) {
@@ -564,14 +579,8 @@ bool LaunchDownImmaQ2K(CudaBackend::State& s, const MatVecArgs& a) {
       reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  switch (a.tile_nt) {
-    case kImmaNarrowPairs:
-      return LaunchDownTile<kImmaNarrowPairs>(s, a);
-    case 64:
-      return LaunchDownTile<64>(s, a);
-    default:
-      return LaunchDownTile<32>(s, a);
-  }
+  return WithTileShape(a.tile_nt,
+                       [&](auto bn) { return LaunchDownTile<decltype(bn)::value>(s, a); });
 }
 
 bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g) {
@@ -582,14 +591,8 @@ bool LaunchGateUpImmaIq2(CudaBackend::State& s, const GateUpArgs& g) {
       !aligned(a.x, 16) || a.x_row_bytes % 16 != 0) {
     return false;
   }
-  switch (a.tile_nt) {
-    case kImmaNarrowPairs:
-      return LaunchGateUpTile<kImmaNarrowPairs>(s, g);
-    case 64:
-      return LaunchGateUpTile<64>(s, g);
-    default:
-      return LaunchGateUpTile<32>(s, g);
-  }
+  return WithTileShape(a.tile_nt,
+                       [&](auto bn) { return LaunchGateUpTile<decltype(bn)::value>(s, g); });
 }
 
 }  // namespace flashkv::cuda
