@@ -83,7 +83,7 @@ struct CudaBackendOptions {
   int moe_narrow = -1;
   // The closed compressor rows of a step's decode sessions in launches whose shape does not
   // depend on which sessions close a window (FinishRowsKernel; same bits, docs/CUDA.md):
-  // FLASHKV_CUDA_FINISH_BATCH (default off: not yet run on a GPU); 0 off; 1 on.
+  // FLASHKV_CUDA_FINISH_BATCH (default on; "0" off).
   int finish_batch = -1;
 };
 
@@ -113,9 +113,10 @@ inline constexpr int kCudaTileBlocksPerSm = 0;
 inline constexpr int kCudaMoeGroupMaxTokens = 31;
 // Expert tiles of 8 pairs on the tensor cores below this many pairs per expert on average (a
 // decode step of R rows routes 6·R pairs over 256 experts, so 4 would take them up to R = 170,
-// where the tiles of 32 hold one or two pairs). 0, never, until the narrow tiles have run on
-// a GPU (docs/CUDA.md, routed experts on the tensor cores).
-inline constexpr int kCudaMoeNarrowBelow = 0;
+// where the tiles of 32 hold one or two pairs; a 64-row step of 16 Flash layers on the H100
+// 68.7 → 58.7 ms with FinishRowsKernel: docs/PERFORMANCE.md "Batched decode steps, second
+// step").
+inline constexpr int kCudaMoeNarrowBelow = 4;
 
 // `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
 // is set, else the default above. The only reader of those variables; an error for an

@@ -22,10 +22,7 @@ Expected<CudaBackendOptions> CudaOptionsFromEnvironment(CudaBackendOptions o) {
   if (o.pdl < 0) o.pdl = EnvSwitch("FLASHKV_CUDA_PDL");
   if (o.tiled < 0) o.tiled = EnvSwitch("FLASHKV_CUDA_TILED");
   if (o.fused < 0) o.fused = EnvSwitch("FLASHKV_CUDA_FUSED");
-  if (o.finish_batch < 0) {  // off unless set to something other than "0"
-    const char* env = std::getenv("FLASHKV_CUDA_FINISH_BATCH");
-    o.finish_batch = env != nullptr && std::strcmp(env, "0") != 0 ? 1 : 0;
-  }
+  if (o.finish_batch < 0) o.finish_batch = EnvSwitch("FLASHKV_CUDA_FINISH_BATCH");
   if (o.imma < 0) {
     const char* env = std::getenv("FLASHKV_CUDA_IMMA");
     o.imma = env != nullptr && *env != '\0' ? std::atoi(env) : 1;

@@ -100,7 +100,7 @@ struct CudaBackend::State {
   int moe_narrow = kCudaMoeNarrowBelow;
   // The decode sessions' closed rows in FinishRowsKernel launches (CudaBackendOptions::
   // finish_batch; fused/norm_rope.cu).
-  bool finish_batch = false;
+  bool finish_batch = true;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

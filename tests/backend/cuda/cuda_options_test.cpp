@@ -60,7 +60,7 @@ std::vector<int> Fields(const CudaBackendOptions& o) {
 TEST_F(CudaOptionsTest, UnsetVariablesGiveTheDefaults) {
   EXPECT_EQ(Fields(Resolve()), (std::vector<int>{1, 1, 1, kCudaImmaMinTokens, 1, 1, kCudaTileBytes,
                                                  kCudaTileBlocksPerSm, kCudaMoeGroupMaxTokens,
-                                                 kCudaImmaFew, kCudaMoeNarrowBelow, 0}));
+                                                 kCudaImmaFew, kCudaMoeNarrowBelow, 1}));
 }
 
 TEST_F(CudaOptionsTest, VariablesSetTheFieldsAndExplicitOptionsBeatThem) {

@@ -96,8 +96,7 @@ __device__ __forceinline__ void Fp8Block64Warp(float* p) {
 // block (blockDim.x a multiple of 32): the butterflies in the CPU's stage order, the
 // 1/sqrt(n) scale, then an FP4 round trip per 32 values (one warp per block of 32). Begins
 // with the row complete in `row` (behind a barrier); ends behind one. HadamardFp4Kernel's
-// (ops/norm_rope.cu) arithmetic; that kernel keeps its own copy until FinishRowsKernel, the
-// one user, has run on a GPU (then it should call this).
+// (ops/norm_rope.cu) and FinishRowsKernel's (fused/norm_rope.cu) arithmetic.
 __device__ __forceinline__ void HadamardFp4Row(float* row, int n, float scale) {
   for (int stride = 1; stride < n; stride <<= 1) {
     for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {

@@ -34,9 +34,7 @@ struct NormRopeKernelArgs {
 
 // RMSNorm of the head at x into `head` (shared memory) with RmsNormKernel's tree, its tail
 // rotated at `pos` with RopeKernel's angles, its prefix through FP8 as Fp8Kernel does. Ends
-// behind a barrier. NormRopeKernel's body, line for line; that kernel keeps its own copy (it
-// has run on the GPU, this has not: session 16 got no device machine) — fold it into this
-// once FinishRowsKernel's test has passed on a GPU.
+// behind a barrier. NormRopeKernel's and FinishRowsKernel's arithmetic.
 __device__ __forceinline__ void NormRopeHead(const NormRopeKernelArgs& a, const float* x,
                                              int64_t pos, float* head, double* scratch) {
   const int n = a.head_dim;
@@ -67,28 +65,8 @@ __global__ void NormRopeKernel(NormRopeKernelArgs a) {
   const int n = a.head_dim;
   float* x = a.x + uint64_t(blockIdx.x) * n;
   const int64_t r = int64_t(blockIdx.x) / a.n_heads;
-
-  double ss = 0.0;
-#pragma unroll 8
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fma_rn(double(x[i]), x[i], ss);
-  const float scale = RmsScale(BlockSumD(ss, scratch), n, a.eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) head[i] = RmsNormed(x[i], scale, a.w, i);
-  __syncthreads();
-
-  float* tail = head + (n - a.rope.n_rot);
-  const int64_t pos = a.positions != nullptr ? a.positions[r] : a.pos0 + r * a.pos_step;
-  for (int pair = threadIdx.x; pair < a.rope.n_rot / 2; pair += blockDim.x) {
-    float c, s;
-    RopeCosSin(a.rope, a.theta_scale, pos, pair, 1.0f, &c, &s);
-    RopeRotate(c, s, &tail[2 * pair], &tail[2 * pair + 1]);
-  }
-  __syncthreads();
-
-  for (int b = threadIdx.x >> 5; b < a.fp8_prefix / 64; b += blockDim.x >> 5) {
-    Fp8Block64Warp(head + 64 * b);
-  }
-  __syncthreads();
-
+  NormRopeHead(a, x, a.positions != nullptr ? a.positions[r] : a.pos0 + r * a.pos_step, head,
+               scratch);
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = head[i];
     x[i] = a.f16_round ? __half2float(__float2half_rn(v)) : v;

@@ -86,34 +86,15 @@ struct HadamardArgs {
   int row_dim;
   float scale;  // 1/sqrt(row_dim), rounded from double on the host
 };
-// One block per row: butterflies in shared memory in the CPU's stage order, the 1/sqrt(n)
-// scale, then an FP4 round trip per 32 values (one warp per block of 32).
+// One block per row: HadamardFp4Row (device/norm_rope.cuh) in shared memory.
 __global__ void HadamardFp4Kernel(HadamardArgs a) {
   extern __shared__ float row[];
   float* xr = a.x + size_t(blockIdx.x) * a.row_dim;
   const int n = a.row_dim;
   for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = xr[i];
   __syncthreads();
-  for (int stride = 1; stride < n; stride <<= 1) {
-    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
-      const int base = (p / stride) * 2 * stride;
-      const int i = p % stride;
-      const float x0 = row[base + i];
-      const float x1 = row[base + stride + i];
-      row[base + i] = __fadd_rn(x0, x1);
-      row[base + stride + i] = __fsub_rn(x0, x1);
-    }
-    __syncthreads();
-  }
-  const int lane = threadIdx.x & 31;
-  for (int b = threadIdx.x >> 5; b < n / 32; b += blockDim.x >> 5) {
-    float v = __fmul_rn(row[b * 32 + lane], a.scale);
-    float amax = WarpMax(fabsf(v));
-    if (amax < 7.052966104933725e-38f) amax = 7.052966104933725e-38f;
-    const float scale = ldexpf(1.0f, int(ceilf(log2f(__fdiv_rn(amax, 6.0f)))));
-    v = fminf(fmaxf(__fdiv_rn(v, scale), -6.0f), 6.0f);
-    xr[b * 32 + lane] = __fmul_rn(RoundE2M1(v), scale);
-  }
+  HadamardFp4Row(row, n, a.scale);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) xr[i] = row[i];
 }
 
 }  // namespace
