@@ -56,9 +56,9 @@
 #                                  stall reasons (ncu-*.log).
 #                                  verify: speculative decoding's verify step (--verify-rows) and
 #                                  a 1-layer step, the MTP drafter's stand-in.
-#                                  batch-new: issue #30's switched-off pieces (narrow expert
-#                                  tiles, FinishRowsKernel): tests, batch runs off / on,
-#                                  sanitizers, ncu of the expert kernels (batch-new.tgz).
+#                                  batch-new: issue #30's latest step against the build
+#                                  before it (.devcarry/base/): tests, batch runs, prefill,
+#                                  sanitizers, ncu of the narrow expert kernels (batch-new.tgz).
 #                                  decode-run: decode-tests and decode-bench in one call, with a
 #                                  baseline build's microbenchmark when staged beside it.
 #                                  decode-final: the final decode figures (random:flash and a
@@ -393,56 +393,73 @@ PY
     grep -E '^frontier [0-9]+, fused:' "$OUT/verify-drafter.log" | cut -c1-160 || true
   fi
   if [[ $what == batch-new ]]; then
-    # Issue #30's switched-off pieces (session 16, written without a GPU): the narrow
-    # tensor-core expert tiles (FLASHKV_CUDA_MOE_NARROW) and FinishRowsKernel
-    # (FLASHKV_CUDA_FINISH_BATCH). Every GPU test (their bit tests turn them on), memcheck and
-    # racecheck on their small shapes, then --batch-micro 16,64 (16 layers) with the defaults,
-    # with both on, and with both on and the grouped tiles off (the narrow tiles at 16 rows);
-    # where ncu exists, the expert kernels' stall samples at 16 rows (scripts/sass-stalls.py).
-    # The logs are re-tarred into batch-new.tgz after every stage: a cut-off call still
-    # returns what ran.
+    # Issue #30's latest step against the build before it (.devcarry/base/flashkv_bench_cuda,
+    # when staged): every GPU test, then --batch-micro at BATCH_SIZES (default 1,4,16,64;
+    # BATCH_LAYERS layers, default 16, so the H100 holds them) — this build, the base build
+    # with its defaults and with BASE_ENV (default: the narrow tiles and FinishRowsKernel on),
+    # this build without the grouped tiles (the tensor cores from 2 rows) — the Flash prefill
+    # in chunks of 2,048 to 8,192 tokens with both builds (the prefill tiles share the expert
+    # kernels), memcheck and racecheck on the small shapes, and where ncu exists the narrow
+    # expert kernels' stall samples in a 64-row step (scripts/sass-stalls.py). The logs are
+    # re-tarred into batch-new.tgz after every stage: a cut-off call still returns what ran.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    local BASE_BB=$ROOT/.devcarry/base/flashkv_bench_cuda
     pack() { tar czf "$OUT/batch-new.tgz" -C "$OUT" --exclude='*.tgz' --exclude='*.ncu-rep' . 2>/dev/null || true; }
     timeout 150 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
       > "$OUT/gpu-tests.log" 2>&1 || rc=1
-    grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu-tests.log" || true
+    grep -E '^\[  (PASSED|FAILED)|^\[  FAILED' "$OUT/gpu-tests.log" || true
     pack
-    local NB=(--batch-micro "${BATCH_SIZES:-16,64}" --frontiers 256 --decode-steps 8 --warmup-steps 3
-      --profile-steps 2 --ttft 0 --layers 16)
-    local -A runs=([base]="" [new]="FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1"
-      [group0]="FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1 FLASHKV_CUDA_MOE_GROUP_MAX=0")
-    for r in base new group0; do
+    local L=${BATCH_LAYERS:-16}
+    local NB=(--batch-micro "${BATCH_SIZES:-1,4,16,64}" --frontiers 256 --decode-steps 8
+      --warmup-steps 3 --profile-steps 2 --ttft 0 --layers "$L")
+    local runs=("new||$BB" "group0|FLASHKV_CUDA_MOE_GROUP_MAX=0|$BB")
+    if [[ -x $BASE_BB ]]; then
+      runs+=("base||$BASE_BB"
+        "base-env|${BASE_ENV:-FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1}|$BASE_BB")
+    fi
+    local r tag envs bin
+    for r in "${runs[@]}"; do
+      IFS='|' read -r tag envs bin <<< "$r"
       # shellcheck disable=SC2086
-      timeout 60 env ${runs[$r]} "$BB" "${NB[@]}" > "$OUT/batch-$r.log" 2>&1 || rc=1
-      echo "== $r"; grep -E '^batch|timed steps' "$OUT/batch-$r.log" | cut -c1-160 || true
+      timeout 90 env $envs "$bin" "${NB[@]}" > "$OUT/batch-$tag.log" 2>&1 || rc=1
+      echo "== $tag $envs"; grep -E '^batch [0-9]' "$OUT/batch-$tag.log" | cut -c1-120 || true
       pack
     done
+    local PF=(--frontiers "2048,8192" --decode-steps 4 --warmup-steps 1 --ttft 0 --layers "$L"
+      --profile)
+    timeout 90 "$BB" "${PF[@]}" > "$OUT/prefill-new.log" 2>&1 || rc=1
+    [[ ! -x $BASE_BB ]] || timeout 90 "$BASE_BB" "${PF[@]}" > "$OUT/prefill-base.log" 2>&1 || rc=1
+    for tag in new base; do
+      [[ -f $OUT/prefill-$tag.log ]] || continue
+      echo "== prefill $tag"; grep -E '^frontier' "$OUT/prefill-$tag.log" | cut -c1-120 || true
+      grep -E 'ImmaIq2|ImmaQ2K' "$OUT/prefill-$tag.log" | head -4 || true
+    done
+    pack
     local CS
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     for tool in memcheck racecheck; do
-      timeout 60 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-        --gtest_filter='CudaImmaTest.SmallMoeExperts*:CudaBatchGlueTest.SmallShapes' \
+      timeout 90 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+        --gtest_filter='CudaImmaTest.SmallMoeExperts*:CudaBatchGlueTest.SmallShapes:CudaFusedTest.*NormRope*' \
         > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
-      grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" || true
+      grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/sanitizer-$tool.log" || true
       pack
     done
     local NCU
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
     if [[ -n $NCU ]]; then
-      local one=(--batch-micro 16 --frontiers 256 --decode-steps 1 --warmup-steps 0 --profile-steps 1
-        --ttft 0 --layers 16)
-      timeout 90 env FLASHKV_CUDA_MOE_GROUP_MAX=0 FLASHKV_CUDA_MOE_NARROW=4 "$NCU" \
-        --kernel-name-base mangled -k 'regex:(GateUpImmaIq2|DownImmaQ2K)KernelILi8E' -c 2 --set full \
-        --import-source yes -f -o "$OUT/ncu-narrow" "$BB" "${one[@]}" > "$OUT/ncu-narrow.log" 2>&1 || true
-      timeout 80 "$NCU" --kernel-name-base mangled -k 'regex:MoeGroupTileKernel' -c 2 --set full \
-        --import-source yes -f -o "$OUT/ncu-group" "$BB" "${one[@]}" > "$OUT/ncu-group.log" 2>&1 || true
-      for k in narrow group; do
-        [[ -f $OUT/ncu-$k.ncu-rep ]] || continue
-        "$NCU" --import "$OUT/ncu-$k.ncu-rep" --page source --csv --print-source sass 2> /dev/null \
-          | gzip -9 > "$OUT/ncu-$k-sass.csv.gz" || true
-        python3 "$ROOT/scripts/sass-stalls.py" "$OUT/ncu-$k-sass.csv.gz" | head -30 || true
-      done
+      local one=(--batch-micro 64 --frontiers 256 --decode-steps 1 --warmup-steps 0 --profile-steps 1
+        --ttft 0 --layers "$L")
+      timeout 120 "$NCU" --kernel-name-base mangled -k 'regex:(GateUpImmaIq2|DownImmaQ2K)KernelILi8E' \
+        -c 2 --set full --import-source yes -f -o "$OUT/ncu-narrow" "$BB" "${one[@]}" \
+        > "$OUT/ncu-narrow.log" 2>&1 || true
+      if [[ -f $OUT/ncu-narrow.ncu-rep ]]; then
+        "$NCU" --import "$OUT/ncu-narrow.ncu-rep" --page source --csv --print-source sass 2> /dev/null \
+          | gzip -9 > "$OUT/ncu-narrow-sass.csv.gz" || true
+        "$NCU" --import "$OUT/ncu-narrow.ncu-rep" --page details --csv 2> /dev/null \
+          | gzip -9 > "$OUT/ncu-narrow-details.csv.gz" || true
+        python3 "$ROOT/scripts/sass-stalls.py" "$OUT/ncu-narrow-sass.csv.gz" | head -30 || true
+      fi
       pack
     fi
   fi

@@ -73,11 +73,17 @@ __device__ __forceinline__ Q8Row Q8_KRowOf(const uint8_t* row, int n) {
 }
 
 // The 8-bit sign mask of an IQ2 7-bit index (the 8th bit makes the parity even), spread
-// to bytes: 0xff for a negated value, 0x00 otherwise. lo covers values 0..3, hi 4..7.
-__device__ __forceinline__ void Iq2SignBytes(uint32_t idx7, uint32_t* lo, uint32_t* hi) {
+// to bytes: 0x01 for a negated value, 0x00 otherwise. lo covers values 0..3, hi 4..7.
+__device__ __forceinline__ void Iq2SignBits(uint32_t idx7, uint32_t* lo, uint32_t* hi) {
   const uint32_t s = idx7 | ((__popc(idx7) & 1u) << 7);
-  *lo = ((((s & 0x0fu) * 0x00204081u) & 0x01010101u) * 0xffu);
-  *hi = (((((s >> 4) & 0x0fu) * 0x00204081u) & 0x01010101u) * 0xffu);
+  *lo = ((s & 0x0fu) * 0x00204081u) & 0x01010101u;
+  *hi = (((s >> 4) & 0x0fu) * 0x00204081u) & 0x01010101u;
+}
+// … and as masks: 0xff for a negated value.
+__device__ __forceinline__ void Iq2SignBytes(uint32_t idx7, uint32_t* lo, uint32_t* hi) {
+  Iq2SignBits(idx7, lo, hi);
+  *lo *= 0xffu;
+  *hi *= 0xffu;
 }
 
 // Grid magnitudes g (bytes of 8, 25 or 43) negated where the sign mask m (Iq2SignBytes) is
@@ -86,6 +92,11 @@ __device__ __forceinline__ void Iq2SignBytes(uint32_t idx7, uint32_t* lo, uint32
 // no SIMD byte subtract). Only for IQ2 magnitudes: a zero byte would carry.
 __device__ __forceinline__ uint32_t Iq2Signed(uint32_t g, uint32_t m) {
   return (g ^ m) + (m & 0x01010101u);
+}
+// The same bytes from Iq2SignBits's c (m = c · 0xff, so m & 0x01010101 = c): one
+// instruction fewer where the caller has c.
+__device__ __forceinline__ uint32_t Iq2SignedBits(uint32_t g, uint32_t c) {
+  return (g ^ (c * 0xffu)) + c;
 }
 
 __device__ __forceinline__ void Q4KScaleMin(const uint8_t* scales, int j, int* sc, int* mn) {

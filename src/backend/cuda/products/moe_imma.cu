@@ -32,7 +32,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kRowBytes = 256 + 16;  // decoded row / activation row stride (bank-conflict free)
-constexpr int kScaleStride = 9;      // ints per row of group scales (8, padded)
+constexpr int kScaleStride = 9;      // bytes per row of group scales (8, padded)
 
 // A CTA's tile: kBN pairs × kBM rows, 8 warps. Tiles of 32 or 64 pairs (prefill): warps of
 // 32 rows × 16 pairs (two 16-row × two 8-pair MMA tiles). The narrow tile of 8 pairs (decode
@@ -72,28 +72,45 @@ struct PairTile {
   float dx[2][BN];
 };
 
+// The IQ2 grid's 256 8-byte entries are looked up at random, so a warp's lookups collide in
+// the banks (5.7 wavefronts an LDS.64 where 2 would do: ncu, docs/PERFORMANCE.md "Batched
+// decode steps, third step"). 16 copies, entry e of copy c at [e · 16 + c] — copy c in bank
+// pair c — and lane l reading copy l % 16 make every lookup conflict-free, for 30 KiB more
+// shared memory: where two CTAs an SM still fit (the tiles of 8 and 64 pairs; 32 has the
+// larger activation and weight tiles both).
+template <int BN>
+constexpr int kGridCopies = BN == 32 ? 1 : 16;
+
 template <int BN>
 struct Smem {
   static constexpr int kBM = Shape<BN>::kBM;
-  uint64_t grid[256];
+  uint64_t grid[256 * kGridCopies<BN>];
   PairTile<BN> pt;
   alignas(16) int8_t w[2][kBM * kRowBytes];  // decoded gate, up
-  int scale[2][kBM * kScaleStride];
+  uint8_t scale[2][kBM * kScaleStride];      // 2·ls + 1 ≤ 31
   uint32_t dword[2][2][kBM];  // [buffer][matrix][row]: the aligned word holding the block's d
   uint8_t dhigh[2][2][kBM];   // whether d is that word's high half
 };
+// Two CTAs an SM (228 KiB, 1 KiB of it reserved per CTA).
+static_assert(sizeof(Smem<kImmaNarrowPairs>) <= 113 * 1024 && sizeof(Smem<32>) <= 113 * 1024 &&
+              sizeof(Smem<64>) <= 113 * 1024);
 
-// One (matrix, row, group) decode: the group's 8 raw bytes.
+// One (matrix, row, group) decode: the group's 8 raw bytes as loaded — the aligned words at
+// and after them and the 2 bytes past those — put together only when decoded (DecodeRaw), so
+// the loads stay in flight while the current super-block is multiplied.
 struct RawItem {
-  uint32_t a = 0, b = 0;
+  uint32_t w0 = 0, w1 = 0, w2 = 0;
 };
 
-__device__ __forceinline__ const uint8_t* ItemBlock(const GateUpArgs& g, int m, int expert, int row,
-                                                    int sb) {
+// The gate (0) and up (1) matrices of the tile's expert: one table read per CTA, not one per
+// load (the expert cache's table: ExpertMatrix).
+struct ExpertMatrices {
+  const uint8_t* m[2];
+};
+__device__ __forceinline__ ExpertMatrices MatricesOf(const GateUpArgs& g, int expert) {
   const MatVecArgs& a = g.mv;
-  const uint8_t* base = m == 0 ? ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes)
-                               : ExpertMatrix(g.w_up, g.up_experts, expert, a.expert_bytes);
-  return base + uint64_t(row) * a.row_bytes + uint64_t(66) * sb;
+  return {{ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes),
+           ExpertMatrix(g.w_up, g.up_experts, expert, a.expert_bytes)}};
 }
 
 // Item i of this thread: matrix i / kItemsPerMatrix, row and group from the thread index
@@ -107,35 +124,47 @@ __device__ __forceinline__ void ItemCoords(int i, int* m, int* r, int* grp) {
   *grp = idx & 7;
 }
 
-// Super-block sb's raw groups into registers, and (cp.async, committed with the same
-// stage's activations) the word holding each row's d into dword[buf].
+// Where the 16-byte half h of group grp's 32 decoded values sits in its row of the tile: the
+// halves of groups 4-7 swapped, so the 8 lanes of a 16-byte store phase (one row's 8 groups,
+// 32 bytes apart) write 8 different bank quads instead of 4 twice. ldmatrix reads one half of
+// one group from 8 rows 272 bytes apart, conflict-free either way.
+__device__ __forceinline__ int DecodedHalf(int grp, int h) {
+  return 32 * grp + 16 * (h ^ (grp >> 2));
+}
+
+// Super-block sb's raw groups into registers (bit i of *unaligned: item i's group bytes start
+// 2 past a 4-byte boundary), and (cp.async, committed with the same stage's activations) the
+// word holding each row's d into dword[buf].
 template <int BN>
-__device__ __forceinline__ void LoadRaw(const GateUpArgs& g, Smem<BN>& sm, int buf, int expert,
-                                        int row0, int sb, RawItem (&raw)[Shape<BN>::kItems]) {
+__device__ __forceinline__ void LoadRaw(const GateUpArgs& g, const ExpertMatrices& em, Smem<BN>& sm,
+                                        int buf, int row0, int sb,
+                                        RawItem (&raw)[Shape<BN>::kItems], uint32_t* unaligned) {
   // Blocks are 66 bytes, so a block starts 2 (mod 4) or 0: its groups' 8 bytes at
-  // +2 + 8·grp are 4-byte aligned in the first case, and its d is then the high half of
-  // the aligned word before it, else the low half of the word at the block. No load leaves
-  // the block (the weights start 4-byte aligned, LaunchGateUpImmaIq2).
+  // p = block + 2 + 8·grp are 4-byte aligned in the first case, and its d is then the high
+  // half of the aligned word before it, else the low half of the word at the block. No load
+  // leaves the block (the weights start 4-byte aligned, LaunchGateUpImmaIq2): the words at
+  // p and p + 4, or at p − 2 and p + 2 and the 2 bytes at p + 6.
+  const MatVecArgs& a = g.mv;
+  uint32_t bits = 0;
 #pragma unroll
   for (int i = 0; i < Shape<BN>::kItems; ++i) {
     int m, r, grp;
     ItemCoords<BN>(i, &m, &r, &grp);
-    const uint8_t* blk = ItemBlock(g, m, expert, min(row0 + r, g.mv.rows - 1), sb);
+    const uint8_t* blk =
+        em.m[m] + uint64_t(min(row0 + r, a.rows - 1)) * a.row_bytes + uint64_t(66) * sb;
     const uint8_t* p = blk + 2 + 8 * grp;
-    const bool aligned = (reinterpret_cast<uintptr_t>(blk) & 3) == 2;
-    if (aligned) {
-      raw[i].a = LoadU32(p);
-      raw[i].b = LoadU32(p + 4);
-    } else {
-      const uint32_t w0 = LoadU32(p - 2), w1 = LoadU32(p + 2);
-      raw[i].a = __byte_perm(w0, w1, 0x5432);
-      raw[i].b = (w1 >> 16) | (uint32_t(LoadU16(p + 6)) << 16);
-    }
+    const uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p)) & 2u;
+    const uint8_t* pa = p - off;
+    raw[i].w0 = __ldg(reinterpret_cast<const unsigned int*>(pa));
+    raw[i].w1 = __ldg(reinterpret_cast<const unsigned int*>(pa + 4));
+    raw[i].w2 = off != 0 ? __ldg(reinterpret_cast<const unsigned short*>(p + 6)) : 0u;
+    bits |= (off >> 1) << i;
     if (grp == 0) {
-      CpAsync4(SmemAddr(&sm.dword[buf][m][r]), aligned ? blk - 2 : blk);
-      sm.dhigh[buf][m][r] = aligned;
+      CpAsync4(SmemAddr(&sm.dword[buf][m][r]), off == 0 ? blk - 2 : blk);
+      sm.dhigh[buf][m][r] = off == 0;
     }
   }
+  *unaligned = bits;
 }
 template <int BN>
 __device__ __forceinline__ float BlockD(const Smem<BN>& sm, int buf, int m, int r) {
@@ -145,24 +174,29 @@ __device__ __forceinline__ float BlockD(const Smem<BN>& sm, int buf, int m, int 
 
 // Signed magnitudes of a group (TpDecodeIQ2's words) into the decoded tile, and its scale.
 template <int BN>
-__device__ __forceinline__ void DecodeRaw(Smem<BN>& sm, const RawItem (&raw)[Shape<BN>::kItems]) {
+__device__ __forceinline__ void DecodeRaw(Smem<BN>& sm, const RawItem (&raw)[Shape<BN>::kItems],
+                                          uint32_t unaligned) {
+  const int copy = int(threadIdx.x) % kGridCopies<BN>;
 #pragma unroll
   for (int i = 0; i < Shape<BN>::kItems; ++i) {
     int m, r, grp;
     ItemCoords<BN>(i, &m, &r, &grp);
+    const uint32_t sel = (unaligned >> i) & 1u ? 0x5432u : 0x3210u;
+    const uint32_t qa = __byte_perm(raw[i].w0, raw[i].w1, sel);  // 4 grid indices
+    const uint32_t qb = __byte_perm(raw[i].w1, raw[i].w2, sel);  // 4 × 7 sign bits, scale
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint64_t gv = sm.grid[(raw[i].a >> (8 * k)) & 0xffu];
-      uint32_t m_lo, m_hi;
-      Iq2SignBytes((raw[i].b >> (7 * k)) & 127u, &m_lo, &m_hi);
-      v[2 * k] = Iq2Signed(uint32_t(gv), m_lo);
-      v[2 * k + 1] = Iq2Signed(uint32_t(gv >> 32), m_hi);
+      const uint64_t gv = sm.grid[((qa >> (8 * k)) & 0xffu) * kGridCopies<BN> + copy];
+      uint32_t c_lo, c_hi;
+      Iq2SignBits((qb >> (7 * k)) & 127u, &c_lo, &c_hi);
+      v[2 * k] = Iq2SignedBits(uint32_t(gv), c_lo);
+      v[2 * k + 1] = Iq2SignedBits(uint32_t(gv >> 32), c_hi);
     }
-    uint4* dst = reinterpret_cast<uint4*>(sm.w[m] + r * kRowBytes + 32 * grp);
-    dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
-    dst[1] = make_uint4(v[4], v[5], v[6], v[7]);
-    sm.scale[m][r * kScaleStride + grp] = int(2 * (raw[i].b >> 28) + 1);
+    int8_t* row = sm.w[m] + r * kRowBytes;
+    *reinterpret_cast<uint4*>(row + DecodedHalf(grp, 0)) = make_uint4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<uint4*>(row + DecodedHalf(grp, 1)) = make_uint4(v[4], v[5], v[6], v[7]);
+    sm.scale[m][r * kScaleStride + grp] = uint8_t(2 * (qb >> 28) + 1);
   }
 }
 
@@ -217,12 +251,16 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
   extern __shared__ __align__(16) uint8_t gu_smem[];
   Smem<BN>& sm = *reinterpret_cast<Smem<BN>*>(gu_smem);
   const int row0 = blockIdx.y * kBM;
-  for (int i = threadIdx.x; i < 256; i += kThreads) sm.grid[i] = a.iq2_grid[i];
+  for (int i = threadIdx.x; i < 256 * kGridCopies<BN>; i += kThreads) {
+    sm.grid[i] = a.iq2_grid[i / kGridCopies<BN>];
+  }
   SetupPairs(a, tile, count, sm.pt);
   const int nsb = a.n / 256;
+  const ExpertMatrices em = MatricesOf(g, expert);
   RawItem raw[S::kItems];
+  uint32_t unaligned = 0;
   __syncthreads();  // grid and pair rows
-  LoadRaw(g, sm, 0, expert, row0, 0, raw);
+  LoadRaw(g, em, sm, 0, row0, 0, raw, &unaligned);
   LoadX(a, sm.pt, 0, 0);
   CpAsyncCommit();
 
@@ -242,14 +280,15 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
       }
     }
   }
-  const int a_off = wm0 * kRowBytes + ARowOffset(lane);
+  // ARowOffset's rows, with the halves of groups 4-7 where DecodedHalf put them.
+  const int a_row = wm0 * kRowBytes + ARowOffset(lane) - 16 * (lane >> 4);
   const int b_off = wn0 * kRowBytes + BRowOffset(lane);
 
   for (int sb = 0; sb < nsb; ++sb) {
     const int buf = sb & 1;
-    DecodeRaw(sm, raw);  // the previous super-block's products are done (loop-end barrier)
+    DecodeRaw(sm, raw, unaligned);  // the previous super-block's products are done (loop end)
     if (sb + 1 < nsb) {
-      LoadRaw(g, sm, buf ^ 1, expert, row0, sb + 1, raw);
+      LoadRaw(g, em, sm, buf ^ 1, row0, sb + 1, raw, &unaligned);
       LoadX(a, sm.pt, buf ^ 1, sb + 1);
     }
     CpAsyncCommit();
@@ -278,7 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
 #pragma unroll
         for (int i = 0; i < kMt; ++i) {
           uint32_t af[4];
-          LdMatrixX4(SmemAddr(sm.w[m]) + a_off + 16 * i * kRowBytes + 32 * grp, af);
+          LdMatrixX4(SmemAddr(sm.w[m]) + a_row + 16 * i * kRowBytes + DecodedHalf(grp, lane >> 4),
+                     af);
           const int r = wm0 + 16 * i + gq;
           const int sc0 = sm.scale[m][r * kScaleStride + grp];
           const int sc1 = sm.scale[m][(r + 8) * kScaleStride + grp];
@@ -347,10 +387,13 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
 // value of a 16-value group weighted by the group's min — an A fragment built in registers
 // from the scale bytes (a fragment's 4 bytes never straddle a group). Both integer sums
 // accumulate in the MMA over the super-block; its term is then TpTermQ2_K's.
+constexpr int kQ2Words = 21;  // words of an 84-byte Q2_K block
+
 template <int BN>
 struct DownSmem {
   static constexpr int kBM = Shape<BN>::kBM;
   PairTile<BN> pt;
+  uint32_t raw[2][kBM * kQ2Words];        // the rows' blocks of a super-block, as stored
   alignas(16) int8_t w[kBM * kRowBytes];  // q · (scale & 15)
   alignas(16) uint8_t sc[kBM * 16];       // the 16 scale bytes (mins in the high nibbles)
   float d[kBM];
@@ -358,15 +401,19 @@ struct DownSmem {
 };
 
 // Row r's 64 quant bytes are two halves h (units 4h … 4h + 3) of 8 words; kThreads / kBM
-// threads share a row: 2 (tiles of 32 pairs) take a half each, 4 (64) a half's words 0-3 or
-// 4-7 — the 16-value groups 2·unit or 2·unit + 1 of every unit of the half.
+// threads share a row: 2 (tiles of 128 rows) take a half each, 4 (64 rows) a half's words 0-3
+// or 4-7 — the 16-value groups 2·unit or 2·unit + 1 of every unit of the half. A warp's
+// lanes take 32 consecutive rows and one part: their reads of the raw blocks (84 bytes
+// apart) and their 16-byte stores of decoded values (272 apart) fall in distinct banks.
 template <int BN>
 struct Q2Part {
-  static constexpr int kPerRow = kThreads / Shape<BN>::kBM;  // 2 or 4
-  static constexpr int kWords = 16 / kPerRow;                // 8 or 4
-  static __device__ __forceinline__ int Row() { return threadIdx.x / kPerRow; }
-  static __device__ __forceinline__ int Half() { return (threadIdx.x % kPerRow) / (kPerRow / 2); }
-  static __device__ __forceinline__ int Word0() { return (threadIdx.x % (kPerRow / 2)) * kWords; }
+  static constexpr int kBM = Shape<BN>::kBM;
+  static constexpr int kPerRow = kThreads / kBM;  // 2 or 4
+  static constexpr int kWords = 16 / kPerRow;     // 8 or 4
+  static __device__ __forceinline__ int Row() { return threadIdx.x % kBM; }
+  static __device__ __forceinline__ int Part() { return threadIdx.x / kBM; }
+  static __device__ __forceinline__ int Half() { return Part() / (kPerRow / 2); }
+  static __device__ __forceinline__ int Word0() { return (Part() % (kPerRow / 2)) * kWords; }
 };
 
 template <int BN>
@@ -376,19 +423,36 @@ struct Q2Raw {
   uint32_t dd;     // d | dmin << 16 (the row's first thread)
 };
 
+// Super-block sb's blocks of the tile's rows into raw[buf] (cp.async, committed with the same
+// stage's activations): consecutive threads copy consecutive words, so a warp's copy is 128
+// contiguous bytes rather than a word from each of 16 rows.
+// 84-byte blocks in rows of a multiple of 84 bytes: every word is 4-byte aligned.
 template <int BN>
-__device__ __forceinline__ void LoadRawQ2(const MatVecArgs& a, int expert, int row0, int sb,
-                                          Q2Raw<BN>& raw) {
+__device__ __forceinline__ void CopyRawQ2(const MatVecArgs& a, const uint8_t* matrix,
+                                          DownSmem<BN>& sm, int buf, int row0, int sb) {
+  constexpr int kBM = Shape<BN>::kBM;
+  const uint32_t dst = SmemAddr(sm.raw[buf]);
+  const uint8_t* base = matrix + uint64_t(84) * sb;
+#pragma unroll
+  for (int w = threadIdx.x; w < kBM * kQ2Words; w += kThreads) {
+    const int r = w / kQ2Words;
+    const uint8_t* src =
+        base + uint64_t(min(row0 + r, a.rows - 1)) * a.row_bytes + 4 * (w - r * kQ2Words);
+    CpAsync4(dst + 4 * w, src);
+  }
+}
+
+// This thread's words of its row's block (Q2Part) from raw[buf].
+template <int BN>
+__device__ __forceinline__ void ReadRawQ2(const DownSmem<BN>& sm, int buf, Q2Raw<BN>& raw) {
   using P = Q2Part<BN>;
   const int r = P::Row(), h = P::Half(), k0 = P::Word0();
-  // 84-byte blocks in rows of a multiple of 84 bytes: every word below is 4-byte aligned.
-  const uint8_t* blk = ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes) +
-                       uint64_t(min(row0 + r, a.rows - 1)) * a.row_bytes + uint64_t(84) * sb;
+  const uint32_t* blk = sm.raw[buf] + r * kQ2Words;
 #pragma unroll
-  for (int k = 0; k < P::kWords; ++k) raw.q[k] = LoadU32(blk + 16 + 32 * h + 4 * (k0 + k));
-  raw.sc[0] = LoadU32(blk + 8 * h);
-  raw.sc[1] = LoadU32(blk + 8 * h + 4);
-  raw.dd = threadIdx.x % P::kPerRow == 0 ? LoadU32(blk + 80) : 0u;
+  for (int k = 0; k < P::kWords; ++k) raw.q[k] = blk[4 + 8 * h + k0 + k];
+  raw.sc[0] = blk[2 * h];
+  raw.sc[1] = blk[2 * h + 1];
+  raw.dd = P::Part() == 0 ? blk[20] : 0u;
 }
 
 template <int BN>
@@ -411,7 +475,7 @@ __device__ __forceinline__ void DecodeQ2(DownSmem<BN>& sm, const Q2Raw<BN>& raw)
     }
   }
   if (k0 == 0) *reinterpret_cast<uint2*>(sm.sc + r * 16 + 8 * h) = make_uint2(raw.sc[0], raw.sc[1]);
-  if (threadIdx.x % P::kPerRow == 0) {
+  if (P::Part() == 0) {
     sm.d[r] = HalfBitsToFloat(uint16_t(raw.dd & 0xffffu));
     sm.dmin[r] = HalfBitsToFloat(uint16_t(raw.dd >> 16));
   }
@@ -436,8 +500,9 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
   const int row0 = blockIdx.y * kBM;
   SetupPairs(a, tile, count, sm.pt);
   const int nsb = a.n / 256;
-  Q2Raw<BN> raw;
-  LoadRawQ2(a, expert, row0, 0, raw);
+  // The expert's matrix: one table read per CTA (ExpertMatrix).
+  const uint8_t* matrix = ExpertMatrix(a.w, a.w_experts, expert, a.expert_bytes);
+  CopyRawQ2(a, matrix, sm, 0, row0, 0);
   __syncthreads();  // pair rows
   LoadX(a, sm.pt, 0, 0);
   CpAsyncCommit();
@@ -460,14 +525,19 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
 
   for (int sb = 0; sb < nsb; ++sb) {
     const int buf = sb & 1;
-    DecodeQ2(sm, raw);  // the previous super-block's products are done (loop-end barrier)
+    // This super-block's blocks and activations have landed, and every warp is done with the
+    // previous one's (the other buffers, the decoded tile): the next copies may start.
+    CpAsyncWait<0>();
+    __syncthreads();
     if (sb + 1 < nsb) {
-      LoadRawQ2(a, expert, row0, sb + 1, raw);
+      CopyRawQ2(a, matrix, sm, buf ^ 1, row0, sb + 1);
       LoadX(a, sm.pt, buf ^ 1, sb + 1);
     }
     CpAsyncCommit();
-    CpAsyncWait<1>();
-    __syncthreads();
+    Q2Raw<BN> raw;
+    ReadRawQ2(sm, buf, raw);
+    DecodeQ2(sm, raw);
+    __syncthreads();  // the decoded tile
 
     int isum[kMt][kNt][4], summs[kMt][kNt][4];
 #pragma unroll
@@ -518,7 +588,6 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
         }
       }
     }
-    __syncthreads();
   }
 
 #pragma unroll
