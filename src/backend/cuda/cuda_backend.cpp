@@ -279,11 +279,12 @@ bool CudaBackend::SetImmaFew(int few) {
   s_->imma_few = few;
   return true;
 }
-bool CudaBackend::SetMoeKernels(int group_max, int narrow) {
+bool CudaBackend::SetMoeKernels(int group_max, int narrow, bool grid_copies) {
   if (group_max < 0 || narrow < 0) return false;
   s_->Flush();
   s_->moe_group_max = group_max;
   s_->moe_narrow = narrow;
+  s_->moe_grid_copies = grid_copies;
   return true;
 }
 void CudaBackend::SetFinishBatch(bool on) {

@@ -195,7 +195,10 @@ class CudaBackend final : public Backend {
   // The routed experts' kernel choice for later launches: the largest batch of the grouped
   // tiles (CudaBackendOptions::moe_group_max, 0 none) and the narrow tensor-core tiles'
   // threshold (moe_narrow, 0 never); false for a negative value.
-  bool SetMoeKernels(int group_max, int narrow);
+  // grid_copies false: the tensor-core gate/up kernel keeps one copy of the IQ2 grid, as it
+  // does where the device's shared memory per block is too small for its copies
+  // (products/moe_imma.cu), so tests reach that path on Hopper too.
+  bool SetMoeKernels(int group_max, int narrow, bool grid_copies = true);
   // CudaBackendOptions::finish_batch for later launches (tests and benchmarks).
   void SetFinishBatch(bool on);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).

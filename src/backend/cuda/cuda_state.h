@@ -98,6 +98,9 @@ struct CudaBackend::State {
   // Average pairs per expert below which the tensor-core expert tiles hold 8 pairs
   // (CudaBackendOptions::moe_narrow; products/launch.h ImmaMoePairs).
   int moe_narrow = kCudaMoeNarrowBelow;
+  // Whether the tensor-core gate/up kernel may keep copies of the IQ2 grid (SetMoeKernels; a
+  // test's switch).
+  bool moe_grid_copies = true;
   // The decode sessions' closed rows in FinishRowsKernel launches (CudaBackendOptions::
   // finish_batch; fused/norm_rope.cu).
   bool finish_batch = true;

@@ -242,7 +242,6 @@ TEST_F(CudaImmaTest, MoeExpertsEqualTheDp4aKernels) {
 
 void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
   for (const MoeShape& sh : shapes) {
-    ASSERT_TRUE(gpu_->SetMoeKernels(0, sh.narrow));  // no grouped tiles: the tensor cores
     const uint64_t D = sh.D, F = sh.F, E = sh.E;
     const auto xs = RandomFloats(size_t(sh.T) * sh.D, 161 + sh.D, -1, 1);
     std::vector<int32_t> sel_h(size_t(sh.T) * sh.k);
@@ -296,8 +295,12 @@ void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
       want = Get(cpu_, out);
     }
     std::vector<float> dp4a;
-    for (int v : {0, 1, kExpert32}) {
+    // Variant 1 twice: with the gate/up kernel's grid copies (8- and 64-pair tiles on Hopper)
+    // and with the one copy other GPUs get (SetMoeKernels' grid_copies).
+    const std::pair<int, bool> runs[] = {{0, true}, {1, true}, {1, false}, {kExpert32, true}};
+    for (const auto& [v, copies] : runs) {
       ASSERT_TRUE(gpu_->SetImma(v));
+      ASSERT_TRUE(gpu_->SetMoeKernels(0, sh.narrow, copies));  // no grouped tiles
       auto out = Put<float>(*gpu_, std::vector<float>(size_t(sh.T) * sh.D));
       gpu_->MoeExperts(args(true, out.ptr()));
       const std::vector<float> got = Get(*gpu_, out);
@@ -310,9 +313,12 @@ void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
         if (sh.T * sh.k < sh.narrow * sh.E) return "ILi8E";
         return sh.T * sh.k >= wide_from * sh.E ? "ILi64E" : "ILi32E";
       };
-      EXPECT_EQ(ran.find(std::string("GateUpImmaIq2Kernel") + tile(32)) != std::string::npos,
-                v != 0)
-          << "D " << sh.D << " imma " << v << "\n"
+      // …and the grid's copies: …KernelILi8ELi16EE… or …ILi8ELi1EE… (32-pair tiles: one).
+      const std::string copies_of = std::string(tile(32)) == "ILi32E" || !copies ? "Li1E" : "Li16E";
+      EXPECT_EQ(
+          ran.find(std::string("GateUpImmaIq2Kernel") + tile(32) + copies_of) != std::string::npos,
+          v != 0)
+          << "D " << sh.D << " imma " << v << " copies " << copies << "\n"
           << ran;
       EXPECT_EQ(ran.find(std::string("DownImmaQ2KKernel") + tile(128)) != std::string::npos, v != 0)
           << "D " << sh.D << " imma " << v << "\n"
@@ -325,8 +331,8 @@ void CudaImmaTest::CheckMoe(std::initializer_list<MoeShape> shapes) {
         dp4a = got;
       } else {
         const Diff d = Compare(dp4a, got);
-        EXPECT_EQ(d.mismatches, 0u)
-            << "D " << sh.D << " imma " << v << ": max|d| " << d.max_abs << " at " << d.worst;
+        EXPECT_EQ(d.mismatches, 0u) << "D " << sh.D << " imma " << v << " copies " << copies
+                                    << ": max|d| " << d.max_abs << " at " << d.worst;
       }
     }
   }

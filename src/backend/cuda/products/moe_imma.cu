@@ -74,17 +74,17 @@ struct PairTile {
 
 // The IQ2 grid's 256 8-byte entries are looked up at random, so a warp's lookups collide in
 // the banks (5.7 wavefronts an LDS.64 where 2 would do: ncu, docs/PERFORMANCE.md "Batched
-// decode steps, third step"). 16 copies, entry e of copy c at [e · 16 + c] — copy c in bank
-// pair c — and lane l reading copy l % 16 make every lookup conflict-free, for 30 KiB more
-// shared memory: where two CTAs an SM still fit (the tiles of 8 and 64 pairs; 32 has the
-// larger activation and weight tiles both).
-template <int BN>
-constexpr int kGridCopies = BN == 32 ? 1 : 16;
+// decode steps: the narrow expert tiles measured"). C = 16 copies, entry e of copy c at
+// [e · 16 + c] — copy c in bank pair c — and lane l reading copy l % 16 make every lookup
+// conflict-free, for 30 KiB more shared memory: taken where two CTAs an SM still fit on
+// Hopper (the tiles of 8 and 64 pairs; 32 has both larger tiles) and the device allows the
+// size (LaunchGateUpTile; Ada's and consumer Blackwell's 99 KiB a block do not), else C = 1.
+constexpr int kGridCopies = 16;
 
-template <int BN>
+template <int BN, int C>
 struct Smem {
   static constexpr int kBM = Shape<BN>::kBM;
-  uint64_t grid[256 * kGridCopies<BN>];
+  uint64_t grid[256 * C];
   PairTile<BN> pt;
   alignas(16) int8_t w[2][kBM * kRowBytes];  // decoded gate, up
   uint8_t scale[2][kBM * kScaleStride];      // 2·ls + 1 ≤ 31
@@ -92,8 +92,8 @@ struct Smem {
   uint8_t dhigh[2][2][kBM];   // whether d is that word's high half
 };
 // Two CTAs an SM (228 KiB, 1 KiB of it reserved per CTA).
-static_assert(sizeof(Smem<kImmaNarrowPairs>) <= 113 * 1024 && sizeof(Smem<32>) <= 113 * 1024 &&
-              sizeof(Smem<64>) <= 113 * 1024);
+static_assert(sizeof(Smem<kImmaNarrowPairs, kGridCopies>) <= 113 * 1024 &&
+              sizeof(Smem<64, kGridCopies>) <= 113 * 1024 && sizeof(Smem<32, 1>) <= 113 * 1024);
 
 // One (matrix, row, group) decode: the group's 8 raw bytes as loaded — the aligned words at
 // and after them and the 2 bytes past those — put together only when decoded (DecodeRaw), so
@@ -135,9 +135,9 @@ __device__ __forceinline__ int DecodedHalf(int grp, int h) {
 // Super-block sb's raw groups into registers (bit i of *unaligned: item i's group bytes start
 // 2 past a 4-byte boundary), and (cp.async, committed with the same stage's activations) the
 // word holding each row's d into dword[buf].
-template <int BN>
-__device__ __forceinline__ void LoadRaw(const GateUpArgs& g, const ExpertMatrices& em, Smem<BN>& sm,
-                                        int buf, int row0, int sb,
+template <int BN, int C>
+__device__ __forceinline__ void LoadRaw(const GateUpArgs& g, const ExpertMatrices& em,
+                                        Smem<BN, C>& sm, int buf, int row0, int sb,
                                         RawItem (&raw)[Shape<BN>::kItems], uint32_t* unaligned) {
   // Blocks are 66 bytes, so a block starts 2 (mod 4) or 0: its groups' 8 bytes at
   // p = block + 2 + 8·grp are 4-byte aligned in the first case, and its d is then the high
@@ -166,17 +166,17 @@ __device__ __forceinline__ void LoadRaw(const GateUpArgs& g, const ExpertMatrice
   }
   *unaligned = bits;
 }
-template <int BN>
-__device__ __forceinline__ float BlockD(const Smem<BN>& sm, int buf, int m, int r) {
+template <int BN, int C>
+__device__ __forceinline__ float BlockD(const Smem<BN, C>& sm, int buf, int m, int r) {
   const uint32_t w = sm.dword[buf][m][r];
   return HalfBitsToFloat(uint16_t(sm.dhigh[buf][m][r] ? w >> 16 : w & 0xffffu));
 }
 
 // Signed magnitudes of a group (TpDecodeIQ2's words) into the decoded tile, and its scale.
-template <int BN>
-__device__ __forceinline__ void DecodeRaw(Smem<BN>& sm, const RawItem (&raw)[Shape<BN>::kItems],
+template <int BN, int C>
+__device__ __forceinline__ void DecodeRaw(Smem<BN, C>& sm, const RawItem (&raw)[Shape<BN>::kItems],
                                           uint32_t unaligned) {
-  const int copy = int(threadIdx.x) % kGridCopies<BN>;
+  const int copy = int(threadIdx.x) % C;
 #pragma unroll
   for (int i = 0; i < Shape<BN>::kItems; ++i) {
     int m, r, grp;
@@ -187,7 +187,7 @@ __device__ __forceinline__ void DecodeRaw(Smem<BN>& sm, const RawItem (&raw)[Sha
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint64_t gv = sm.grid[((qa >> (8 * k)) & 0xffu) * kGridCopies<BN> + copy];
+      const uint64_t gv = sm.grid[((qa >> (8 * k)) & 0xffu) * C + copy];
       uint32_t c_lo, c_hi;
       Iq2SignBits((qb >> (7 * k)) & 127u, &c_lo, &c_hi);
       v[2 * k] = Iq2SignedBits(uint32_t(gv), c_lo);
@@ -239,7 +239,7 @@ __device__ __forceinline__ int BRowOffset(int lane) {
   return ((lane & 7) + 8 * (lane >> 4)) * kRowBytes + 16 * ((lane >> 3) & 1);
 }
 
-template <int BN>
+template <int BN, int C>
 __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g) {
   using S = Shape<BN>;
   constexpr int kBM = S::kBM, kBN = S::kBN, kWM = S::kWM, kWN = S::kWN, kMt = S::kMt, kNt = S::kNt;
@@ -249,10 +249,10 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
   if (count == 0) return;
   const int expert = tile[0];
   extern __shared__ __align__(16) uint8_t gu_smem[];
-  Smem<BN>& sm = *reinterpret_cast<Smem<BN>*>(gu_smem);
+  Smem<BN, C>& sm = *reinterpret_cast<Smem<BN, C>*>(gu_smem);
   const int row0 = blockIdx.y * kBM;
-  for (int i = threadIdx.x; i < 256 * kGridCopies<BN>; i += kThreads) {
-    sm.grid[i] = a.iq2_grid[i / kGridCopies<BN>];
+  for (int i = threadIdx.x; i < 256 * C; i += kThreads) {
+    sm.grid[i] = a.iq2_grid[i / C];
   }
   SetupPairs(a, tile, count, sm.pt);
   const int nsb = a.n / 256;
@@ -616,14 +616,25 @@ bool LaunchDownTile(CudaBackend::State& s, const MatVecArgs& a) {
   return true;
 }
 
-template <int BN>
-bool LaunchGateUpTile(CudaBackend::State& s, const GateUpArgs& g) {
+template <int BN, int C>
+bool LaunchGateUpCopies(CudaBackend::State& s, const GateUpArgs& g) {
   static const cudaError_t raised =
-      AllowSharedMemory(GateUpImmaIq2Kernel<BN>, int(sizeof(Smem<BN>)));
+      AllowSharedMemory(GateUpImmaIq2Kernel<BN, C>, int(sizeof(Smem<BN, C>)));
   if (raised != cudaSuccess) return false;
   const dim3 grid(g.mv.n_tiles, CeilDiv(g.mv.rows, Shape<BN>::kBM));
-  s.Launch(GateUpImmaIq2Kernel<BN>, grid, dim3(kThreads), unsigned(sizeof(Smem<BN>)), g);
+  s.Launch(GateUpImmaIq2Kernel<BN, C>, grid, dim3(kThreads), unsigned(sizeof(Smem<BN, C>)), g);
   return true;
+}
+
+// The grid's copies (Smem) where the device gives a block their shared memory.
+template <int BN>
+bool LaunchGateUpTile(CudaBackend::State& s, const GateUpArgs& g) {
+  if constexpr (BN != 32) {
+    if (s.moe_grid_copies && s.prop.sharedMemPerBlockOptin >= sizeof(Smem<BN, kGridCopies>)) {
+      return LaunchGateUpCopies<BN, kGridCopies>(s, g);
+    }
+  }
+  return LaunchGateUpCopies<BN, 1>(s, g);
 }
 
 // launch(std::integral_constant<int, BN>) for the tile shape of tile_nt pairs (ImmaMoeTile's
