@@ -104,7 +104,7 @@ clean:
 
 # The CUDA backend for every GPU generation docs/CUDA.md lists (Ampere, Ada, Hopper,
 # Blackwell): a compile check of the fat library, apart from the Hopper-only build CI runs.
-CUDA_ARCHS   ?= 80;86;89;90;120
+CUDA_ARCHS   ?= 80;86;89;90a;120
 BUILD_ARCHS  ?= build-archs
 cuda-archs: deps
 	cmake -S . -B $(BUILD_ARCHS) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON \

@@ -83,7 +83,8 @@ MODE=${1:-}
 shift || true
 
 stage() {
-  local B=build-cuda
+  # STAGE_BUILD: another build directory's binaries (staged under the same names).
+  local B=${STAGE_BUILD:-build-cuda}
   if [[ ! -f $B/build.ninja ]]; then
     cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKV_CUDA=ON -DFLASHKV_NATIVE=OFF \
       -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc

@@ -178,6 +178,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
         s->prop.name, s->prop.major, s->prop.minor, FLASHKV_CUDA_ARCHS_STRING, s->prop.major,
         s->prop.minor, cudaGetErrorString(e));
   }
+  if ((e = cuda::HopperFeatures(&s->hopper_features)) != cudaSuccess) {
+    return CudaStatus("probing the device's kernel code", e);
+  }
   if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     return CudaStatus("cudaStreamCreate", e);
@@ -230,12 +233,21 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(std::move(s)));
   spdlog::info(
-      "cuda backend: {} (kernels: sm_{} code from compute_{} of FLASHKV_CUDA_ARCHS={}; graphs {}, "
-      "int8 tensor-core prefill {}, tiled prefill {}, fused {}, overlapped launches {})",
+      "cuda backend: {} (kernels: sm_{} code from compute_{} of FLASHKV_CUDA_ARCHS={}, Hopper "
+      "sm_90a instructions {}; graphs {}, int8 tensor-core prefill {}, tiled prefill {}, fused "
+      "{}, overlapped launches {})",
       be->DeviceDescription(), binary_version, ptx_version, FLASHKV_CUDA_ARCHS_STRING,
-      graphs ? "on" : "off", imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
+      be->s_->hopper_features ? "on" : "off", graphs ? "on" : "off",
+      imma == 0 ? std::string("off") : fmt::format("tiles {}", imma),
       be->s_->tiled_prefill ? "on" : "off", be->s_->fused ? "on" : "off", pdl ? "on" : "off");
   return be;
+}
+
+bool CudaBackend::hopper_features() const {
+  return s_->hopper_features;
+}
+std::string_view CudaBackend::BuildArchitectures() {
+  return FLASHKV_CUDA_ARCHS_STRING;
 }
 
 std::string CudaBackend::DeviceDescription() const {

@@ -143,6 +143,10 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   // "NVIDIA H200, 132 SMs, 139.8 GiB, sm_90" — for logs and benchmark records.
   std::string DeviceDescription() const;
+  // Whether the device runs this build's sm_90a code, where kernels may use Hopper's
+  // arch-specific instructions (device/arch.cuh), and the FLASHKV_CUDA_ARCHS it was built with.
+  bool hopper_features() const;
+  static std::string_view BuildArchitectures();
 
   Expected<DeviceBuffer> Alloc(size_t bytes) override;
   void FreeBuffer(void* data) override;

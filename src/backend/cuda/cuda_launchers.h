@@ -17,5 +17,8 @@ void LaunchRandomFill(CudaBackend::State& s, uint8_t* dst, DType type, uint64_t 
 // The architecture of the machine code the device runs (binaryVersion: 90 for sm_90) and the
 // PTX version it came from; an error when this build has no code the device can run.
 cudaError_t KernelImage(int* binary_version, int* ptx_version);
+// Whether the device runs this build's sm_90a code (device/arch.cuh's FLASHKV_HOPPER_FEATURES
+// in the code it runs). Launches one tiny kernel and waits for it: for start-up only.
+cudaError_t HopperFeatures(bool* on);
 
 }  // namespace flashkv::cuda

@@ -88,6 +88,8 @@ struct CudaBackend::State {
   bool tiled_prefill = true;
   // Fused kernels for the coarse ops (CudaBackendOptions::fused).
   bool fused = true;
+  // The device runs sm_90a code (cuda::HopperFeatures at start-up; device/arch.cuh).
+  bool hopper_features = false;
   // The one-token tile kernels' weight bytes per block and looping blocks per SM
   // (CudaBackendOptions::tile_bytes, tile_blocks_per_sm; device/matvec_tile.cuh).
   uint64_t tile_bytes = kCudaTileBytes;
