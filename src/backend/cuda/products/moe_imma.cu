@@ -155,8 +155,14 @@ __device__ __forceinline__ void LoadRaw(const GateUpArgs& g, const ExpertMatrice
     const uint8_t* p = blk + 2 + 8 * grp;
     const uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p)) & 2u;
     const uint8_t* pa = p - off;
-    raw[i].w0 = __ldg(reinterpret_cast<const unsigned int*>(pa));
-    raw[i].w1 = __ldg(reinterpret_cast<const unsigned int*>(pa + 4));
+    if ((reinterpret_cast<uintptr_t>(pa) & 7) == 0) {  // one load for both words
+      const uint2 w = __ldg(reinterpret_cast<const uint2*>(pa));
+      raw[i].w0 = w.x;
+      raw[i].w1 = w.y;
+    } else {
+      raw[i].w0 = __ldg(reinterpret_cast<const unsigned int*>(pa));
+      raw[i].w1 = __ldg(reinterpret_cast<const unsigned int*>(pa + 4));
+    }
     raw[i].w2 = off != 0 ? __ldg(reinterpret_cast<const unsigned short*>(p + 6)) : 0u;
     bits |= (off >> 1) << i;
     if (grp == 0) {
