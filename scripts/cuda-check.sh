@@ -593,7 +593,9 @@ PY
     # 1,4,16,64: aggregate tok/s, kernels per step, per-kernel profile); then, with
     # STAGE_FLASHKV=1 STAGE_NODE=1 at stage time, the serve load generator
     # (bench/serve/serve_load.mjs: BATCH_CLIENTS, default 1,4,16,64, ctx 8192; and 16 clients
-    # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768). BATCH_SWEEP=
+    # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768; BATCH_MODEL, default
+    # random:flash — random:flash:16 fits an H100; node alone carried as .devcarry/node will
+    # do). BATCH_SKIP_TESTS=1 skips the GPU tests. BATCH_SWEEP=
     # "NAME=VALUE …": the microbenchmark once more each at BATCH_SWEEP_SIZES (default 16).
     # With a baseline's flashkv_bench_cuda in .devcarry/base/, its microbenchmark too (the
     # same sizes, batch-micro-base.*). Extra args go to the microbenchmarks.
@@ -636,7 +638,7 @@ PY
     local NODE
     NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
     if [[ -n $NODE && -x /work/main/build-cuda/flashkv ]]; then
-      local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model random:flash --extra --backend=cuda"
+      local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model ${BATCH_MODEL:-random:flash} --extra --backend=cuda"
       timeout 90 $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
         --requests 1 --max-tokens 64 > "$OUT/serve-load.log" 2>&1 || rc=1
       tail -8 "$OUT/serve-load.log"
