@@ -112,10 +112,10 @@ inline constexpr int kCudaTileBlocksPerSm = 0;
 // tensor-core kernels.
 inline constexpr int kCudaMoeGroupMaxTokens = 31;
 // Expert tiles of 8 pairs on the tensor cores below this many pairs per expert on average (a
-// decode step of R rows routes 6·R pairs over 256 experts, so 4 would take them up to R = 170,
+// decode step of R rows routes 6·R pairs over 256 experts, so 4 takes them up to R = 170,
 // where the tiles of 32 hold one or two pairs; a 64-row step of 16 Flash layers on the H100
-// 68.7 → 58.7 ms with FinishRowsKernel: docs/PERFORMANCE.md "Batched decode steps, second
-// step").
+// 69.1 → 58.8 ms with FinishRowsKernel: docs/PERFORMANCE.md "Batched decode steps: the narrow
+// expert tiles measured").
 inline constexpr int kCudaMoeNarrowBelow = 4;
 
 // `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
