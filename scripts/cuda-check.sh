@@ -595,56 +595,77 @@ PY
     # (bench/serve/serve_load.mjs: BATCH_CLIENTS, default 1,4,16,64, ctx 8192; and 16 clients
     # with a BATCH_LONG-token cold prompt mid-run, default 25000, ctx 32768; BATCH_MODEL, default
     # random:flash — random:flash:16 fits an H100; node alone carried as .devcarry/node will
-    # do). BATCH_SKIP_TESTS=1 skips the GPU tests. BATCH_SWEEP=
+    # do; BATCH_GGUF=L adds a make-tiny GGUF of L layers, see below). BATCH_SKIP_TESTS=1 skips
+    # the GPU tests, BATCH_SERVE_ONLY=1 all but the serve loads. BATCH_SWEEP=
     # "NAME=VALUE …": the microbenchmark once more each at BATCH_SWEEP_SIZES (default 16).
     # With a baseline's flashkv_bench_cuda in .devcarry/base/, its microbenchmark too (the
     # same sizes, batch-micro-base.*). Extra args go to the microbenchmarks.
     local TB=/work/main/build-cuda/tests/backend/cuda/backend_cuda_test
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
     local short='s/_ZN7flashkv4cuda[0-9]*(_GLOBAL__N__[0-9a-f_]+_[a-z_]+_cu_[0-9a-f]+)?[0-9]*//; s/(.{110}).*/\1/'
-    if [[ -z ${BATCH_SKIP_TESTS:-} ]]; then
-      timeout 60 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
-        > "$OUT/gpu-tests.log" 2>&1 || rc=1
-      grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
-        "$OUT/gpu-tests.log" | head -40 || true
-    fi
-    local CS
-    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
-    if [[ -n $CS ]]; then
-      for tool in memcheck racecheck; do
-        timeout 25 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-          --gtest_filter='CudaBatchKernelsTest.SmallShapes:CudaBatchGlueTest.SmallShapes' \
-          > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
-        tail -2 "$OUT/sanitizer-$tool.log"
+    # BATCH_SERVE_ONLY=1: only the serve loads below (a call carrying node and flashkv alone).
+    if [[ -z ${BATCH_SERVE_ONLY:-} ]]; then
+      if [[ -z ${BATCH_SKIP_TESTS:-} ]]; then
+        timeout 60 "$TB" --gtest_color=no --gtest_output=json:"$OUT/gpu-tests.json" \
+          > "$OUT/gpu-tests.log" 2>&1 || rc=1
+        grep -E '^\[ +(FAILED|PASSED|SKIPPED) |tests ran|Failure|Expected|Which is|mismatch' \
+          "$OUT/gpu-tests.log" | head -40 || true
+      fi
+      local CS
+      CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+      if [[ -n $CS ]]; then
+        for tool in memcheck racecheck; do
+          timeout 25 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
+            --gtest_filter='CudaBatchKernelsTest.SmallShapes:CudaBatchGlueTest.SmallShapes' \
+            > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
+          tail -2 "$OUT/sanitizer-$tool.log"
+        done
+      fi
+      local BM="--frontiers ${BATCH_FRONTIER:-256} --decode-steps 8 --warmup-steps 3 --profile-steps 2 --ttft 0"
+      timeout 70 "$BB" --batch-micro "${BATCH_SIZES:-1,4,16,64}" $BM --json "$OUT/batch-micro.json" \
+        "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
+      grep -E '^batch' "$OUT/batch-micro.log" | cut -c1-200 || true
+      grep -A14 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
+      # The build before the change, when staged beside this one (.devcarry/base/).
+      if [[ -x $ROOT/.devcarry/base/flashkv_bench_cuda ]]; then
+        timeout 70 "$ROOT/.devcarry/base/flashkv_bench_cuda" --batch-micro "${BATCH_SIZES:-1,4,16,64}" \
+          $BM --json "$OUT/batch-micro-base.json" "$@" > "$OUT/batch-micro-base.log" 2>&1 || rc=1
+        echo "base:"; grep -E '^batch' "$OUT/batch-micro-base.log" | cut -c1-200 || true
+      fi
+      for kv in ${BATCH_SWEEP:-}; do
+        local tag=${kv//=/-}
+        env "$kv" timeout 40 "$BB" --batch-micro "${BATCH_SWEEP_SIZES:-16}" $BM "$@" \
+          > "$OUT/batch-micro-$tag.log" 2>&1 || rc=1
+        echo "$kv:"; grep -A8 '^batch' "$OUT/batch-micro-$tag.log" | sed -E "$short" || true
       done
     fi
-    local BM="--frontiers ${BATCH_FRONTIER:-256} --decode-steps 8 --warmup-steps 3 --profile-steps 2 --ttft 0"
-    timeout 70 "$BB" --batch-micro "${BATCH_SIZES:-1,4,16,64}" $BM --json "$OUT/batch-micro.json" \
-      "$@" > "$OUT/batch-micro.log" 2>&1 || rc=1
-    grep -E '^batch' "$OUT/batch-micro.log" | cut -c1-200 || true
-    grep -A14 '^batch' "$OUT/batch-micro.log" | grep -v '^batch' | sed -E "$short" || true
-    # The build before the change, when staged beside this one (.devcarry/base/).
-    if [[ -x $ROOT/.devcarry/base/flashkv_bench_cuda ]]; then
-      timeout 70 "$ROOT/.devcarry/base/flashkv_bench_cuda" --batch-micro "${BATCH_SIZES:-1,4,16,64}" \
-        $BM --json "$OUT/batch-micro-base.json" "$@" > "$OUT/batch-micro-base.log" 2>&1 || rc=1
-      echo "base:"; grep -E '^batch' "$OUT/batch-micro-base.log" | cut -c1-200 || true
-    fi
-    for kv in ${BATCH_SWEEP:-}; do
-      local tag=${kv//=/-}
-      env "$kv" timeout 40 "$BB" --batch-micro "${BATCH_SWEEP_SIZES:-16}" $BM "$@" \
-        > "$OUT/batch-micro-$tag.log" 2>&1 || rc=1
-      echo "$kv:"; grep -A8 '^batch' "$OUT/batch-micro-$tag.log" | sed -E "$short" || true
-    done
     local NODE
     NODE=$(command -v node || ls "$ROOT/.devcarry/node" 2>/dev/null || true)
     if [[ -n $NODE && -x /work/main/build-cuda/flashkv ]]; then
-      local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model ${BATCH_MODEL:-random:flash} --extra --backend=cuda"
-      timeout 90 $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
-        --requests 1 --max-tokens 64 > "$OUT/serve-load.log" 2>&1 || rc=1
-      tail -8 "$OUT/serve-load.log"
-      timeout 45 $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
-        --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long.log" 2>&1 || rc=1
-      tail -4 "$OUT/serve-load-long.log"
+      # BATCH_GGUF=L: first the same two loads on a Flash-width ds4-layout GGUF of L layers
+      # (`flashkv make-tiny --preset flash:L`, kept in /dev/shm for the next call on a warm
+      # machine; the server reads it from there at every start, hence the longer bounds);
+      # BATCH_MODEL=none leaves out the random-weights model.
+      local models=() G=""
+      if [[ -n ${BATCH_GGUF:-} ]]; then
+        G=/dev/shm/flash-$BATCH_GGUF.gguf
+        [[ -f $G ]] || { /usr/bin/time -f "make-tiny: %e s" /work/main/build-cuda/flashkv make-tiny \
+          --preset "flash:$BATCH_GGUF" "$G" > "$OUT/make-tiny.log" 2>&1 || rc=1; tail -2 "$OUT/make-tiny.log"; }
+        [[ -f $G ]] && models+=("$G")
+      fi
+      [[ ${BATCH_MODEL:-} == none ]] || models+=("${BATCH_MODEL:-random:flash}")
+      local model tag load_s long_s
+      for model in "${models[@]}"; do
+        tag="" load_s=90 long_s=45
+        [[ $model == "$G" ]] && tag="-gguf" load_s=200 long_s=150
+        local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model $model --extra --backend=cuda"
+        timeout "$load_s" $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
+          --requests 1 --max-tokens 64 > "$OUT/serve-load$tag.log" 2>&1 || rc=1
+        echo "== serve load, $model"; tail -8 "$OUT/serve-load$tag.log"
+        timeout "$long_s" $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
+          --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long$tag.log" 2>&1 || rc=1
+        tail -4 "$OUT/serve-load-long$tag.log"
+      done
     fi
   fi
   if [[ $what == formats ]]; then
