@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/prefill_chunk_flag.h"
 #include "cli/project_files.h"
 #include "evaluate/bench_sweep_driver.h"
 #include "runtime/runtime.h"
@@ -32,6 +33,7 @@ struct BenchFlags {
   ModelFlags model;  // --model, --threads, --backend, --numerics, --act-quant, --tokenizer
   std::string prompt_file;
   BenchOptions sweep;
+  std::string prefill_chunk_solo = "auto";  // cli/prefill_chunk_flag.h
   std::string csv;
   std::string plot;
   std::string from_csv;  // re-plot a saved run instead of running
@@ -123,6 +125,10 @@ Status RunBench(BenchFlags f) {
     return Unsupported("--backend {}: this flashkv was built without it; use --backend cpu",
                        backend);
   }
+  // One session: every prefill step is a solo one.
+  FLASHKV_ASSIGN_OR_RETURN(
+      f.sweep.prefill_chunk_solo,
+      ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.sweep.prefill_chunk, backend));
   if (f.prompt_file.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(f.prompt_file, FindProjectFile(kDefaultPrompt));
   }
@@ -146,7 +152,7 @@ Status RunBench(BenchFlags f) {
       f.sweep.ctx_alloc > 0 ? f.sweep.ctx_alloc : f.sweep.ctx_max + f.sweep.gen_tokens;
   FLASHKV_ASSIGN_OR_RETURN(
       std::unique_ptr<Runtime> rt,
-      OpenRuntime(f.model, setup, DeviceReserve{ctx_alloc, 1, f.sweep.prefill_chunk}));
+      OpenRuntime(f.model, setup, DeviceReserve{ctx_alloc, 1, f.sweep.prefill_chunk_solo}));
   if (const RandomModelInfo* r = rt->random_model()) {
     std::fprintf(stderr,
                  "bench: %s: %.2f GiB of random weights generated on %s in %.1f s; %.3f GB of "
@@ -159,11 +165,12 @@ Status RunBench(BenchFlags f) {
     FLASHKV_ASSIGN_OR_RETURN(KvState probe_state, rt->model().NewState(ctx_alloc));
     std::fprintf(stderr,
                  "bench: %s (%s, %s), backend %s, threads %d; %s: %zu tokens; %zu frontiers "
-                 "%d..%d, %d gen tokens each; KV state for %d tokens allocates %.1f MiB\n",
+                 "%d..%d, %d gen tokens each; prefill chunks of %d; KV state for %d tokens "
+                 "allocates %.1f MiB\n",
                  setup.description.c_str(), identity.numerics.c_str(),
                  Sha1Hex(fingerprint).substr(0, 12).c_str(), backend.c_str(), rt->pool().size(),
                  f.prompt_file.c_str(), tokens.size(), frontiers.size(), frontiers.front(),
-                 frontiers.back(), f.sweep.gen_tokens, ctx_alloc,
+                 frontiers.back(), f.sweep.gen_tokens, f.sweep.prefill_chunk_solo, ctx_alloc,
                  double(KvAllocBytes(probe_state)) / (1024.0 * 1024.0));
   }
 
@@ -252,6 +259,7 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--prefill-chunk,--chunk", f->sweep.prefill_chunk,
                   "prefill chunk (tokens per forward call)")
       ->capture_default_str();
+  AddPrefillChunkSoloFlag(cmd, &f->prefill_chunk_solo);
   cmd->add_option("--csv", f->csv, "write the CSV here instead of stdout");
   cmd->add_option("--plot", f->plot, "write an SVG of tokens/s and KV size against context");
   cmd->add_option("--title", f->title, "the plot's title (default: model, backend, numerics)");

@@ -27,6 +27,7 @@
 #include "cli/kv_remote_flags.h"
 #include "cli/load_progress.h"
 #include "cli/model_flags.h"
+#include "cli/prefill_chunk_flag.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
@@ -61,6 +62,7 @@ struct ServeFlags {
   std::string live_sessions = "auto";  // auto | N (engine/memory_plan.h)
   std::string ram_space_mb = "auto";   // auto | N MiB (0: no RAM tier)
   int prefill_chunk = 2048;
+  std::string prefill_chunk_solo = "auto";  // cli/prefill_chunk_flag.h
   int max_batch = 16;
   int keepalive_ms = 1000;
   bool disable_exact_dsml = false;
@@ -133,6 +135,12 @@ Status RunServe(const ServeFlags& f) {
                            AutoOrNumber("--kv-ram-space-mb", f.ram_space_mb, 0));
   if (live_flag && *live_flag > 4096) return InvalidArgument("--kv-live-sessions is at most 4096");
   if (f.prefill_chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
+  // The backend as Runtime::Open will resolve it (--gpus makes auto mean cuda).
+  const std::string backend = f.model.backend == "auto" && !f.model.gpus.empty()
+                                  ? "cuda"
+                                  : Runtime::ResolveBackend(f.model.backend);
+  FLASHKV_ASSIGN_OR_RETURN(const int solo_chunk,
+                           ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.prefill_chunk, backend));
   if (f.max_batch < 1 || f.max_batch > 4096)
     return InvalidArgument("--max-batch must be 1..4096, got {}", f.max_batch);
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");
@@ -223,8 +231,9 @@ Status RunServe(const ServeFlags& f) {
   const Tokenizer& tokenizer = setup.tokenizer;
   progress.Phase("loading weights", 0.02);
   // Where the routed experts must stay in host memory, the device keeps room for the live
-  // sessions asked for (4 when auto: more wait in the RAM and disk tiers).
-  const DeviceReserve reserve{f.ctx, live_flag ? int(*live_flag) : 4, f.prefill_chunk};
+  // sessions asked for (4 when auto: more wait in the RAM and disk tiers), and for the
+  // activations of the longest step.
+  const DeviceReserve reserve{f.ctx, live_flag ? int(*live_flag) : 4, solo_chunk};
   FLASHKV_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
                            OpenRuntime(f.model, setup, reserve, progress.Weights(0.02, 0.9)));
   progress.Phase("opening the KV cache tiers", 0.9);
@@ -242,7 +251,7 @@ Status RunServe(const ServeFlags& f) {
     in.device = rt->DeviceMemoryLeft();
     in.session_bytes = session_bytes;
     in.ctx = f.ctx;
-    in.prefill_chunk = f.prefill_chunk;
+    in.prefill_chunk = solo_chunk;
     FLASHKV_ASSIGN_OR_RETURN(LivePoolPlan plan, PlanLivePool(in));
     live_sessions = plan.sessions;
     spdlog::info("kv live: {}", plan.explanation);
@@ -294,6 +303,7 @@ Status RunServe(const ServeFlags& f) {
   eo.ctx_size = f.ctx;
   eo.live_sessions = live_sessions;
   eo.prefill_chunk = f.prefill_chunk;
+  eo.prefill_chunk_solo = solo_chunk;
   eo.max_batch = f.max_batch;
   eo.ram = tiers.ram.get();
   eo.disk = tiers.disk.get();
@@ -314,10 +324,11 @@ Status RunServe(const ServeFlags& f) {
   loaded = true;
 
   spdlog::info(
-      "model {} on {}: ctx {}, {} live sessions, RAM tier {} MiB, prefill chunk {}, "
-      "max batch {}, api key {}",
+      "model {} on {}: ctx {}, {} live sessions, RAM tier {} MiB, prefill chunk {} ({} while "
+      "nothing decodes), max batch {}, api key {}",
       setup.description, rt->backend().name(), f.ctx, live_sessions, ram_budget >> 20,
-      f.prefill_chunk, std::min(f.max_batch, live_sessions), f.api_key.empty() ? "off" : "on");
+      f.prefill_chunk, solo_chunk, std::min(f.max_batch, live_sessions),
+      f.api_key.empty() ? "off" : "on");
   std::printf("flashkv serve: listening on http://%s:%d\n", host.c_str(), http.port());
   std::fflush(stdout);
 
@@ -384,6 +395,7 @@ void RegisterServe(CLI::App& app) {
                   "prompt tokens per step (all requests together, round-robin); a disconnect "
                   "cancels within one step")
       ->capture_default_str();
+  AddPrefillChunkSoloFlag(cmd, &f->prefill_chunk_solo);
   cmd->add_option("--max-batch", f->max_batch,
                   "requests decoded together in one step (at most the live sessions); 1: one "
                   "request at a time")

@@ -47,6 +47,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
       planner_(StepPlannerOptions{.max_active = std::numeric_limits<int>::max(),
                                   .prefill_budget = std::max(1, options.prefill_chunk),
                                   .max_chunk = std::max(1, options.prefill_chunk),
+                                  .solo_budget = options.prefill_chunk_solo,
                                   .round_robin = true}) {
   if (remote_ != nullptr) {
     shared_ = std::make_unique<RemoteCacheTier>(*remote_, *disk_);

@@ -53,11 +53,15 @@
 namespace flashkv {
 
 struct EngineOptions {
-  int ctx_size = 32768;       // tokens one session can hold (every KvState is this big)
-  int live_sessions = 4;      // sessions kept in memory, LRU beyond that
-  int prefill_chunk = 2048;   // ids per forward call while prefilling; cancellation and
-                              // progress are checked between chunks, so this bounds how
-                              // long a vanished client keeps the worker busy
+  int ctx_size = 32768;      // tokens one session can hold (every KvState is this big)
+  int live_sessions = 4;     // sessions kept in memory, LRU beyond that
+  int prefill_chunk = 2048;  // ids per forward call while prefilling; cancellation and
+                             // progress are checked between chunks, so this bounds how
+                             // long a vanished client keeps the worker busy
+  // ids per step while no session decodes (0 or at most prefill_chunk: prefill_chunk): no
+  // one's next token waits behind the longer step then, and a GPU reads each weight once per
+  // chunk (StepPlannerOptions::solo_budget).
+  int prefill_chunk_solo = 0;
   RamCache* ram = nullptr;    // tier 2 (snapshots in host RAM); null: none
   DiskCache* disk = nullptr;  // tier 3 (snapshots on disk); null: none
   // Tier 4, the shared store another server's disk saves are mirrored to (needs `disk`:

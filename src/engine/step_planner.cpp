@@ -54,7 +54,11 @@ std::span<const PlannedChunk> StepPlanner::Next() {
   }
   const size_t first = options_.round_robin && !reading.empty() ? turn_++ % reading.size() : 0;
   int64_t budget = options_.prefill_budget;
-  const int64_t cap = options_.max_chunk > 0 ? options_.max_chunk : budget;
+  int64_t cap = options_.max_chunk > 0 ? options_.max_chunk : budget;
+  if (plan_.empty() && options_.solo_budget > budget) {  // no decode row: nobody waits
+    budget = options_.solo_budget;
+    cap = std::max<int64_t>(cap, budget);
+  }
   for (size_t k = 0; k < reading.size() && budget > 0; ++k) {
     const Stream& s = *reading[(first + k) % reading.size()];
     const int64_t n = std::min({budget, cap, s.prompt_left});

@@ -2,10 +2,11 @@
 // streams it holds — one decode row for every active stream that is decoding, then prefill
 // chunks of the active streams still reading their prompts, oldest first, within a prefill
 // token budget per step, so a long cold prompt advances beside the others' decode instead of
-// stalling them. Streams wait in arrival order until one of `max_active` slots is free and are
-// admitted between steps; removing one (finished or cancelled) frees its slot and changes
-// nothing else about the other streams' rows. Pure bookkeeping: no model, no threads.
-// Must not: run the model, sample, or know sessions and tiers (the caller maps ids to them).
+// stalling them (and within a larger one while nobody decodes). Streams wait in arrival order until
+// one of `max_active` slots is free and are admitted between steps; removing one (finished or
+// cancelled) frees its slot and changes nothing else about the other streams' rows. Pure
+// bookkeeping: no model, no threads. Must not: run the model, sample, or know sessions and tiers
+// (the caller maps ids to them).
 //
 // Threading: not thread-safe; the engine worker owns it.
 #pragma once
@@ -23,6 +24,11 @@ struct StepPlannerOptions {
   int max_active = 16;       // streams in steps at once (slots of the live pool)
   int prefill_budget = 256;  // prompt tokens per step, all streams together (>= 1)
   int max_chunk = 0;         // prompt tokens of one stream per step (0: the budget)
+  // Prompt tokens per step, and of one stream, while no active stream decodes (0, or less than
+  // the budget: the budget). Larger chunks make a prefill cheaper per token on a GPU (each
+  // weight read once per chunk), but a step holds the device longer, which only a decoding
+  // stream's next token would wait behind (docs/PERFORMANCE.md "Prefill: where issue #13 ends").
+  int solo_budget = 0;
   // Which prompt is served first in a step: false, the oldest; true, the next one in turn
   // (each step starts one stream later), so several long prompts share the budget fairly.
   bool round_robin = false;
@@ -48,7 +54,8 @@ class StepPlanner {
 
   // Admits waiting streams into free slots (arrival order), then plans the next step:
   // decode rows of the active decoding streams in admission order, then prefill chunks in
-  // admission order until the budget is spent. Empty when no stream is active.
+  // admission order until the budget (solo_budget when there is no decode row) is spent.
+  // Empty when no stream is active.
   std::span<const PlannedChunk> Next();
   // The step Next() planned has run: prefill counts advance, finished prompts start decoding.
   void Commit();

@@ -45,6 +45,7 @@ Expected<std::vector<BenchRow>> RunBenchSweep(Model& model, const Tokenizer& tok
   eo.ctx_size = ctx_alloc;
   eo.live_sessions = 1;
   eo.prefill_chunk = options.prefill_chunk;
+  eo.prefill_chunk_solo = options.prefill_chunk_solo;
   eo.max_batch = 1;
   EngineMetrics metrics;
   ToolReplayMap replay;

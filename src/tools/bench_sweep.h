@@ -33,13 +33,14 @@
 namespace flashkv {
 
 struct BenchOptions {
-  int ctx_start = 2048;      // first frontier, tokens
-  int ctx_max = 32768;       // last frontier; the sequence must hold at least this many tokens
-  int step_incr = 2048;      // additive step between frontiers (used when step_mul <= 0)
-  double step_mul = 0;       // > 1: next frontier = ceil(frontier · step_mul)
-  int gen_tokens = 128;      // greedy decode steps timed at each frontier (0: none)
-  int ctx_alloc = 0;         // state capacity; 0: ctx_max + gen_tokens
-  int prefill_chunk = 2048;  // most ids per prefill step (the engine's prefill chunk)
+  int ctx_start = 2048;        // first frontier, tokens
+  int ctx_max = 32768;         // last frontier; the sequence must hold at least this many tokens
+  int step_incr = 2048;        // additive step between frontiers (used when step_mul <= 0)
+  double step_mul = 0;         // > 1: next frontier = ceil(frontier · step_mul)
+  int gen_tokens = 128;        // greedy decode steps timed at each frontier (0: none)
+  int ctx_alloc = 0;           // state capacity; 0: ctx_max + gen_tokens
+  int prefill_chunk = 2048;    // most ids per prefill step (the engine's prefill chunk)
+  int prefill_chunk_solo = 0;  // … and while nothing decodes (EngineOptions::prefill_chunk_solo)
 };
 
 // The frontiers of a sweep: ctx_start, then each step while <= ctx_max, then ctx_max itself

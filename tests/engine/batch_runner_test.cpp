@@ -126,6 +126,31 @@ TEST(StepPlannerTest, AShortenedChunkLeavesTheRestOfThePromptForLaterSteps) {
   EXPECT_EQ(PlanString(p.Next()), "1d1");
 }
 
+TEST(StepPlannerTest, PromptsTakeTheSoloBudgetOnlyWhileNoStreamDecodes) {
+  StepPlanner p({.max_active = 3, .prefill_budget = 4, .max_chunk = 4, .solo_budget = 10});
+  ASSERT_TRUE(p.Add(1, 12).ok());
+  EXPECT_EQ(PlanString(p.Next()), "1p10");  // alone: nobody's token waits behind the step
+  p.Commit();
+  ASSERT_TRUE(p.Add(2, 30).ok());
+  EXPECT_EQ(PlanString(p.Next()), "1P2 2p8");  // two prompts, no decode row: they share it
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "1d1 2p4");  // 1 decodes: the normal budget and chunk
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "1d1 2p4");
+  p.Commit();
+  EXPECT_TRUE(p.Remove(1));
+  EXPECT_EQ(PlanString(p.Next()), "2p10");  // alone again
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "2P4");
+  p.Commit();
+  EXPECT_EQ(PlanString(p.Next()), "2d1");
+
+  // A solo budget at most the budget changes nothing.
+  StepPlanner q({.max_active = 2, .prefill_budget = 6, .solo_budget = 3});
+  ASSERT_TRUE(q.Add(1, 8).ok());
+  EXPECT_EQ(PlanString(q.Next()), "1p6");
+}
+
 // ---- BatchRunner on the model ----------------------------------------------------------
 
 std::string Ds4Tiny() {

@@ -1,8 +1,8 @@
 // The engine's batched path on the real (tiny) model: requests admitted at different steps
 // share forward steps and still get exactly the tokens they get alone (greedy), a cancelled
 // request disturbs no other, a long prompt arriving mid-stream is read in budgeted chunks
-// while the others keep decoding one token a step, and admission stops at the live pool and
-// at max_batch.
+// while the others keep decoding one token a step (and in longer ones while nothing decodes),
+// and admission stops at the live pool and at max_batch.
 #include <map>
 #include <thread>
 
@@ -213,6 +213,53 @@ TEST(EngineBatchTest, ALongPromptArrivingMidStreamLeavesTheOthersDecodingEverySt
   }
   const int64_t prompt = int64_t(long_prompt.prompt_tokens.size());
   EXPECT_GE(steps_reading, int((prompt + 7) / 8) - 1);  // chunks of at most 8
+  ASSERT_TRUE(a.result && b.result);
+  EXPECT_EQ(a.result->text, Alone(streaming, 8)->text);
+  EXPECT_EQ(b.result->text, Alone(long_prompt, 8)->text);
+}
+
+// EngineOptions::prefill_chunk_solo: a prompt read while nothing decodes takes chunks of the
+// solo size (fewer steps), one read beside a decoding stream the normal chunks; the tokens are
+// those of any other chunking.
+TEST(EngineBatchTest, APromptReadWhileNothingDecodesTakesTheSoloChunk) {
+  const GenerationRequest streaming = Ask(8, 2, 60);
+  const GenerationRequest long_prompt = Ask(9, 40, 4);
+  const int64_t prompt = int64_t(long_prompt.prompt_tokens.size());
+  ASSERT_GT(prompt, 64);
+  EngineOptions o = Options(2, 8);
+  o.prefill_chunk_solo = 32;
+  {
+    Fixture f(o);
+    Client b(long_prompt);
+    f.engine.Admit(*b.h);
+    int steps_reading = 0;
+    while (!f.engine.idle()) {
+      const int read_before = b.prefill_events;
+      f.engine.Step();
+      b.Poll();
+      steps_reading += b.prefill_events > read_before;
+    }
+    EXPECT_EQ(steps_reading, int((prompt + 31) / 32));
+    ASSERT_TRUE(b.result) << b.error.ToString();
+    EXPECT_EQ(b.result->text, Alone(long_prompt, 8)->text);
+  }
+  Fixture f(o);
+  Client a(streaming), b(long_prompt);
+  f.engine.Admit(*a.h);
+  while (a.deltas == 0 && !a.ended) {  // until a is decoding
+    f.engine.Step();
+    a.Poll();
+  }
+  f.engine.Admit(*b.h);
+  int steps_reading = 0;
+  while (!f.engine.idle()) {
+    const int read_before = b.prefill_events;
+    f.engine.Step();
+    a.Poll();
+    b.Poll();
+    steps_reading += b.prefill_events > read_before;
+  }
+  EXPECT_GE(steps_reading, int((prompt + 7) / 8) - 1);  // beside a's decode: chunks of 8
   ASSERT_TRUE(a.result && b.result);
   EXPECT_EQ(a.result->text, Alone(streaming, 8)->text);
   EXPECT_EQ(b.result->text, Alone(long_prompt, 8)->text);
