@@ -57,6 +57,24 @@ __device__ __forceinline__ void Mma(const uint32_t (&a)[4], uint32_t b0, uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0));
 }
 
+// m16n8k16 with unsigned A and B (kSignedB false) or signed B: d = a·b from zero. Fragments
+// (lane = 4·group + t): a0 = row group, k 4t…4t+3; a1 = row group + 8; b0 = column group,
+// k 4t…4t+3; d as the m16n8k32 product's.
+template <bool kSignedB>
+__device__ __forceinline__ void MmaK16U8(const uint32_t (&a)[2], uint32_t b, int (&d)[4]) {
+  if constexpr (kSignedB) {
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%7,%7,%7,%7};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%7,%7,%7,%7};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0));
+  }
+}
+
 // d += a·b in int32.
 __device__ __forceinline__ void MmaAcc(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                                        int (&d)[4]) {

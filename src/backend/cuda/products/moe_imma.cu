@@ -389,10 +389,12 @@ __global__ void __launch_bounds__(kThreads, 2) GateUpImmaIq2Kernel(GateUpArgs g)
 // ---- expert down: Q2_K weights × Q8_K mids ---------------------------------------------
 // A value's quant q (0..3) times its 16-value group's 4-bit scale is at most 45, so the
 // decoded int8 tile holds q·scale and one MMA per 32 values gives that part of Q2_K's
-// integer sum, scales included; the mins part Σ bsums·min is the same product with every
-// value of a 16-value group weighted by the group's min — an A fragment built in registers
-// from the scale bytes (a fragment's 4 bytes never straddle a group). Both integer sums
-// accumulate in the MMA over the super-block; its term is then TpTermQ2_K's.
+// integer sum, scales included, accumulated in the MMA over the super-block. The mins part
+// Σ_j min_j · bsum_j (16 groups) is a k = 16 product of the rows' mins (from the scale bytes'
+// high nibbles) and the pairs' bsums (Q8_K's per-16 sums of the same quants), each bsum split
+// as 256·hi + lo into its high byte (signed) and low byte (unsigned): two m16n8k16 MMAs a
+// super-block instead of one m16n8k32 per 32 values — integers, so the same sum. The term is
+// then TpTermQ2_K's.
 constexpr int kQ2Words = 21;  // words of an 84-byte Q2_K block
 
 template <int BN>
@@ -402,6 +404,7 @@ struct DownSmem {
   uint32_t raw[2][kBM * kQ2Words];        // the rows' blocks of a super-block, as stored
   alignas(16) int8_t w[kBM * kRowBytes];  // q · (scale & 15)
   alignas(16) uint8_t sc[kBM * 16];       // the 16 scale bytes (mins in the high nibbles)
+  alignas(16) int16_t bs[2][BN * 16];     // the pairs' bsums of a super-block
   float d[kBM];
   float dmin[kBM];
 };
@@ -487,10 +490,22 @@ __device__ __forceinline__ void DecodeQ2(DownSmem<BN>& sm, const Q2Raw<BN>& raw)
   }
 }
 
-// The min of 16-value group j of row r, in all four bytes.
+// The pairs' 16 bsums of super-block sb into bs[buf] (cp.async, 4 bytes at a time: a row's
+// bsums are 16-byte aligned only when n is a multiple of 1,024), committed with LoadX's copies.
 template <int BN>
-__device__ __forceinline__ uint32_t MinBytes(const DownSmem<BN>& sm, int r, int j) {
-  return uint32_t(sm.sc[r * 16 + j] >> 4) * 0x01010101u;
+__device__ __forceinline__ void LoadBsums(const MatVecArgs& a, DownSmem<BN>& sm, int buf, int sb) {
+  const uint32_t dst = SmemAddr(sm.bs[buf]);
+  const uint64_t off = uint64_t(a.n) + uint64_t(4) * (a.n / 256) + uint64_t(32) * sb;
+  for (int i = threadIdx.x; i < BN * 8; i += kThreads) {
+    const int t = i >> 3, c = i & 7;
+    CpAsync4(dst + 32 * t + 4 * c, a.x + uint64_t(sm.pt.xrow[t]) * a.x_row_bytes + off + 4 * c);
+  }
+}
+
+// Mins of groups 4t … 4t + 3 of row r (an m16n8k16 A word).
+template <int BN>
+__device__ __forceinline__ uint32_t MinWord(const DownSmem<BN>& sm, int r, int tig) {
+  return (*reinterpret_cast<const uint32_t*>(sm.sc + r * 16 + 4 * tig) >> 4) & 0x0f0f0f0fu;
 }
 
 template <int BN>
@@ -511,6 +526,7 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
   CopyRawQ2(a, matrix, sm, 0, row0, 0);
   __syncthreads();  // pair rows
   LoadX(a, sm.pt, 0, 0);
+  LoadBsums(a, sm, 0, 0);
   CpAsyncCommit();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -538,6 +554,7 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
     if (sb + 1 < nsb) {
       CopyRawQ2(a, matrix, sm, buf ^ 1, row0, sb + 1);
       LoadX(a, sm.pt, buf ^ 1, sb + 1);
+      LoadBsums(a, sm, buf ^ 1, sb + 1);
     }
     CpAsyncCommit();
     Q2Raw<BN> raw;
@@ -551,7 +568,7 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
 #pragma unroll
       for (int j = 0; j < kNt; ++j) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) isum[i][j][e] = summs[i][j][e] = 0;
+        for (int e = 0; e < 4; ++e) isum[i][j][e] = 0;
       }
     }
     const uint32_t xb = SmemAddr(sm.pt.x[buf]) + b_off;
@@ -563,15 +580,30 @@ __global__ void __launch_bounds__(kThreads, 2) DownImmaQ2KKernel(MatVecArgs a) {
       for (int i = 0; i < kMt; ++i) {
         uint32_t af[4];
         LdMatrixX4(SmemAddr(sm.w) + a_off + 16 * i * kRowBytes + 32 * unit, af);
-        const int r = wm0 + 16 * i + gq;
-        // Values 0-15 of the unit are group 2·unit, 16-31 group 2·unit + 1.
-        const uint32_t am[4] = {MinBytes(sm, r, 2 * unit), MinBytes(sm, r + 8, 2 * unit),
-                                MinBytes(sm, r, 2 * unit + 1), MinBytes(sm, r + 8, 2 * unit + 1)};
 #pragma unroll
-        for (int j = 0; j < kNt; ++j) {
-          MmaAcc(af, bf[2 * j], bf[2 * j + 1], isum[i][j]);
-          MmaAcc(am, bf[2 * j], bf[2 * j + 1], summs[i][j]);
-        }
+        for (int j = 0; j < kNt; ++j) MmaAcc(af, bf[2 * j], bf[2 * j + 1], isum[i][j]);
+      }
+    }
+    // The mins part: bsums 4t … 4t + 3 of pair gq of each 8-pair tile, as low and high bytes.
+    uint32_t blo[kNt], bhi[kNt];
+#pragma unroll
+    for (int j = 0; j < kNt; ++j) {
+      const uint2 v =
+          *reinterpret_cast<const uint2*>(sm.bs[buf] + (wn0 + 8 * j + gq) * 16 + 4 * tig);
+      blo[j] = __byte_perm(v.x, v.y, 0x6420);
+      bhi[j] = __byte_perm(v.x, v.y, 0x7531);
+    }
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) {
+      const int r = wm0 + 16 * i + gq;
+      const uint32_t am[2] = {MinWord(sm, r, tig), MinWord(sm, r + 8, tig)};
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        int lo[4], hi[4];
+        MmaK16U8<false>(am, blo[j], lo);
+        MmaK16U8<true>(am, bhi[j], hi);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) summs[i][j][e] = hi[e] * 256 + lo[e];
       }
     }
     // dall · isum − dmin · summs with dall = d_x · d, dmin = d_x · dmin (TpTermQ2_K).
