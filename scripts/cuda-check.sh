@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -173,6 +173,24 @@ PY
         --csv "$OUT/flash-sweep-imma$imma.csv" "$@" 2>&1 | tee "$OUT/flash-sweep-imma$imma.log" \
         || rc=1
       if [[ -f $OUT/flash-sweep-imma$imma.csv ]]; then cat "$OUT/flash-sweep-imma$imma.csv"; fi
+    done
+  fi
+  if [[ $what == prefill-solo ]]; then
+    # Issue #31: `flashkv bench` with prompts in chunks of 2,048 (--prefill-chunk-solo 1: off)
+    # and with the default solo chunk (8,192 on CUDA, the engine's rule while nothing decodes),
+    # one process each on the same model (SOLO_MODEL, default random:flash; random:flash:16
+    # fits an H100), frontiers 2,048 … SOLO_CTX_MAX (default 16384) doubling. Extra args go to
+    # both runs.
+    local tag
+    for tag in off auto; do
+      local solo=()
+      [[ $tag == off ]] && solo=(--prefill-chunk-solo 1)
+      timeout "${SOLO_TIMEOUT_S:-240}" /work/main/build-cuda/flashkv bench --backend cuda \
+        --model "${SOLO_MODEL:-random:flash}" --ctx-start 2048 --ctx-max "${SOLO_CTX_MAX:-16384}" \
+        --step-mul 2 --gen-tokens 0 "${solo[@]}" --csv "$OUT/solo-$tag.csv" "$@" \
+        > "$OUT/solo-$tag.log" 2>&1 || rc=1
+      echo "== solo chunk $tag"; grep -E '^bench:' "$OUT/solo-$tag.log" | cut -c1-220
+      cat "$OUT/solo-$tag.csv" 2>/dev/null || tail -5 "$OUT/solo-$tag.log"
     done
   fi
   if [[ $what == flashbench ]]; then
@@ -422,6 +440,9 @@ PY
     local r tag envs bin
     for r in "${runs[@]}"; do
       IFS='|' read -r tag envs bin <<< "$r"
+      # BATCH_RUNS="new base …": only those (e.g. at 43 layers on an H200, where each run
+      # generates 81 GB of weights).
+      [[ -z ${BATCH_RUNS:-} || " $BATCH_RUNS " == *" $tag "* ]] || continue
       # shellcheck disable=SC2086
       timeout 90 env $envs "$bin" "${NB[@]}" > "$OUT/batch-$tag.log" 2>&1 || rc=1
       echo "== $tag $envs"; grep -E '^batch [0-9]' "$OUT/batch-$tag.log" | cut -c1-120 || true
@@ -877,7 +898,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|offload|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac
