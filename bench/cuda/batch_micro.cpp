@@ -9,6 +9,7 @@
 #include <string>
 
 #include "decode_micro.h"
+#include "util/thread_pool.h"
 
 namespace flashkv {
 namespace {
@@ -61,6 +62,7 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
 
   nlohmann::json rows = nlohmann::json::array();
   std::vector<int32_t> alone_tokens;  // session 0's greedy tokens in the first batch size
+  ThreadPool pick(8);                 // Engine::kMaxPickThreads
   for (int R : o.batches) {
     auto restore = [&]() -> Status {
       for (int i = 0; i < R; ++i) {
@@ -70,7 +72,18 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
       }
       return Status::Ok();
     };
+    // As the engine keeps them (engine/engine.h PinLogits): each row's logits read straight
+    // into page-locked memory, and the rows' tokens picked side by side (PickDecodingRows).
     std::vector<float> logits(size_t(R) * V);
+    const bool pinned =
+        o.pinned_logits && be.PinHost(logits.data(), logits.size() * sizeof(float)).ok();
+    struct Unpin {  // before `logits` goes, on every path out
+      Backend& be;
+      void* p;
+      ~Unpin() {
+        if (p != nullptr) be.UnpinHost(p);
+      }
+    } unpin{be, pinned ? logits.data() : nullptr};
     std::vector<int32_t> next(static_cast<size_t>(R));
     std::vector<SessionChunk> chunks(static_cast<size_t>(R));
     // n greedy batched steps from the restored states; session 0's tokens when asked.
@@ -80,8 +93,10 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
                   logits.begin() + size_t(i) * V);
       }
       for (int step = 0; step < n; ++step) {
+        pick.ParallelFor(size_t(R), 1, [&](size_t begin, size_t end, int) {
+          for (size_t i = begin; i < end; ++i) next[i] = ArgmaxRow(logits.data() + i * V, V);
+        });
         for (int i = 0; i < R; ++i) {
-          next[size_t(i)] = ArgmaxRow(logits.data() + size_t(i) * V, V);
           chunks[size_t(i)] =
               SessionChunk{std::span<const int32_t>(&next[size_t(i)], 1), &*ss[size_t(i)].state,
                            LogitsFor::kLast, logits.data() + size_t(i) * V};
@@ -156,6 +171,7 @@ Status RunBatchMicro(CudaBackend& be, Model& model, const BatchMicroOptions& o,
                     {"profiled_wall_ms", wall_ms},
                     {"timed_graph_launches", graph_replays},
                     {"timed_direct_kernels_per_step", double(direct) / o.decode_steps},
+                    {"logits_pinned", pinned},
                     {"kernels", kernels}});
   }
   out["batch_micro"] = rows;

@@ -24,6 +24,9 @@ struct BatchMicroOptions {
   int warmup_steps = 4;
   int decode_steps = 16;
   int profile_steps = 2;
+  // The rows' logits in page-locked memory (as the engine keeps them) or, false, pageable
+  // (the engine before PinLogits: staged copies).
+  bool pinned_logits = true;
 };
 
 // Prints the tables and stores the figures under out["batch_micro"].

@@ -114,6 +114,7 @@ struct Options {
   int profile_steps = 4;
   std::vector<int> verify_rows;  // --decode-micro: speculative verify steps of these many rows
   std::vector<int> batch_micro;  // the batched decode microbenchmark's batch sizes (batch_micro.h)
+  int batch_pinned = 1;          // --batch-pinned: BatchMicroOptions::pinned_logits
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -311,6 +312,7 @@ Status Run(const Options& o) {
     m.warmup_steps = o.warmup_steps;
     m.decode_steps = o.decode_steps;
     m.profile_steps = o.profile_steps;
+    m.pinned_logits = o.batch_pinned != 0;
     FLASHKV_RETURN_IF_ERROR(RunBatchMicro(*be, *model, m, out));
     return WriteJson(o, out);
   }
@@ -529,6 +531,10 @@ int main(int argc, char** argv) {
                  "instead of the frontier sweep: batched decode steps of these many sessions "
                  "(e.g. 1,4,16,64; the sessions at the first frontier + 8·i), kernels per step")
       ->delimiter(',');
+  app.add_option("--batch-pinned", o.batch_pinned,
+                 "--batch-micro: 1 the rows' logits page-locked, as the engine keeps them; 0 "
+                 "pageable (staged copies)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const flashkv::Status s = flashkv::Run(o);
   if (!s.ok()) {

@@ -72,6 +72,16 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, ToolReplayMap& replay,
 
 Engine::~Engine() {
   if (fetcher_ != nullptr) metrics_.SetRemoteFetcher(nullptr);
+  for (size_t i = 0; i < logits_pinned_.size(); ++i) {
+    if (logits_pinned_[i]) model_.backend().UnpinHost(pool_.at(int(i)).logits().data());
+  }
+}
+
+void Engine::PinLogits(int slot) {
+  if (size_t(slot) >= logits_pinned_.size()) logits_pinned_.resize(size_t(slot) + 1, false);
+  if (logits_pinned_[size_t(slot)]) return;
+  const std::span<float> logits = pool_.at(slot).logits();
+  logits_pinned_[size_t(slot)] = model_.backend().PinHost(logits.data(), logits.size_bytes()).ok();
 }
 
 void Engine::PublishRamStats() {
@@ -272,6 +282,7 @@ Expected<Engine::Resume> Engine::ResumeFor(const GenerationRequest& request) {
     SaveSession(old, SaveReason::kEvict, /*visible=*/true);
   }));
   if (full) metrics_.RecordLiveEviction();
+  PinLogits(r.slot);
   // Saving it and clearing the slot (which waits for the copies out of it) sits on this
   // request's time to first token.
   if (evicted >= 0) {

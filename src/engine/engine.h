@@ -148,6 +148,9 @@ class Engine : public RequestRunner {
   SnapshotContent ContentOf(const Session& session, SaveReason reason, bool visible,
                             std::string* text_storage, std::string* replay_storage) const;
   void PublishRamStats();
+  // Page-locks the logits buffer of the session in `slot` once (a failure only leaves its
+  // copies staged); ~Engine unlocks them before the pool frees them.
+  void PinLogits(int slot);
   // Queues a disk snapshot of the session's evaluated tokens. `visible`: file it under its
   // preferred visible key when it has one (evict, shutdown). Never fails the request.
   void SaveSession(Session& session, SaveReason reason, bool visible);
@@ -188,6 +191,10 @@ class Engine : public RequestRunner {
   const int n_vocab_;
   std::shared_ptr<const TokenTrie> constraint_trie_[2];  // without, with special tokens
   SessionPool pool_;
+  // Sessions whose logits buffer is page-locked (PinLogits), by slot: a batched step's
+  // logits then go straight from the device into them (Backend::ReadMany) instead of through
+  // the backend's staging buffers and a host copy — 33 MB a 64-row step.
+  std::vector<bool> logits_pinned_;
   RamCache* ram_;
   DiskCache* disk_;
   RemoteTier* remote_;

@@ -21,6 +21,12 @@ Status CudaStatus(const char* what, cudaError_t e) {
   return Internal("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+// Copies of at least this many bytes to or from page-locked host memory go straight to the
+// copy engine; smaller ones are cheaper batched through the staging buffers than asked about
+// one by one (IsPinned). A session's logits row (129,280 floats, 517 KB; engine/engine.h
+// PinLogits) is above it.
+constexpr size_t kDirectCopyMinBytes = size_t(64) << 10;
+
 // Whether the host range is page-locked (cudaHostAlloc'd or registered), so the copy
 // engine can read it directly.
 bool IsPinned(const void* p) {
@@ -636,7 +642,7 @@ Status CudaBackend::ReadMany(const HostCopy* copies, size_t n_copies) {
   std::vector<const HostCopy*> staged;
   for (const HostCopy& c : std::span<const HostCopy>(copies, n_copies)) {
     if (c.bytes == 0) continue;
-    if (c.bytes >= (size_t(1) << 20) && IsPinned(c.host)) {
+    if (c.bytes >= kDirectCopyMinBytes && IsPinned(c.host)) {
       e = cudaMemcpyAsync(c.host, c.device.get(), c.bytes, cudaMemcpyDeviceToHost, s.stream);
       if (e != cudaSuccess) return CudaStatus("device to host copy", e);
       any_pinned = true;
@@ -710,7 +716,7 @@ Status CudaBackend::WriteMany(const HostCopy* copies, size_t n_copies) {
   };
   for (const HostCopy& c : std::span<const HostCopy>(copies, n_copies)) {
     if (c.bytes == 0) continue;
-    if (c.bytes >= (size_t(1) << 20) && IsPinned(c.host)) {
+    if (c.bytes >= kDirectCopyMinBytes && IsPinned(c.host)) {
       e = cudaMemcpyAsync(c.device.get(), c.host, c.bytes, cudaMemcpyHostToDevice, s.stream);
       if (e != cudaSuccess) return CudaStatus("host to device copy", e);
       continue;
