@@ -416,7 +416,8 @@ PY
     # when staged): every GPU test, then --batch-micro at BATCH_SIZES (default 1,4,16,64;
     # BATCH_LAYERS layers, default 16, so the H100 holds them) — this build, the base build
     # with its defaults and with BASE_ENV (default: the narrow tiles and FinishRowsKernel on),
-    # this build without the grouped tiles (the tensor cores from 2 rows) — the Flash prefill
+    # this build without the grouped tiles (the tensor cores from 2 rows) and with pageable
+    # logits (--batch-pinned 0) — the Flash prefill
     # in chunks of 2,048 to 8,192 tokens with both builds (the prefill tiles share the expert
     # kernels), memcheck and racecheck on the small shapes, and where ncu exists the narrow
     # expert kernels' stall samples in a 64-row step (scripts/sass-stalls.py). The logs are
@@ -432,19 +433,19 @@ PY
     local L=${BATCH_LAYERS:-16}
     local NB=(--batch-micro "${BATCH_SIZES:-1,4,16,64}" --frontiers 256 --decode-steps 8
       --warmup-steps 3 --profile-steps 2 --ttft 0 --layers "$L")
-    local runs=("new||$BB" "group0|FLASHKV_CUDA_MOE_GROUP_MAX=0|$BB")
+    local runs=("new||$BB" "group0|FLASHKV_CUDA_MOE_GROUP_MAX=0|$BB" "pageable||$BB|--batch-pinned 0")
     if [[ -x $BASE_BB ]]; then
       runs+=("base||$BASE_BB"
         "base-env|${BASE_ENV:-FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1}|$BASE_BB")
     fi
-    local r tag envs bin
+    local r tag envs bin extra
     for r in "${runs[@]}"; do
-      IFS='|' read -r tag envs bin <<< "$r"
+      IFS='|' read -r tag envs bin extra <<< "$r"
       # BATCH_RUNS="new base …": only those (e.g. at 43 layers on an H200, where each run
       # generates 81 GB of weights).
       [[ -z ${BATCH_RUNS:-} || " $BATCH_RUNS " == *" $tag "* ]] || continue
       # shellcheck disable=SC2086
-      timeout 90 env $envs "$bin" "${NB[@]}" > "$OUT/batch-$tag.log" 2>&1 || rc=1
+      timeout 90 env $envs "$bin" "${NB[@]}" $extra > "$OUT/batch-$tag.log" 2>&1 || rc=1
       echo "== $tag $envs"; grep -E '^batch [0-9]' "$OUT/batch-$tag.log" | cut -c1-120 || true
       pack
     done
