@@ -676,17 +676,23 @@ PY
         [[ -f $G ]] && models+=("$G")
       fi
       [[ ${BATCH_MODEL:-} == none ]] || models+=("${BATCH_MODEL:-random:flash}")
-      local model tag load_s long_s
+      # With a baseline's flashkv in .devcarry/base/, each load runs with it too (-base logs).
+      local bins=(/work/main/build-cuda/flashkv)
+      [[ -x $ROOT/.devcarry/base/flashkv ]] && bins+=("$ROOT/.devcarry/base/flashkv")
+      local model tag load_s long_s fk
       for model in "${models[@]}"; do
-        tag="" load_s=90 long_s=45
-        [[ $model == "$G" ]] && tag="-gguf" load_s=200 long_s=150
-        local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv /work/main/build-cuda/flashkv --model $model --extra --backend=cuda"
-        timeout "$load_s" $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
-          --requests 1 --max-tokens 64 > "$OUT/serve-load$tag.log" 2>&1 || rc=1
-        echo "== serve load, $model"; tail -8 "$OUT/serve-load$tag.log"
-        timeout "$long_s" $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
-          --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long$tag.log" 2>&1 || rc=1
-        tail -4 "$OUT/serve-load-long$tag.log"
+        for fk in "${bins[@]}"; do
+          tag="" load_s=90 long_s=45
+          [[ $model == "$G" ]] && tag="-gguf" load_s=200 long_s=150
+          [[ $fk == */base/* ]] && tag+="-base"
+          local SL="$NODE $ROOT/bench/serve/serve_load.mjs --flashkv $fk --model $model --extra --backend=cuda"
+          timeout "$load_s" $SL --ctx 8192 --live 64 --max-batch 64 --clients "${BATCH_CLIENTS:-1,4,16,64}" \
+            --requests 1 --max-tokens 64 > "$OUT/serve-load$tag.log" 2>&1 || rc=1
+          echo "== serve load, $model, $fk"; tail -8 "$OUT/serve-load$tag.log"
+          timeout "$long_s" $SL --ctx 32768 --live 24 --max-batch 24 --clients 16 --requests 1 \
+            --max-tokens 96 --long-prompt "${BATCH_LONG:-25000}" > "$OUT/serve-load-long$tag.log" 2>&1 || rc=1
+          tail -4 "$OUT/serve-load-long$tag.log"
+        done
       done
     fi
   fi
