@@ -228,18 +228,23 @@ TEST(EngineBatchTest, APromptReadWhileNothingDecodesTakesTheSoloChunk) {
   ASSERT_GT(prompt, 64);
   EngineOptions o = Options(2, 8);
   o.prefill_chunk_solo = 32;
+  // Runs the engine until idle; the steps that read a chunk of b's prompt.
+  const auto steps_reading = [](Fixture& f, Client& b, Client* a) {
+    int n = 0;
+    while (!f.engine.idle()) {
+      const int read_before = b.prefill_events;
+      f.engine.Step();
+      if (a != nullptr) a->Poll();
+      b.Poll();
+      n += b.prefill_events > read_before;
+    }
+    return n;
+  };
   {
     Fixture f(o);
     Client b(long_prompt);
     f.engine.Admit(*b.h);
-    int steps_reading = 0;
-    while (!f.engine.idle()) {
-      const int read_before = b.prefill_events;
-      f.engine.Step();
-      b.Poll();
-      steps_reading += b.prefill_events > read_before;
-    }
-    EXPECT_EQ(steps_reading, int((prompt + 31) / 32));
+    EXPECT_EQ(steps_reading(f, b, nullptr), int((prompt + 31) / 32));
     ASSERT_TRUE(b.result) << b.error.ToString();
     EXPECT_EQ(b.result->text, Alone(long_prompt, 8)->text);
   }
@@ -251,15 +256,8 @@ TEST(EngineBatchTest, APromptReadWhileNothingDecodesTakesTheSoloChunk) {
     a.Poll();
   }
   f.engine.Admit(*b.h);
-  int steps_reading = 0;
-  while (!f.engine.idle()) {
-    const int read_before = b.prefill_events;
-    f.engine.Step();
-    a.Poll();
-    b.Poll();
-    steps_reading += b.prefill_events > read_before;
-  }
-  EXPECT_GE(steps_reading, int((prompt + 7) / 8) - 1);  // beside a's decode: chunks of 8
+  // Beside a's decode: chunks of 8.
+  EXPECT_GE(steps_reading(f, b, &a), int((prompt + 7) / 8) - 1);
   ASSERT_TRUE(a.result && b.result);
   EXPECT_EQ(a.result->text, Alone(streaming, 8)->text);
   EXPECT_EQ(b.result->text, Alone(long_prompt, 8)->text);
