@@ -135,12 +135,9 @@ Status RunServe(const ServeFlags& f) {
                            AutoOrNumber("--kv-ram-space-mb", f.ram_space_mb, 0));
   if (live_flag && *live_flag > 4096) return InvalidArgument("--kv-live-sessions is at most 4096");
   if (f.prefill_chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
-  // The backend as Runtime::Open will resolve it (--gpus makes auto mean cuda).
-  const std::string backend = f.model.backend == "auto" && !f.model.gpus.empty()
-                                  ? "cuda"
-                                  : Runtime::ResolveBackend(f.model.backend);
-  FLASHKV_ASSIGN_OR_RETURN(const int solo_chunk,
-                           ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.prefill_chunk, backend));
+  FLASHKV_ASSIGN_OR_RETURN(
+      const int solo_chunk,
+      ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.prefill_chunk, ResolvedBackend(f.model)));
   if (f.max_batch < 1 || f.max_batch > 4096)
     return InvalidArgument("--max-batch must be 1..4096, got {}", f.max_batch);
   if (f.max_body_mb < 1) return InvalidArgument("--max-body-mb must be positive");

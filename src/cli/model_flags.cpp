@@ -137,6 +137,11 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags) {
                     std::move(*tokenizer), std::nullopt,    std::move(description)};
 }
 
+std::string ResolvedBackend(const ModelFlags& flags) {
+  if (flags.backend == "auto" && !flags.gpus.empty()) return "cuda";
+  return Runtime::ResolveBackend(flags.backend);
+}
+
 Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const ModelSetup& setup,
                                                const DeviceReserve& reserve,
                                                LoadProgressFn progress) {
@@ -179,7 +184,7 @@ Expected<std::unique_ptr<Runtime>> OpenRuntime(const ModelFlags& flags, const Mo
     std::string why;
     const int present = Runtime::CudaDeviceCount(&why);
     FLASHKV_ASSIGN_OR_RETURN(ro.gpus, ParseGpus(flags.gpus, present, why));
-    if (ro.backend == "auto") ro.backend = "cuda";
+    if (ro.backend == "auto") ro.backend = ResolvedBackend(flags);
   }
   return Runtime::Open(ro);
 }

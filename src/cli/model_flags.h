@@ -77,6 +77,10 @@ Expected<ModelSetup> OpenModel(const ModelFlags& flags);
 // chat markers up to `n_vocab` ids as make-tiny does (plain text tokenizes the same).
 Expected<Tokenizer> LoadTokenizerFile(const std::string& path, int n_vocab);
 
+// The backend OpenRuntime opens for these flags: --backend resolved as Runtime::ResolveBackend
+// does, auto meaning cuda when --gpus names devices.
+std::string ResolvedBackend(const ModelFlags& flags);
+
 // Loads the weights of `setup` onto the flags' backend with its options. --gpus is checked
 // against the devices present first, and makes --backend auto mean cuda. `reserve`: what
 // stays free when the routed experts must move to host memory. `progress` follows the
