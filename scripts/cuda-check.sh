@@ -433,7 +433,8 @@ PY
     local L=${BATCH_LAYERS:-16}
     local NB=(--batch-micro "${BATCH_SIZES:-1,4,16,64}" --frontiers 256 --decode-steps 8
       --warmup-steps 3 --profile-steps 2 --ttft 0 --layers "$L")
-    local runs=("new||$BB" "group0|FLASHKV_CUDA_MOE_GROUP_MAX=0|$BB" "pageable||$BB|--batch-pinned 0")
+    local runs=("new||$BB" "group0|FLASHKV_CUDA_MOE_GROUP_MAX=0|$BB" "pageable||$BB|--batch-pinned 0"
+      "rows|FLASHKV_CUDA_QUANT_ROWS=1|$BB")
     if [[ -x $BASE_BB ]]; then
       runs+=("base||$BASE_BB"
         "base-env|${BASE_ENV:-FLASHKV_CUDA_MOE_NARROW=4 FLASHKV_CUDA_FINISH_BATCH=1}|$BASE_BB")
@@ -453,7 +454,11 @@ PY
       --profile)
     timeout 90 "$BB" "${PF[@]}" > "$OUT/prefill-new.log" 2>&1 || rc=1
     [[ ! -x $BASE_BB ]] || timeout 90 "$BASE_BB" "${PF[@]}" > "$OUT/prefill-base.log" 2>&1 || rc=1
-    for tag in new base; do
+    # PREFILL_ENV="NAME=VALUE …": this build's prefill once more with it (prefill-env.log).
+    # shellcheck disable=SC2086
+    [[ -z ${PREFILL_ENV:-} ]] || timeout 90 env $PREFILL_ENV "$BB" "${PF[@]}" \
+      > "$OUT/prefill-env.log" 2>&1 || rc=1
+    for tag in new base env; do
       [[ -f $OUT/prefill-$tag.log ]] || continue
       echo "== prefill $tag"; grep -E '^frontier' "$OUT/prefill-$tag.log" | cut -c1-120 || true
       grep -E 'ImmaIq2|ImmaQ2K' "$OUT/prefill-$tag.log" | head -4 || true

@@ -219,6 +219,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   s->moe_group_max = settings->moe_group_max;
   s->moe_narrow = settings->moe_narrow;
   s->finish_batch = settings->finish_batch != 0;
+  s->quant_rows = settings->quant_rows != 0;
   {
     void* counters = nullptr;
     const size_t bytes = sizeof(unsigned) * cuda::kSyncCounters;
@@ -308,6 +309,10 @@ bool CudaBackend::SetMoeKernels(int group_max, int narrow, bool grid_copies) {
 void CudaBackend::SetFinishBatch(bool on) {
   s_->Flush();
   s_->finish_batch = on;
+}
+void CudaBackend::SetQuantRows(bool on) {
+  s_->Flush();
+  s_->quant_rows = on;
 }
 int CudaBackend::imma() const {
   return s_->imma;

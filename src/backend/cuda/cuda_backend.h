@@ -85,6 +85,11 @@ struct CudaBackendOptions {
   // depend on which sessions close a window (FinishRowsKernel; same bits, docs/CUDA.md):
   // FLASHKV_CUDA_FINISH_BATCH (default on; "0" off).
   int finish_batch = -1;
+  // Q8_0 activations quantized by QuantizeQ8_0Kernel's strided row form (8 lanes a block, a
+  // bounded grid; products/matmul.cu) instead of a warp per block: the same bits, built in
+  // issue #31 and not yet measured on a GPU, so off until it is: FLASHKV_CUDA_QUANT_ROWS
+  // ("1" on; default off).
+  int quant_rows = -1;
 };
 
 // Plain MatMul batches of at least this many tokens take the tensor-core kernel (same bits
@@ -205,6 +210,8 @@ class CudaBackend final : public Backend {
   bool SetMoeKernels(int group_max, int narrow, bool grid_copies = true);
   // CudaBackendOptions::finish_batch for later launches (tests and benchmarks).
   void SetFinishBatch(bool on);
+  // CudaBackendOptions::quant_rows for later launches (tests and benchmarks).
+  void SetQuantRows(bool on);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

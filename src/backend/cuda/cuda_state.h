@@ -106,6 +106,8 @@ struct CudaBackend::State {
   // The decode sessions' closed rows in FinishRowsKernel launches (CudaBackendOptions::
   // finish_batch; fused/norm_rope.cu).
   bool finish_batch = true;
+  // QuantizeQ8_0Kernel's strided row form (CudaBackendOptions::quant_rows; products/matmul.cu).
+  bool quant_rows = false;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

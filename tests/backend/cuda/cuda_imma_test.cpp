@@ -45,6 +45,7 @@ class CudaImmaTest : public ::testing::Test {
       gpu_->SetImma(1);
       gpu_->SetImmaFew(kCudaImmaFew);
       gpu_->SetMoeKernels(kCudaMoeGroupMaxTokens, kCudaMoeNarrowBelow);
+      gpu_->SetQuantRows(false);
     }
   }
 
@@ -128,6 +129,28 @@ TEST_F(CudaImmaTest, SmallShapesAreBitIdenticalToCpu) {
   for (const auto& [n, rows] : shapes) {
     CheckAgainstCpu(n, rows, 1, {1, 2, thr - 1, thr, thr + 1, 70});
   }
+}
+
+// The activation quantizer's two forms (CudaBackendOptions::quant_rows: a warp per block, or
+// 8 lanes a block striding over rows) give the CPU's bits, also where a warp's 4 blocks span
+// rows (3 blocks a row) and in grouped projections — and the switch picks the kernel.
+TEST_F(CudaImmaTest, BothActivationQuantizersGiveTheCpuBits) {
+  for (bool rows : {false, true}) {
+    gpu_->SetQuantRows(rows);
+    CheckAgainstCpu(96, 41, 1, {1, 3, 70});
+    CheckAgainstCpu(256, 37, 1, {1, kCudaImmaMinTokens, 70});
+    CheckAgainstCpu(512, 4 * 128, 4, {kCudaImmaMinTokens, 70});
+    CheckAgainstCpu(4096, 64, 1, {301});
+    auto w = PlaceBoth(cpu_, *gpu_, DType::kQ8_0, {256, 8, 1},
+                       RandomWeightBytes(DType::kQ8_0, 256, 8, 5));
+    auto x = Put(*gpu_, Activations(4, 256, 9));
+    auto y = Put<float>(*gpu_, std::vector<float>(4 * 8));
+    KernelsRan();
+    gpu_->MatMul(w->gpu, x.ptr(), 4, y.ptr(), ActQuantMode::kQ8);
+    const std::string ran = KernelsRan();
+    EXPECT_EQ(ran.find("QuantizeQ8_0RowsKernel") != std::string::npos, rows) << ran;
+  }
+  gpu_->SetQuantRows(false);
 }
 
 TEST_F(CudaImmaTest, SmallGroupedIsBitIdenticalToCpu) {

@@ -2,6 +2,7 @@
 // (ds4's Q8_0 / Q8_K, bit for bit) and MatVecKernel / GateUpKernel, one warp per weight
 // row and up to 8 tokens (or expert slots) per block row, so each weight row is read once
 // per 8 activation rows. See device/matvec.cuh for the float order.
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -37,6 +38,49 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
   const int64_t row = blk / per_row;
   const int b = int(blk % per_row);
   QuantizeQ8_0BlockWarp(a.x + row * a.n + b * 32, a.out + row * a.row_bytes, a.n, b);
+}
+
+// Q8_0 by rows (CudaBackendOptions::quant_rows, off until measured): 8 lanes a block and 4
+// values a lane (one 16-byte load), so a warp reads 4 consecutive blocks — 512 contiguous
+// bytes — and writes their 128 quants with one 4-byte store a lane; a block's amax takes 3
+// shuffles within its 8 lanes. A maximum is the same in any order and each value's quant is
+// QuantizeQ8_0ValueWarp's formula (device/act_quant.cuh), so the bits are the warp-per-block
+// kernel's. The warps stride over the blocks from a bounded grid: the warp-per-block kernel
+// launches a CTA per 4 blocks (524,288 for a prefill chunk's attention output, 2,048 × 32,768
+// values) and took 25.2 ms of a 16-layer 2,048-token chunk on the H100 (129 launches; ~0.4
+// TB/s for the ~10 GB they move: docs/PERFORMANCE.md "Prefill in solo chunks").
+constexpr int kQuantQ8_0Warps = 8;
+constexpr int kQuantQ8_0MaxBlocks = 4096;
+
+__global__ void __launch_bounds__(kQuantQ8_0Warps * 32) QuantizeQ8_0RowsKernel(QuantArgs a) {
+  PdlTrigger();  // launched without the overlap flag: the next tile kernel may start
+  const int lane = threadIdx.x & 31;
+  const int per_row = a.n / 32;
+  const int64_t total = int64_t(per_row) * a.n_rows;  // blocks
+  const int64_t stride = int64_t(gridDim.x) * kQuantQ8_0Warps * 4;
+  for (int64_t base = (int64_t(blockIdx.x) * kQuantQ8_0Warps + (threadIdx.x >> 5)) * 4;
+       base < total; base += stride) {
+    const int64_t blk = base + (lane >> 3);
+    const bool valid = blk < total;
+    // x is [n_rows, n] with n a multiple of 32: block blk starts 32·blk values in.
+    const float4 v =
+        valid ? reinterpret_cast<const float4*>(a.x + blk * 32)[lane & 7] : make_float4(0, 0, 0, 0);
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, o));
+    if (!valid) continue;  // after the shuffles, which every lane takes part in
+    const float d = __fdiv_rn(amax, 127.0f);
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    const auto q = [id](float x) {
+      return uint32_t(uint8_t(int8_t(min(max(__float2int_rn(__fmul_rn(x, id)), -128), 127))));
+    };
+    const int64_t row = blk / per_row;
+    const int b = int(blk - row * per_row);
+    uint8_t* out = a.out + row * a.row_bytes;
+    reinterpret_cast<uint32_t*>(out + b * 32)[lane & 7] =
+        q(v.x) | q(v.y) << 8 | q(v.z) << 16 | q(v.w) << 24;
+    if ((lane & 7) == 0) reinterpret_cast<float*>(out + a.n)[b] = d;
+  }
 }
 
 __global__ void QuantizeQ8_KKernel(QuantArgs a) {
@@ -434,10 +478,14 @@ void LaunchQuantizeRows(CudaBackend::State& s, ActQuant q, const float* x, int n
   QuantArgs a{x, out, n, n_rows, Q8ActRowBytes(q, n)};
   const int per_block = q == ActQuant::kQ8_0 ? 32 : 256;
   const uint64_t blocks = uint64_t(n / per_block) * n_rows;
-  const dim3 grid(CeilDiv(blocks, kWarpsPerBlock));
-  if (q == ActQuant::kQ8_0) {
-    s.Launch(QuantizeQ8_0Kernel, grid, dim3(kWarpsPerBlock * 32), 0, a);
+  if (q == ActQuant::kQ8_0 && s.quant_rows) {
+    const dim3 grid(std::min(CeilDiv(blocks, 4 * kQuantQ8_0Warps), unsigned(kQuantQ8_0MaxBlocks)));
+    s.Launch(QuantizeQ8_0RowsKernel, grid, dim3(kQuantQ8_0Warps * 32), 0, a);
+  } else if (q == ActQuant::kQ8_0) {
+    s.Launch(QuantizeQ8_0Kernel, dim3(CeilDiv(blocks, kWarpsPerBlock)), dim3(kWarpsPerBlock * 32),
+             0, a);
   } else if (q == ActQuant::kQ8_K) {
+    const dim3 grid(CeilDiv(blocks, kWarpsPerBlock));
     s.Launch(QuantizeQ8_KKernel, grid, dim3(kWarpsPerBlock * 32), 0, a);
   }
 }
