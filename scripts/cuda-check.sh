@@ -468,7 +468,7 @@ PY
     CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     for tool in memcheck racecheck; do
       timeout 90 "$CS" --tool $tool --error-exitcode 9 "$TB" --gtest_color=no \
-        --gtest_filter='CudaImmaTest.SmallMoeExperts*:CudaImmaTest.SmallShapes*:CudaBatchGlueTest.SmallShapes:CudaFusedTest.*NormRope*' \
+        --gtest_filter='CudaImmaTest.SmallMoeExperts*:CudaImmaTest.SmallShapes*:CudaImmaTest.BothActivationQuantizers*:CudaBatchGlueTest.SmallShapes:CudaFusedTest.*NormRope*' \
         > "$OUT/sanitizer-$tool.log" 2>&1 || rc=1
       grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/sanitizer-$tool.log" || true
       pack
