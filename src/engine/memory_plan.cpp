@@ -37,7 +37,7 @@ Expected<LivePoolPlan> PlanLivePool(const LivePoolInputs& in) {
     return ResourceExhausted(
         "one live session at --ctx {} needs {:.2f} GiB of KV, but the device has {:.2f} GiB free "
         "of {:.2f} GiB after loading the weights and {:.2f} GiB must stay free for activations; "
-        "lower --ctx or --prefill-chunk",
+        "lower --ctx, --prefill-chunk or --prefill-chunk-solo",
         in.ctx, Gib(per), Gib(free_bytes), Gib(in.device->total_bytes), Gib(reserve));
   }
   plan.sessions = int(std::min<uint64_t>(fits, uint64_t(std::max(in.max_sessions, 1))));
