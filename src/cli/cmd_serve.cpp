@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -21,6 +20,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/auto_or_number.h"
 #include "cli/cache_tiers.h"
 #include "cli/commands.h"
 #include "cli/kv_cache_flags.h"
@@ -113,18 +113,6 @@ class SignalWatcher {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
-
-// "auto" or a whole number >= `min` (for --kv-live-sessions and --kv-ram-space-mb).
-Expected<std::optional<uint64_t>> AutoOrNumber(const std::string& flag, const std::string& value,
-                                               uint64_t min) {
-  if (value == "auto") return std::optional<uint64_t>();
-  uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size() || n < min) {
-    return InvalidArgument("{} must be auto or a whole number >= {}, got '{}'", flag, min, value);
-  }
-  return std::optional<uint64_t>(n);
-}
 
 Status RunServe(const ServeFlags& f) {
   if (f.ctx < 16) return InvalidArgument("--ctx must be at least 16");

@@ -1,7 +1,9 @@
 #include "cli/prefill_chunk_flag.h"
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
+
+#include "cli/auto_or_number.h"
 
 namespace flashkv::cli {
 
@@ -14,14 +16,14 @@ void AddPrefillChunkSoloFlag(CLI::App* cmd, std::string* value) {
 }
 
 Expected<int> ResolvePrefillChunkSolo(std::string_view value, int chunk, std::string_view backend) {
-  if (value == "auto") return backend == "cuda" ? std::max(chunk, kGpuSoloPrefillChunk) : chunk;
-  int n = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (value.empty() || ec != std::errc() || end != value.data() + value.size() || n < 1) {
-    return InvalidArgument("--prefill-chunk-solo must be auto or a whole number >= 1, got '{}'",
-                           value);
+  FLASHKV_ASSIGN_OR_RETURN(const std::optional<uint64_t> n,
+                           AutoOrNumber("--prefill-chunk-solo", value, 1));
+  if (!n) return backend == "cuda" ? std::max(chunk, kGpuSoloPrefillChunk) : chunk;
+  constexpr int kMost = std::numeric_limits<int>::max();  // a step's tokens are an int
+  if (*n > uint64_t(kMost)) {
+    return InvalidArgument("--prefill-chunk-solo must be at most {}, got '{}'", kMost, value);
   }
-  return std::max(chunk, n);
+  return std::max(chunk, int(*n));
 }
 
 }  // namespace flashkv::cli
