@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -56,6 +56,9 @@
 #                                  stall reasons (ncu-*.log).
 #                                  verify: speculative decoding's verify step (--verify-rows) and
 #                                  a 1-layer step, the MTP drafter's stand-in.
+#                                  fast: issue #31's fast float path (--numerics fast) — the
+#                                  GPU tests, the Flash prefill exact vs fast in one process,
+#                                  the strided activation quantizer, sanitizers (fast.tgz).
 #                                  batch-new: issue #30's latest step against the build
 #                                  before it (.devcarry/base/): tests, batch runs, prefill,
 #                                  sanitizers, ncu of the narrow expert kernels (batch-new.tgz).
@@ -411,6 +414,48 @@ PY
       --profile-steps 4 --ttft 0 --layers 1 > "$OUT/verify-drafter.log" 2>&1 || rc=1
     grep -E '^frontier [0-9]+, fused:' "$OUT/verify-drafter.log" | cut -c1-160 || true
   fi
+  # memcheck and racecheck of the GPU tests matching gtest filter $1, logs sanitizer-<tool>$2.log.
+  sanitize_filter() {
+    local CS tool
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    for tool in memcheck racecheck; do
+      timeout 120 "$CS" --tool $tool --error-exitcode 9 /work/main/build-cuda/tests/backend/cuda/backend_cuda_test \
+        --gtest_color=no --gtest_filter="$1" > "$OUT/sanitizer-$tool$2.log" 2>&1 || rc=1
+      grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/sanitizer-$tool$2.log" || true
+    done
+  }
+  if [[ $what == fast ]]; then
+    # Issue #31's fast float path (--numerics fast): every GPU test (CudaFastTest: the per-op
+    # NMSE and the ds4-tiny spread), the Flash prefill exact vs fast (two and one TF32 terms)
+    # in one process with the logits' distance and a profiled chunk of each (FAST_LAYERS,
+    # default: 43 where the GPU has > 100 GB, else 16), the spread at Flash width
+    # (--fast-spread: CUDA exact, fast and the CPU backend over one prompt), and the
+    # sanitizers on the fast kernel's small shapes.
+    # fast.tgz is re-packed after every stage.
+    local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
+    pack() { tar czf "$OUT/fast.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true; }
+    local mem L
+    mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || echo 0)
+    L=${FAST_LAYERS:-$([[ ${mem:-0} -gt 100000 ]] && echo 43 || echo 16)}
+    echo "layers $L (GPU memory ${mem} MiB)"
+    timeout 240 /work/main/build-cuda/tests/backend/cuda/backend_cuda_test --gtest_color=no \
+      --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+    grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|NMSE|top-1' "$OUT/gpu-tests.log" | head -40 || true
+    pack
+    timeout 200 "$BB" --fast-compare 0,2,1 --frontiers "${FAST_FRONTIERS:-2048,8192}" --decode-steps 8 \
+      --warmup-steps 2 --ttft 0 --layers "$L" --profile --profile-at "${FAST_PROFILE_AT:-0}" \
+      --json "$OUT/fast-compare.json" > "$OUT/fast-compare.log" 2>&1 || rc=1
+    grep -E 'prefill 0|decode|NMSE|greedy' "$OUT/fast-compare.log" || true
+    grep -E 'MatMulFast|FastReduce|MatVecTiled|QuantizeQ8_0|total' "$OUT/fast-compare.log" | head -24 || true
+    pack
+    # The spread: the same prompt on CUDA exact / fast and on the CPU (FAST_SPREAD tokens).
+    timeout 300 "$BB" --fast-spread "${FAST_SPREAD:-512}" --layers "$L" --ttft 0 \
+      --json "$OUT/fast-spread.json" > "$OUT/fast-spread.log" 2>&1 || rc=1
+    grep -E 'spread|top-1' "$OUT/fast-spread.log" || true
+    pack
+    sanitize_filter 'CudaFastTest.ProductsWithinTheToleranceSmall:CudaFastTest.ShapesOutside*:CudaImmaTest.BothActivationQuantizers*' ""
+    pack
+  fi
   if [[ $what == batch-new ]]; then
     # Issue #30's latest step against the build before it (.devcarry/base/flashkv_bench_cuda,
     # when staged): every GPU test, then --batch-micro at BATCH_SIZES (default 1,4,16,64;
@@ -475,7 +520,8 @@ PY
     done
     local NCU
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
-    if [[ -n $NCU ]]; then
+    # BATCH_NCU=0: no ncu stage (its stall samples are in an earlier call's logs).
+    if [[ -n $NCU && ${BATCH_NCU:-1} != 0 ]]; then
       local one=(--batch-micro 64 --frontiers 256 --decode-steps 1 --warmup-steps 0 --profile-steps 1
         --ttft 0 --layers "$L")
       timeout 120 "$NCU" --kernel-name-base mangled -k 'regex:(GateUpImmaIq2|DownImmaQ2K)KernelILi8E' \
@@ -910,7 +956,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|formats|sanitize|serve|offload|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "batch_micro.h"
 #include "decode_micro.h"
+#include "fast_spread.h"
 #include "formats_bench.h"
 #include "matmul_bench.h"
 #include "model/model.h"
@@ -109,12 +110,14 @@ struct Options {
   bool skip_model = false;            // only the microbenchmark
   std::vector<int> imma_compare;      // prefill + decode once per tensor-core variant
   std::vector<int> tiled_compare;     // … and per setting of the tiled prefill kernels
+  std::vector<int> fast_compare;      // … and per fast float path (0 exact, 1 or 2 TF32 terms)
   std::vector<int> profile_at = {0};  // compare: profile the chunks starting here
   bool decode_micro = false;          // the decode microbenchmark (decode_micro.h)
   int profile_steps = 4;
   std::vector<int> verify_rows;  // --decode-micro: speculative verify steps of these many rows
   std::vector<int> batch_micro;  // the batched decode microbenchmark's batch sizes (batch_micro.h)
   int batch_pinned = 1;          // --batch-pinned: BatchMicroOptions::pinned_logits
+  int fast_spread = 0;           // prompt tokens of the fast path's spread (fast_spread.h)
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -128,9 +131,11 @@ Status WriteJson(const Options& o, const nlohmann::json& out) {
 
 // Prefill to each frontier and decode at the last one, once per kernel setup — tensor-core
 // variant (CudaBackendOptions::imma; 0 = the dp4a kernels) × tiled prefill kernels on/off
-// (CudaBackendOptions::tiled) — on fresh states, so old and new kernels are timed in one
-// process on the same weights; the logits at every frontier and the greedy decode tokens
-// must be bit-identical to the first setup's.
+// (CudaBackendOptions::tiled) × float path (CudaBackend::SetFastTerms: 0 exact, 1 or 2 the
+// fast path's TF32 terms) — on fresh states, so old and new kernels are timed in one process
+// on the same weights. The logits at every frontier and the greedy decode tokens must be
+// bit-identical to the first setup's where both are exact; a fast setup reports its distance
+// instead (NMSE and top-1 of the frontier logits, how many greedy tokens agree).
 Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_ctx,
                       nlohmann::json& out) {
   struct Setup {
@@ -138,22 +143,31 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     // 0 off, 1 on, 2 on but the indexer's one-token score kernel (CudaBackend::SetTiledIndexer,
     // a switch for this comparison only: the backend has no option for it).
     int tiled;
+    int fast;
   };
   std::vector<Setup> setups;
   const std::vector<int> immas =
       o.imma_compare.empty() ? std::vector<int>{be.imma()} : o.imma_compare;
   const std::vector<int> tileds =
       o.tiled_compare.empty() ? std::vector<int>{be.tiled_prefill() ? 1 : 0} : o.tiled_compare;
+  const std::vector<int> fasts =
+      o.fast_compare.empty() ? std::vector<int>{be.fast_terms()} : o.fast_compare;
   for (int v : immas) {
-    for (int t : tileds) setups.push_back({v, t});
+    for (int t : tileds) {
+      for (int f : fasts) setups.push_back({v, t, f});
+    }
   }
   auto apply = [&](const Setup& su) -> Status {
     if (!be.SetImma(su.imma)) return InvalidArgument("--imma-compare: unknown variant {}", su.imma);
     be.SetTiledPrefill(su.tiled != 0);
     be.SetTiledIndexer(su.tiled != 2);
+    if (!be.SetFastTerms(su.fast))
+      return InvalidArgument("--fast-compare: {} is not 0..2", su.fast);
     return Status::Ok();
   };
-  auto label = [](const Setup& su) { return fmt::format("imma {} tiled {}", su.imma, su.tiled); };
+  auto label = [](const Setup& su) {
+    return fmt::format("imma {} tiled {} fast {}", su.imma, su.tiled, su.fast);
+  };
   const ModelConfig& cfg = model.config();
   const auto prompt = RandomTokens(max_ctx, cfg.n_vocab, 7);
   std::vector<std::vector<float>> first_logits;
@@ -185,6 +199,8 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     nlohmann::json r;
     r["imma"] = su.imma;
     r["tiled"] = su.tiled;
+    r["fast"] = su.fast;
+    const bool exact_pair = su.fast == 0 && setups[0].fast == 0;
     for (size_t fi = 0; fi < o.frontiers.size(); ++fi) {
       const int f = o.frontiers[fi];
       while (st.n_tokens() < f) {
@@ -209,6 +225,22 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
         first_logits.push_back(logits);
       } else {
         same = same && std::memcmp(logits.data(), first_logits[fi].data(), 4 * logits.size()) == 0;
+        if (!exact_pair) {
+          const std::vector<float>& ref = first_logits[fi];
+          double num = 0, den = 0, max_abs = 0;
+          for (size_t i = 0; i < ref.size(); ++i) {
+            const double d = double(logits[i]) - double(ref[i]);
+            num += d * d;
+            den += double(ref[i]) * double(ref[i]);
+            max_abs = std::max(max_abs, std::fabs(d));
+          }
+          const bool top1 = Argmax(logits) == Argmax(ref);
+          r["logits_nmse"][std::to_string(f)] = den > 0 ? num / den : num;
+          r["logits_top1_same"][std::to_string(f)] = top1;
+          std::printf("%s: logits at %d vs %s: NMSE %.3g, max|d| %.3g, top-1 %s\n", name.c_str(), f,
+                      label(setups[0]).c_str(), den > 0 ? num / den : num, max_abs,
+                      top1 ? "same" : "DIFFERS");
+        }
       }
       r["prefill_tok_s"][std::to_string(f)] = double(f) / prefill_s;
       std::printf("%s: prefill 0..%d %8.0f tok/s\n", name.c_str(), f, double(f) / prefill_s);
@@ -237,6 +269,16 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
     }
     r["decode_tok_s"] = o.decode_steps / ds;
     r["bit_identical_to_first"] = same;
+    if (vi > 0 && !exact_pair) {
+      size_t agree = 0;
+      while (agree < tokens.size() && agree < first_tokens.size() &&
+             tokens[agree] == first_tokens[agree]) {
+        ++agree;
+      }
+      r["greedy_tokens_agreeing"] = agree;
+      std::printf("%s: the first %zu of %zu greedy tokens agree with %s\n", name.c_str(), agree,
+                  tokens.size(), label(setups[0]).c_str());
+    }
     std::printf("%s: decode %.1f tok/s at %d; logits and greedy tokens %s %s\n", name.c_str(),
                 o.decode_steps / ds, o.frontiers.back(),
                 vi == 0 ? "are the reference for" : (same ? "bit-identical to" : "DIFFER from"),
@@ -255,7 +297,8 @@ Status Run(const Options& o) {
   if (o.matmul) FLASHKV_RETURN_IF_ERROR(RunMatMulBench(*be, o.matmul_options, out));
   if (o.formats) FLASHKV_RETURN_IF_ERROR(RunFormatsBench(*be, o.formats_options, out));
   if (o.skip_model) return WriteJson(o, out);
-  const bool compare = !o.imma_compare.empty() || !o.tiled_compare.empty();
+  const bool compare =
+      !o.imma_compare.empty() || !o.tiled_compare.empty() || !o.fast_compare.empty();
   be->SetProfiling(o.profile && !compare);
   out["layers"] = o.layers;
   out["chunk"] = o.chunk;
@@ -302,6 +345,12 @@ Status Run(const Options& o) {
     m.bytes_per_token = bytes_token;
     m.verify_rows = o.verify_rows;
     FLASHKV_RETURN_IF_ERROR(RunDecodeMicro(*be, *model, m, out));
+    return WriteJson(o, out);
+  }
+  if (o.fast_spread > 0) {
+    FastSpreadOptions m;
+    m.prompt_tokens = o.fast_spread;
+    FLASHKV_RETURN_IF_ERROR(RunFastSpread(*be, *model, spec, m, out));
     return WriteJson(o, out);
   }
   if (!o.batch_micro.empty()) {
@@ -517,6 +566,14 @@ int main(int argc, char** argv) {
                  "F16 products, indexer scores; 0 = off, 2 = on but the indexer's one-token "
                  "score kernel), e.g. 0,2,1; with --imma-compare, every pair")
       ->delimiter(',');
+  app.add_option("--fast-compare", o.fast_compare,
+                 "the same comparison over the float path (0 = exact, 2 = --numerics fast, 1 = "
+                 "fast with one TF32 term an activation), e.g. 0,2,1; a fast setup reports its "
+                 "logits' NMSE and top-1 against the first setup and the greedy tokens that agree")
+      ->delimiter(',');
+  app.add_option("--fast-spread", o.fast_spread,
+                 "the fast float path's distance from the exact one over this many "
+                 "teacher-forced positions, beside the CPU backend's (fast_spread.h)");
   app.add_flag("--decode-micro", o.decode_micro,
                "instead of the frontier sweep: the decode microbenchmark at each frontier — "
                "unfused vs fused kernels (bits compared), kernels per token and per layer, "

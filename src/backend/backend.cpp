@@ -11,6 +11,14 @@ void DeviceBuffer::Release() {
   bytes_ = 0;
 }
 
+Status Backend::SetFloatPath(FloatPath path) {
+  if (path == FloatPath::kExact) return Status::Ok();
+  return Unsupported(
+      "--numerics fast needs tensor-core kernels, which the {} backend does not have; it "
+      "computes the exact numerics (--numerics official) only",
+      name());
+}
+
 Status Backend::ReadMany(const HostCopy* copies, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     FLASHKV_RETURN_IF_ERROR(Read(copies[i].device, copies[i].host, copies[i].bytes));

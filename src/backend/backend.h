@@ -33,6 +33,15 @@
 
 namespace flashkv {
 
+// Which float arithmetic the many-token products take (docs/CUDA.md "Numerics: exact and
+// fast"). kExact: every float sum in the order the CPU backend uses, so a chunked prefill
+// equals token-by-token decode bit for bit. kFast: prefill chunks (kFastMinTokens tokens or
+// more) may take tensor-core kernels whose sums run in the tensor cores' order, within the
+// tolerance docs/CUDA.md states; one-token steps keep the exact kernels. A backend without
+// fast kernels refuses kFast (Backend::SetFloatPath).
+enum class FloatPath { kExact, kFast };
+inline constexpr int kFastMinTokens = 32;
+
 // How matmul inputs are fed to quantized weights. kQ8 is ds4's CPU scheme: Q8_0 per 32
 // for Q8_0 weights, Q8_K per 256 for k-quant/IQ experts; F16/F32 weights always take fp32.
 enum class ActQuantMode { kOff, kQ8 };
@@ -290,6 +299,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // The float path of the ops queued after the call (FloatPath). The default takes kExact
+  // only: a backend with fast kernels overrides it, and every other one says so.
+  virtual Status SetFloatPath(FloatPath path);
 
   // ---- memory --------------------------------------------------------------------
   // Zero-filled allocation.

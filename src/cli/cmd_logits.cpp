@@ -1,7 +1,7 @@
 // `flashkv logits`: float32 logits for token ids, used by the reference tests and external
 // checks, so its interface is kept stable:
 //   flashkv logits --model M.gguf --tokens 1,2,3|--tokens-file F [--decode N] [--chunk N]
-//                  [--numerics hf|official] [--act-quant off|q8] [--backend cpu|cuda]
+//                  [--numerics hf|official|fast] [--act-quant off|q8] [--backend cpu|cuda]
 //                  [--gpus 0,1,...] [--expert-shards N] --out FILE.f32
 // FILE.f32 holds [positions, vocab] row-major: one row per prompt position (from the
 // prefill), then one per greedy decode step (each greedy token fed alone). The greedy
@@ -91,7 +91,7 @@ Status RunLogits(const LogitsFlags& f) {
     tokenizer.emplace(std::move(*tok));
   }
   if (!f.numerics.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(mo.numerics, ParseNumericsMode(f.numerics));
+    FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlag(f.numerics, &mo));
   }
   if (!f.act_quant.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(mo.act_quant, ParseActQuantMode(f.act_quant));
@@ -159,7 +159,10 @@ void RegisterLogits(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prefill-chunk,--chunk", f->chunk,
                   "prefill chunk size (default: the whole prompt)");
-  cmd->add_option("--numerics", f->numerics, "hf | official (default: official for ds4 GGUFs)");
+  cmd->add_option(
+      "--numerics", f->numerics,
+      "hf | official | fast (default: official for ds4 GGUFs; fast: tensor-core prefill, "
+      "docs/CUDA.md)");
   cmd->add_option("--act-quant", f->act_quant, "off | q8 (default: q8 with official numerics)");
   cmd->add_option("--threads,-t", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--backend", f->backend, "cpu | cuda (when built with CUDA)")

@@ -61,7 +61,10 @@ void AddNumericsFlags(CLI::App* cmd, ModelFlags* flags) {
                   "(the GGUF's pages through the page cache, read from disk when RAM is short; "
                   "needs a GPU with HMM or ATS) or auto (pin when host memory holds them)")
       ->capture_default_str();
-  cmd->add_option("--numerics", flags->numerics, "hf | official (default: official for ds4 GGUFs)");
+  cmd->add_option(
+      "--numerics", flags->numerics,
+      "hf | official | fast (default: official for ds4 GGUFs; fast: tensor-core prefill, "
+      "docs/CUDA.md)");
   cmd->add_option("--act-quant", flags->act_quant, "off | q8 (default: q8 with official numerics)");
 }
 
@@ -93,7 +96,7 @@ constexpr const char* kDefaultTokenizer = "models/tokenizer/tokenizer.json";
 
 Status ApplyNumericsFlags(const ModelFlags& flags, ModelOptions& options) {
   if (!flags.numerics.empty()) {
-    FLASHKV_ASSIGN_OR_RETURN(options.numerics, ParseNumericsMode(flags.numerics));
+    FLASHKV_RETURN_IF_ERROR(ApplyNumericsFlag(flags.numerics, &options));
   }
   if (!flags.act_quant.empty()) {
     FLASHKV_ASSIGN_OR_RETURN(options.act_quant, ParseActQuantMode(flags.act_quant));
@@ -197,7 +200,7 @@ Expected<Sha1Digest> SetupFingerprint(const ModelSetup& setup) {
 }
 
 SnapshotIdentity CacheIdentity(const Sha1Digest& fingerprint, const ModelOptions& options) {
-  return SnapshotIdentity{fingerprint, fmt::format("{}/{}", NumericsModeName(options.numerics),
+  return SnapshotIdentity{fingerprint, fmt::format("{}/{}", NumericsName(options),
                                                    ActQuantModeName(options.act_quant))};
 }
 

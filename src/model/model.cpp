@@ -36,6 +36,7 @@ Expected<std::unique_ptr<Model>> Model::LoadFile(const std::string& path, Backen
     Status s = CheckOfficialNumericsSupported(*config);
     if (!s.ok()) return s.WithContext(path);
   }
+  FLASHKV_RETURN_IF_ERROR(backend.SetFloatPath(opts.float_path));
   std::unique_ptr<Model> m(new Model(std::move(*file), std::move(*config), opts, backend));
   auto weights = BindModelWeights(*m->file_, m->config_, backend, place_routed_experts, progress);
   if (!weights.ok()) return weights.status().WithContext(path);
@@ -76,6 +77,7 @@ Expected<std::unique_ptr<Model>> Model::FromWeights(const std::string& name, Mod
     Status s = CheckOfficialNumericsSupported(config);
     if (!s.ok()) return s.WithContext(name);
   }
+  FLASHKV_RETURN_IF_ERROR(backend.SetFloatPath(opts.float_path));
   std::unique_ptr<Model> m(new Model(std::nullopt, std::move(config), opts, backend));
   m->weights_ = std::move(weights);
   m->storage_ = std::move(storage);
@@ -88,8 +90,7 @@ void Model::FinishLoad(const std::string& source) {
   compress_rope_ = CompressRope(config_);
   spdlog::info("model {}: {} layers, n_embd {}, vocab {}, numerics {}, act-quant {}",
                config_.name.empty() ? source : config_.name, config_.n_layer, config_.n_embd,
-               config_.n_vocab, NumericsModeName(options_.numerics),
-               ActQuantModeName(options_.act_quant));
+               config_.n_vocab, NumericsName(options_), ActQuantModeName(options_.act_quant));
   if (config_.layout == GgufLayout::kLlamaCpp) {
     spdlog::info("model: llama.cpp deepseek4 layout, {} multi-token-prediction layer(s) not run",
                  config_.n_layer_nextn);

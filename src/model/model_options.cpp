@@ -18,6 +18,27 @@ std::string_view NumericsModeName(NumericsMode m) {
   return m == NumericsMode::kHf ? "hf" : "official";
 }
 
+Status ApplyNumericsFlag(std::string_view s, ModelOptions* options) {
+  if (s == "fast") {
+    options->numerics = NumericsMode::kOfficial;
+    options->float_path = FloatPath::kFast;
+    return Status::Ok();
+  }
+  if (s != "hf" && s != "official") {
+    return InvalidArgument("unknown numerics mode '{}' (expected hf, official or fast)", s);
+  }
+  FLASHKV_ASSIGN_OR_RETURN(options->numerics, ParseNumericsMode(s));
+  options->float_path = FloatPath::kExact;
+  return Status::Ok();
+}
+
+std::string_view NumericsName(const ModelOptions& options) {
+  if (options.float_path == FloatPath::kFast) {
+    return options.numerics == NumericsMode::kOfficial ? "fast" : "hf-fast";
+  }
+  return NumericsModeName(options.numerics);
+}
+
 std::string_view ActQuantModeName(ActQuantMode m) {
   return m == ActQuantMode::kOff ? "off" : "q8";
 }

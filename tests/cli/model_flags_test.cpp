@@ -53,16 +53,28 @@ TEST(ModelFlagsTest, OpenModelUsesTheFileDefaultsUnlessAFlagSaysOtherwise) {
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   EXPECT_EQ(setup->options.numerics, NumericsMode::kHf);
   EXPECT_EQ(setup->options.act_quant, ActQuantMode::kOff);
+  EXPECT_EQ(setup->options.float_path, FloatPath::kExact);
+
+  // fast: the official formulas on the backend's fast float path.
+  f.numerics = "fast";
+  f.act_quant.clear();
+  setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_EQ(setup->options.numerics, NumericsMode::kOfficial);
+  EXPECT_EQ(setup->options.float_path, FloatPath::kFast);
+  EXPECT_EQ(NumericsName(setup->options), "fast");
 }
 
 TEST(ModelFlagsTest, OpenModelNamesABadFlagValueOrAMissingFile) {
   ModelFlags f;
   f.model = testing::Ds4TinyPath();
-  f.numerics = "fast";
+  f.numerics = "turbo";
   Expected<ModelSetup> setup = OpenModel(f);
   ASSERT_FALSE(setup.ok());
   EXPECT_EQ(setup.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(setup.status().message().find("fast"), std::string::npos) << setup.status().ToString();
+  EXPECT_NE(setup.status().message().find("turbo"), std::string::npos) << setup.status().ToString();
+  EXPECT_NE(setup.status().message().find("hf, official or fast"), std::string::npos)
+      << setup.status().ToString();
 
   f.numerics.clear();
   f.act_quant = "q4";
@@ -93,6 +105,24 @@ TEST(ModelFlagsTest, OpenRuntimeLoadsTheModelWithTheChosenOptions) {
   EXPECT_FALSE(OpenRuntime(f, *setup).ok());
 }
 
+// --numerics fast needs tensor-core kernels: the CPU backend refuses it by name instead of
+// computing exact numerics under the fast name.
+TEST(ModelFlagsTest, TheCpuBackendRefusesFastNumerics) {
+  ModelFlags f;
+  f.model = testing::Ds4TinyPath();
+  f.threads = 1;
+  f.backend = "cpu";
+  f.numerics = "fast";
+  Expected<ModelSetup> setup = OpenModel(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  Expected<std::unique_ptr<Runtime>> rt = OpenRuntime(f, *setup);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(rt.status().message().find("--numerics fast"), std::string::npos)
+      << rt.status().ToString();
+  EXPECT_NE(rt.status().message().find("cpu backend"), std::string::npos) << rt.status().ToString();
+}
+
 TEST(ModelFlagsTest, CacheIdentityIsTheFingerprintAndTheNumerics) {
   ModelFlags f;
   f.model = testing::Ds4TinyPath();
@@ -108,6 +138,10 @@ TEST(ModelFlagsTest, CacheIdentityIsTheFingerprintAndTheNumerics) {
   EXPECT_EQ(id.numerics, "official/q8");
   id = CacheIdentity(*fingerprint, ModelOptions{NumericsMode::kHf, ActQuantMode::kOff});
   EXPECT_EQ(id.numerics, "hf/off");
+  // A state made on the fast path never restores into an exact session: another name.
+  id = CacheIdentity(*fingerprint,
+                     ModelOptions{NumericsMode::kOfficial, ActQuantMode::kQ8, FloatPath::kFast});
+  EXPECT_EQ(id.numerics, "fast/q8");
 }
 
 // random: sources have no file: the shape's own fingerprint and the tokenizer of

@@ -317,6 +317,19 @@ void CudaBackend::SetQuantRows(bool on) {
 int CudaBackend::imma() const {
   return s_->imma;
 }
+Status CudaBackend::SetFloatPath(FloatPath path) {
+  SetFastTerms(path == FloatPath::kFast ? kCudaFastTerms : 0);
+  return Status::Ok();
+}
+bool CudaBackend::SetFastTerms(int terms) {
+  if (terms < 0 || terms > 2) return false;
+  s_->Flush();
+  s_->fast_terms = terms;
+  return true;
+}
+int CudaBackend::fast_terms() const {
+  return s_->fast_terms;
+}
 void CudaBackend::SetTiledPrefill(bool on) {
   s_->Flush();
   s_->tiled_prefill = on;

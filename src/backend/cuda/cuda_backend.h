@@ -86,9 +86,9 @@ struct CudaBackendOptions {
   // FLASHKV_CUDA_FINISH_BATCH (default on; "0" off).
   int finish_batch = -1;
   // Q8_0 activations quantized by QuantizeQ8_0Kernel's strided row form (8 lanes a block, a
-  // bounded grid; products/matmul.cu) instead of a warp per block: the same bits, built in
-  // issue #31 and not yet measured on a GPU, so off until it is: FLASHKV_CUDA_QUANT_ROWS
-  // ("1" on; default off).
+  // bounded grid; products/matmul.cu) instead of a warp per block: the same bits, 3× faster
+  // in a prefill chunk (docs/PERFORMANCE.md "The activation quantizer and a fast float
+  // path"): FLASHKV_CUDA_QUANT_ROWS (default on; "0" off).
   int quant_rows = -1;
 };
 
@@ -122,6 +122,11 @@ inline constexpr int kCudaMoeGroupMaxTokens = 31;
 // 69.1 → 58.8 ms with FinishRowsKernel: docs/PERFORMANCE.md "Batched decode steps: the narrow
 // expert tiles measured").
 inline constexpr int kCudaMoeNarrowBelow = 4;
+// FloatPath::kFast takes each fp32 activation of an F16/BF16 product as two TF32 terms
+// (hi = tf32(x), lo = tf32(x - hi)): the weights are exact in TF32, so only the ~2^-22
+// relative rest of each activation and the tensor cores' summation order differ from the
+// exact kernels (products/matmul_fast.cu).
+inline constexpr int kCudaFastTerms = 2;
 
 // `options` with every field left at -1 resolved: from its FLASHKV_CUDA_* variable where that
 // is set, else the default above. The only reader of those variables; an error for an
@@ -212,6 +217,13 @@ class CudaBackend final : public Backend {
   void SetFinishBatch(bool on);
   // CudaBackendOptions::quant_rows for later launches (tests and benchmarks).
   void SetQuantRows(bool on);
+  // FloatPath::kFast: prefill chunks' F16/BF16 products on the TF32 tensor cores
+  // (products/matmul_fast.cu, docs/CUDA.md "Numerics: exact and fast").
+  Status SetFloatPath(FloatPath path) override;
+  // The fast path with each activation as `terms` TF32 values (2: kFast's; 1: one rounding
+  // of each activation, for measurements) or 0 (exact); false outside 0..2.
+  bool SetFastTerms(int terms);
+  int fast_terms() const;
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

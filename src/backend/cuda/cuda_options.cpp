@@ -23,10 +23,7 @@ Expected<CudaBackendOptions> CudaOptionsFromEnvironment(CudaBackendOptions o) {
   if (o.tiled < 0) o.tiled = EnvSwitch("FLASHKV_CUDA_TILED");
   if (o.fused < 0) o.fused = EnvSwitch("FLASHKV_CUDA_FUSED");
   if (o.finish_batch < 0) o.finish_batch = EnvSwitch("FLASHKV_CUDA_FINISH_BATCH");
-  if (o.quant_rows < 0) {  // off unless set to something but "0"
-    const char* env = std::getenv("FLASHKV_CUDA_QUANT_ROWS");
-    o.quant_rows = env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0 ? 1 : 0;
-  }
+  if (o.quant_rows < 0) o.quant_rows = EnvSwitch("FLASHKV_CUDA_QUANT_ROWS");
   if (o.imma < 0) {
     const char* env = std::getenv("FLASHKV_CUDA_IMMA");
     o.imma = env != nullptr && *env != '\0' ? std::atoi(env) : 1;

@@ -39,6 +39,7 @@ enum class CudaScratch : int {
   kFusedMoeXq,    // fused MoeBlock: the input quantized for the experts and the shared expert
   kFusedMoeMid,   // fused MoeBlock: mids [n_used, n_ff], then their quantized rows
   kFusedMoeDown,  // fused MoeBlock: down products per slot [n_used + 1, n_embd]
+  kFastPartial,   // MatMul on the fast path: k slices' partial sums [slices, n_tokens, rows]
   kCount
 };
 
@@ -107,7 +108,11 @@ struct CudaBackend::State {
   // finish_batch; fused/norm_rope.cu).
   bool finish_batch = true;
   // QuantizeQ8_0Kernel's strided row form (CudaBackendOptions::quant_rows; products/matmul.cu).
-  bool quant_rows = false;
+  bool quant_rows = true;
+  // The float path (Backend::SetFloatPath): 0 exact; 1 or 2 fast, the F16/BF16 products of
+  // prefill chunks on the TF32 tensor cores with each activation taken as that many TF32
+  // terms (products/matmul_fast.cu; 2 is kFast's, 1 a benchmark's switch, SetFastTerms).
+  int fast_terms = 0;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

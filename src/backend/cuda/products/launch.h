@@ -72,6 +72,11 @@ inline constexpr int kSplitBelowRows = 1024;
 // tile mode, grouped projections, short batches and other types.
 inline constexpr int kMatVecTiledMinTokens = 32;
 bool LaunchMatVecTiled(CudaBackend::State& s, DType type, const MatVecArgs& a);
+// The fast float path (State::fast_terms > 0): plain batches of kFastMinTokens tokens or more
+// of F16 / BF16 weights on the TF32 tensor cores (products/matmul_fast.cu), within the fast
+// path's tolerance, not the bits above; false where the path is off or the shape (rows of
+// a multiple of 32 values, 16-byte aligned rows) does not fit.
+bool LaunchMatMulFast(CudaBackend::State& s, DType type, const MatVecArgs& a);
 
 // The int8 tensor-core kernel for Q8_0 weights × Q8_0 activations in plain mode
 // (products/matmul_imma.cu): same bits as the kernels above. `variant` picks the tile shape

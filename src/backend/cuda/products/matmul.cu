@@ -40,7 +40,7 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
   QuantizeQ8_0BlockWarp(a.x + row * a.n + b * 32, a.out + row * a.row_bytes, a.n, b);
 }
 
-// Q8_0 by rows (CudaBackendOptions::quant_rows, off until measured): 8 lanes a block and 4
+// Q8_0 by rows (CudaBackendOptions::quant_rows, the default): 8 lanes a block and 4
 // values a lane (one 16-byte load), so a warp reads 4 consecutive blocks — 512 contiguous
 // bytes — and writes their 128 quants with one 4-byte store a lane; a block's amax takes 3
 // shuffles within its 8 lanes. A maximum is the same in any order and each value's quant is
@@ -48,7 +48,8 @@ __global__ void QuantizeQ8_0Kernel(QuantArgs a) {
 // kernel's. The warps stride over the blocks from a bounded grid: the warp-per-block kernel
 // launches a CTA per 4 blocks (524,288 for a prefill chunk's attention output, 2,048 × 32,768
 // values) and took 25.2 ms of a 16-layer 2,048-token chunk on the H100 (129 launches; ~0.4
-// TB/s for the ~10 GB they move: docs/PERFORMANCE.md "Prefill in solo chunks").
+// TB/s for the ~10 GB they move: docs/PERFORMANCE.md "Prefill in solo chunks"); this one 8.2 ms
+// in the same chunk (docs/PERFORMANCE.md "The activation quantizer and a fast float path").
 constexpr int kQuantQ8_0Warps = 8;
 constexpr int kQuantQ8_0MaxBlocks = 4096;
 
@@ -336,6 +337,7 @@ bool LaunchTyped(CudaBackend::State& s, const A& args, const MatVecArgs& a, int 
   }
   if constexpr (!kQ8 && (T == DType::kF16 || T == DType::kBF16 || T == DType::kF32) &&
                 std::is_same_v<A, MatVecArgs>) {
+    if (LaunchMatMulFast(s, T, a)) return true;
     if (s.tiled_prefill && LaunchMatVecTiled(s, T, a)) return true;
   }
   if constexpr (kQ8 && T == DType::kQ2_K && std::is_same_v<A, MatVecArgs>) {
