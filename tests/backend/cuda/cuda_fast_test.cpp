@@ -2,8 +2,8 @@
 // fast"): the F16 / BF16 products of prefill chunks on the TF32 tensor cores
 // (products/matmul_fast.cu). Not the exact kernels' bits, so the tests check the stated
 // tolerance instead — per op, the normalized mean squared error against the exact kernels
-// (≤ kFastMaxNmse), and with kFast's two TF32 terms as close to a double-precision reference as
-// the exact fp32 kernels are; for the model, teacher-forced top-1 agreement and KL against the
+// (≤ kFastMaxNmse), and with kFast's two TF32 terms far closer to a double-precision reference
+// than one term gets; for the model, teacher-forced top-1 agreement and KL against the
 // exact CUDA run within the noise of the exact CUDA run's own spread against the CPU — and
 // what the path still promises: a token's values do not depend
 // on the batch it is in, and one-token steps keep the exact kernels. Label `gpu`.
@@ -90,9 +90,11 @@ void CudaFastTest::CheckProducts(const std::vector<Shape>& shapes) {
       const auto two = run(2, {s.T});
       EXPECT_TRUE(Ran("MatMulFastKernel")) << what;
       const auto one = run(1, {s.T});
-      // The products in double precision: with the weights exact in TF32, two terms leave out
-      // ~2^-22 of each activation, so the fast path is as close to them as the exact kernels'
-      // fp32 sums are (a lost lo term, ~2^-11, is ~10^4 times farther).
+      // The products in double precision. With the weights exact in TF32, two terms leave out
+      // ~2^-22 of each activation; what remains is the tensor cores' own accumulation (not
+      // IEEE round-to-nearest: on the H100 an NMSE of 1e-12 … 4e-10 against the exact
+      // kernels' 1e-14, longer chains further off), still ≥ 90 times closer than one term
+      // (~2^-11 an activation, 3e-8). A lost lo term fails this.
       std::vector<float> wf(size_t(s.n) * s.rows);
       for (int r = 0; r < s.rows; ++r) {
         ASSERT_TRUE(
@@ -116,7 +118,7 @@ void CudaFastTest::CheckProducts(const std::vector<Shape>& shapes) {
           what.c_str(), nmse2, nmse1, err_exact, err2, err1);
       EXPECT_LE(nmse2, kFastMaxNmse) << what;
       EXPECT_LE(nmse1, kFastMaxNmse) << what;
-      EXPECT_LE(err2, 2 * err_exact + 1e-14) << what;
+      EXPECT_LE(err2, err1 / 30) << what;
       // A token's values do not depend on its batch: the same tokens in two chunks of at least
       // kFastMinTokens, bit for bit.
       if (s.T >= 2 * kFastMinTokens) {
