@@ -1,6 +1,6 @@
 // The fast float path (FloatPath::kFast, `--numerics fast`; docs/CUDA.md "Numerics: exact and
-// fast"): the F16 / BF16 products of prefill chunks on the TF32 tensor cores
-// (products/matmul_fast.cu). Not the exact kernels' bits, so the tests check the stated
+// fast"): the F16 / BF16 products (products/matmul_fast.cu) and attention (attention/tiled.cu)
+// of prefill chunks on the TF32 tensor cores. Not the exact kernels' bits, so the tests check the stated
 // tolerance instead — per op, the normalized mean squared error against the exact kernels
 // (≤ kFastMaxNmse), and with kFast's two TF32 terms far closer to a double-precision reference
 // than one term gets; for the model, teacher-forced top-1 agreement and KL against the
@@ -11,10 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "attn_test_inputs.h"
 #include "cuda_test_util.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
@@ -166,6 +169,56 @@ TEST_F(CudaFastTest, ShapesOutsideTheKernelStayExact) {
   const auto exact = run(0), fast = run(2);
   EXPECT_FALSE(Ran("MatMulFastKernel"));
   EXPECT_EQ(Compare(exact, fast).mismatches, 0u);
+}
+
+// Attention on the fast path (attention/tiled.cu: the scores and the values on the TF32
+// tensor cores) against the exact tiled kernels on the same inputs, rows F16-rounded as
+// official numerics store them; a batch under kFastMinTokens keeps the exact bits.
+void CheckAttention(CpuBackend& cpu, CudaBackend& gpu, const std::vector<AttnCase>& cases,
+                    const std::function<bool(const std::string&)>& ran) {
+  for (const AttnCase& c : cases) {
+    const AttnInputs in = MakeAttnInputs(cpu, gpu, c, 300 + uint32_t(c.T), /*f16_rows=*/true);
+    const size_t out_n = size_t(c.T) * c.n_head * c.d;
+    auto run = [&](int terms, const AttnCase& cc) {
+      EXPECT_TRUE(gpu.SetFastTerms(terms));
+      auto out = Put<float>(gpu, std::vector<float>(out_n));
+      gpu.Attention(AttnArgsFor(cc, in, true, out.ptr()));
+      return Get(gpu, out);
+    };
+    ran("");
+    const auto exact = run(0, c);
+    EXPECT_FALSE(ran("AttnValuesFastKernel")) << c.name;
+    const auto fast = run(2, c);
+    EXPECT_TRUE(ran("AttnValuesFastKernel")) << c.name;
+    const double nmse = Nmse(exact, fast);
+    std::printf("attention %s: fast vs exact NMSE %.3g, max|d| %.3g\n", c.name, nmse,
+                Compare(exact, fast).max_abs);
+    EXPECT_LE(nmse, kFastMaxNmse) << c.name;
+    AttnCase few = c;
+    few.T = kFastMinTokens - 1;
+    const auto few_fast = run(2, few);
+    EXPECT_FALSE(ran("AttnValuesFastKernel")) << c.name;
+    const auto few_exact = run(0, few);
+    const size_t head = size_t(few.T) * c.n_head * c.d;
+    EXPECT_EQ(std::memcmp(few_fast.data(), few_exact.data(), head * sizeof(float)), 0) << c.name;
+  }
+}
+
+TEST_F(CudaFastTest, AttentionWithinTheToleranceSmall) {
+  CheckAttention(cpu_, *gpu_,
+                 {{"odd heads and columns", 12, 96, 16, 4, 8, 45, 150, true, false},
+                  {"two head tiles", 80, 64, 16, 8, 8, 37, 300, false, false},
+                  {"tiny", 4, 32, 8, 4, 4, 64, 0, false, false}},
+                 [this](const std::string& n) { return Ran(n); });
+}
+
+TEST_F(CudaFastTest, AttentionWithinTheToleranceAtFlashShapes) {
+  CheckAttention(cpu_, *gpu_,
+                 {{"flash csa selected", 64, 512, 128, 4, 512, 48, 3000, true, false},
+                  {"flash hca", 64, 512, 128, 128, 512, 33, 20000, false, false},
+                  {"flash sliding", 64, 512, 128, 0, 512, 36, 77, false, false},
+                  {"flash first chunk", 64, 512, 128, 4, 512, 70, 0, false, false}},
+                 [this](const std::string& n) { return Ran(n); });
 }
 
 std::string Fixture(const std::string& rel) {
