@@ -6,7 +6,7 @@
 #                                  build-cuda/ and stage them and the shared libraries
 #                                  they need in .devcarry/ (the fixtures travel with the
 #                                  working tree: tests/data/fixtures)
-#   scripts/cuda-check.sh device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|formats|sanitize|serve|all] [extra args...]
+#   scripts/cuda-check.sh device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|fast-final|formats|sanitize|serve|all] [extra args...]
 #                                  (on the GPU machine, from the repo root, with
 #                                  .devcarry carried) run the GPU tests and/or the Flash
 #                                  benchmark, logs and JSON under $OUT (default ./out-cuda).
@@ -59,6 +59,9 @@
 #                                  fast: issue #31's fast float path (--numerics fast) — the
 #                                  GPU tests, the Flash prefill exact vs fast in one process,
 #                                  the strided activation quantizer, sanitizers (fast.tgz).
+#                                  fast-final (STAGE_FLASHKV=1): `flashkv bench` exact and fast
+#                                  2k … 32k, the 25k cold prompt through `flashkv serve` both
+#                                  ways (fast-final.tgz).
 #                                  batch-new: issue #30's latest step against the build
 #                                  before it (.devcarry/base/): tests, batch runs, prefill,
 #                                  sanitizers, ncu of the narrow expert kernels (batch-new.tgz).
@@ -455,6 +458,44 @@ PY
     pack
     sanitize_filter 'CudaFastTest.ProductsWithinTheToleranceSmall:CudaFastTest.ShapesOutside*:CudaFastTest.AttentionWithinTheToleranceSmall' ""
     pack
+  fi
+  if [[ $what == fast-final ]]; then
+    # Issue #31's figures through the CLI (STAGE_FLASHKV=1): `flashkv bench` exact and with
+    # --numerics fast on FINAL_MODEL (default random:flash where the GPU has > 100 GB, else
+    # random:flash:16), frontiers 2,048 … 32,768 doubling, and the 25,000-token cold prompt's
+    # time to first token through `flashkv serve` both ways (bench/serve/serve_tiers.py, the
+    # tiers part only). fast-final.tgz is re-packed after every stage.
+    pack() { tar czf "$OUT/fast-final.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true; }
+    local mem model tag
+    mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || echo 0)
+    model=${FINAL_MODEL:-$([[ ${mem:-0} -gt 100000 ]] && echo random:flash || echo random:flash:16)}
+    echo "model $model (GPU memory ${mem} MiB)"
+    # FINAL_TESTS=1: every GPU test first.
+    if [[ ${FINAL_TESTS:-0} == 1 ]]; then
+      timeout 240 /work/main/build-cuda/tests/backend/cuda/backend_cuda_test --gtest_color=no \
+        --gtest_output=json:"$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || rc=1
+      grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|top-1' "$OUT/gpu-tests.log" | head -20 || true
+      pack
+    fi
+    for tag in exact fast; do
+      local num=()
+      [[ $tag == fast ]] && num=(--numerics fast)
+      timeout 240 /work/main/build-cuda/flashkv bench --backend cuda --model "$model" \
+        --ctx-start 2048 --ctx-max "${FINAL_CTX_MAX:-32768}" --step-mul 2 --gen-tokens 16 \
+        "${num[@]}" --csv "$OUT/bench-$tag.csv" > "$OUT/bench-$tag.log" 2>&1 || rc=1
+      echo "== flashkv bench $tag"; cat "$OUT/bench-$tag.csv" 2>/dev/null || tail -5 "$OUT/bench-$tag.log"
+      pack
+    done
+    for tag in exact fast; do
+      local flags=()
+      [[ $tag == fast ]] && flags=(--serve-flag=--numerics=fast)
+      mkdir -p "$OUT/serve-$tag"
+      timeout 240 python3 "$ROOT/bench/serve/serve_tiers.py" --flashkv /work/main/build-cuda/flashkv \
+        --backend cuda --model "$model" --skip identity,stall,exchange --out "$OUT/serve-$tag" \
+        "${flags[@]}" > "$OUT/serve-$tag.log" 2>&1 || rc=1
+      echo "== serve $tag"; grep -iE 'cold|live|ram|disk|ttft' "$OUT/serve-$tag.log" | head -12 || tail -5 "$OUT/serve-$tag.log"
+      pack
+    done
   fi
   if [[ $what == batch-new ]]; then
     # Issue #30's latest step against the build before it (.devcarry/base/flashkv_bench_cuda,
@@ -956,7 +997,7 @@ case $MODE in
   stage) stage ;;
   device) device "$@" ;;
   *)
-    echo "usage: $0 stage | device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|formats|sanitize|serve|offload|all] [extra args...]" >&2
+    echo "usage: $0 stage | device [tests|bench|cli|prefill-solo|flashbench|flashbench-imma|imma|tiled|tiled-sanitize|indexer|prefill-explore|prefill-tiles|prefill-final|prefill-ncu|decode|decode-tests|decode-bench|decode-run|decode-final|verify|batch|batch-new|fast|fast-final|formats|sanitize|serve|offload|all] [extra args...]" >&2
     exit 2
     ;;
 esac

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "util/logit_distance.h"
 #include "util/thread_pool.h"
 
 namespace flashkv {
@@ -16,23 +17,6 @@ namespace {
 
 int Argmax(const float* x, int n) {
   return int(std::max_element(x, x + n) - x);
-}
-
-// KL(p ‖ q) of the softmaxes of two logit rows.
-double Kl(const float* p_logits, const float* q_logits, int n) {
-  auto lse = [n](const float* l) {
-    const double m = *std::max_element(l, l + n);
-    double s = 0;
-    for (int i = 0; i < n; ++i) s += std::exp(double(l[i]) - m);
-    return m + std::log(s);
-  };
-  const double lp = lse(p_logits), lq = lse(q_logits);
-  double kl = 0;
-  for (int i = 0; i < n; ++i) {
-    const double a = double(p_logits[i]) - lp;
-    kl += std::exp(a) * (a - (double(q_logits[i]) - lq));
-  }
-  return std::max(kl, 0.0);
 }
 
 Expected<std::vector<float>> AllLogits(Model& m, const std::vector<int32_t>& prompt,
@@ -96,7 +80,7 @@ Status RunFastSpread(CudaBackend& be, Model& model, const RandomModelSpec& spec,
       const float* e = &ref[size_t(p) * vocab];
       const float* x = &runs[i].logits[size_t(p) * vocab];
       agree += Argmax(e, vocab) == Argmax(x, vocab);
-      kl += Kl(e, x, vocab);
+      kl += SoftmaxKl(e, x, vocab);
       for (int v = 0; v < vocab; ++v) {
         num += (double(x[v]) - e[v]) * (double(x[v]) - e[v]);
         den += double(e[v]) * e[v];

@@ -70,7 +70,8 @@ inline AttnInputs MakeAttnInputs(CpuBackend& cpu, CudaBackend& gpu, const AttnCa
   return in;
 }
 
-inline AttentionArgs AttnArgsFor(const AttnCase& c, const AttnInputs& in, bool gpu, DevPtr<float> out) {
+inline AttentionArgs AttnArgsFor(const AttnCase& c, const AttnInputs& in, bool gpu,
+                                 DevPtr<float> out) {
   AttentionArgs a{};
   a.pos0 = c.pos0;
   a.n_tokens = c.T;

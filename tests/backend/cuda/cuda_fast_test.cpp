@@ -1,12 +1,12 @@
 // The fast float path (FloatPath::kFast, `--numerics fast`; docs/CUDA.md "Numerics: exact and
 // fast"): the F16 / BF16 products (products/matmul_fast.cu) and attention (attention/tiled.cu)
-// of prefill chunks on the TF32 tensor cores. Not the exact kernels' bits, so the tests check the stated
-// tolerance instead — per op, the normalized mean squared error against the exact kernels
-// (≤ kFastMaxNmse), and with kFast's two TF32 terms far closer to a double-precision reference
-// than one term gets; for the model, teacher-forced top-1 agreement and KL against the
-// exact CUDA run within the noise of the exact CUDA run's own spread against the CPU — and
-// what the path still promises: a token's values do not depend
-// on the batch it is in, and one-token steps keep the exact kernels. Label `gpu`.
+// of prefill chunks on the TF32 tensor cores. Not the exact kernels' bits, so the tests check the
+// stated tolerance instead — per op, the normalized mean squared error against the exact kernels (≤
+// kFastMaxNmse), and with kFast's two TF32 terms far closer to a double-precision reference than
+// one term gets; for the model, teacher-forced top-1 agreement and KL against the exact CUDA run
+// within the noise of the exact CUDA run's own spread against the CPU — and what the path still
+// promises: a token's values do not depend on the batch it is in, and one-token steps keep the
+// exact kernels. Label `gpu`.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +20,7 @@
 #include "attn_test_inputs.h"
 #include "cuda_test_util.h"
 #include "model/model.h"
+#include "util/logit_distance.h"
 #include "util/thread_pool.h"
 
 namespace flashkv::testing {
@@ -56,13 +57,7 @@ class CudaFastTest : public ::testing::Test {
       gpu_->SetFastTerms(0);
     }
   }
-  bool Ran(const std::string& name) {
-    bool ran = false;
-    for (const CudaKernelTime& k : gpu_->ProfileTimes(true)) {
-      ran = ran || k.name.find(name) != std::string::npos;
-    }
-    return ran;
-  }
+  bool Ran(const std::string& name) { return KernelRan(*gpu_, name); }
   void CheckProducts(const std::vector<Shape>& shapes);
   CpuBackend cpu_{nullptr};
   CudaBackend* gpu_ = nullptr;
@@ -229,23 +224,6 @@ int Argmax(const float* x, int n) {
   return int(std::max_element(x, x + n) - x);
 }
 
-// KL(p ‖ q) of the softmaxes of two logit rows.
-double Kl(const float* p_logits, const float* q_logits, int n) {
-  auto lse = [n](const float* l) {
-    const double m = *std::max_element(l, l + n);
-    double s = 0;
-    for (int i = 0; i < n; ++i) s += std::exp(double(l[i]) - m);
-    return m + std::log(s);
-  };
-  const double lp = lse(p_logits), lq = lse(q_logits);
-  double kl = 0;
-  for (int i = 0; i < n; ++i) {
-    const double a = double(p_logits[i]) - lp;
-    kl += std::exp(a) * (a - (double(q_logits[i]) - lq));
-  }
-  return std::max(kl, 0.0);
-}
-
 // Whether token `tok` is among the `k` largest of a logit row.
 bool InTopK(const float* logits, int n, int tok, int k) {
   int above = 0;
@@ -309,8 +287,8 @@ TEST_F(CudaFastTest, Ds4TinyLogitsWithinTheSpreadOfCudaAndCpu) {
     const float* c = &cpu_run.logits[size_t(p) * vocab];
     agree_fast += Argmax(e, vocab) == Argmax(f, vocab);
     agree_cpu += Argmax(e, vocab) == Argmax(c, vocab);
-    kl_fast += Kl(e, f, vocab);
-    kl_cpu += Kl(e, c, vocab);
+    kl_fast += SoftmaxKl(e, f, vocab);
+    kl_cpu += SoftmaxKl(e, c, vocab);
   }
   kl_fast /= positions;
   kl_cpu /= positions;

@@ -47,6 +47,16 @@ inline CudaBackend* SharedCuda() {
     }                                                   \
   } while (0)
 
+// Whether a kernel whose name contains `name` ran since the last call, with profiling on
+// (CudaBackend::SetProfiling); forgets the profile.
+inline bool KernelRan(CudaBackend& be, const std::string& name) {
+  bool ran = false;
+  for (const CudaKernelTime& k : be.ProfileTimes(true)) {
+    ran = ran || k.name.find(name) != std::string::npos;
+  }
+  return ran;
+}
+
 inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);

@@ -22,7 +22,6 @@ struct MatMulShape {
   int n, rows, T;
 };
 
-
 struct IndexerCase {
   const char* name;
   int n_heads, dim, ratio, top_k, T;
@@ -48,13 +47,7 @@ class CudaTiledTest : public ::testing::Test {
   void CheckAttention(const std::vector<AttnCase>& cases);
   void CheckIndexer(const std::vector<IndexerCase>& cases);
   // Whether a kernel whose name contains `name` ran since the last call (forgets the profile).
-  bool Ran(const std::string& name) {
-    bool ran = false;
-    for (const CudaKernelTime& k : gpu_->ProfileTimes(true)) {
-      ran = ran || k.name.find(name) != std::string::npos;
-    }
-    return ran;
-  }
+  bool Ran(const std::string& name) { return KernelRan(*gpu_, name); }
   CpuBackend cpu_{nullptr};
   CudaBackend* gpu_ = nullptr;
 };

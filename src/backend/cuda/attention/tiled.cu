@@ -185,8 +185,8 @@ __global__ void __launch_bounds__(kThreads, 2) AttnScoresKernel(AttnArgs a) {
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float dot = __fadd_rn(__fadd_rn(acc[i][j][0], acc[i][j][1]),
-                                    __fadd_rn(acc[i][j][2], acc[i][j][3]));
+        const float dot =
+            __fadd_rn(__fadd_rn(acc[i][j][0], acc[i][j][1]), __fadd_rn(acc[i][j][2], acc[i][j][3]));
         sc[(hb + 8 * i) * kScorePitch + rb + 4 * j] = __fmul_rn(dot, a.scale);
       }
     }
@@ -227,42 +227,71 @@ struct ValueSmem {
   float stats[2][kTileHeads][2];
 };
 
+// What a values CTA works on (grid: column tiles, head tiles, batch tokens): its token, its
+// 64 heads and 128 columns, the token's rows and their chunks.
+struct ValueTile {
+  int t, h0, c0, n_rows, nch;
+  size_t tok_chunk0;
+  RowSeq seq;
+};
+__device__ __forceinline__ ValueTile ValueTileOf(const AttnArgs& a) {
+  ValueTile v;
+  v.t = a.t0 + int(blockIdx.z);
+  v.h0 = blockIdx.y * kTileHeads;
+  v.c0 = blockIdx.x * kValueCols;
+  v.seq = Rows(a, v.t);
+  v.n_rows = v.seq.n_raw + v.seq.n_comp;
+  v.nch = (v.n_rows + kChunkRows - 1) / kChunkRows;
+  v.tok_chunk0 = size_t(blockIdx.z) * a.n_chunks;
+  return v;
+}
+
+// Chunk c's weights, rows (those past the chunk's end and columns past head_dim are not
+// loaded) and stats into stage `stage` of either kernel's shared memory, one cp.async group.
+template <typename Smem>
+__device__ __forceinline__ void LoadValueStage(const AttnArgs& a, const ValueTile& v, Smem& sm,
+                                               int stage, int c) {
+  const int tid = threadIdx.x;
+  const float* wsrc = a.weights + ((v.tok_chunk0 + c) * kChunkRows) * a.head_stride + v.h0;
+  for (int i = tid; i < kChunkRows * kTileHeads / 4; i += kThreads) {
+    const int r = i / (kTileHeads / 4), f = 4 * (i % (kTileHeads / 4));
+    CpAsync16(SmemAddr(&sm.w[stage][r][f]), wsrc + size_t(r) * a.head_stride + f);
+  }
+  const int rows_here = min(kChunkRows, v.n_rows - c * kChunkRows);
+  for (int i = tid; i < kChunkRows * kValueCols / 4; i += kThreads) {
+    const int r = i / (kValueCols / 4), f = 4 * (i % (kValueCols / 4));
+    if (r < rows_here && v.c0 + f < a.head_dim) {
+      CpAsync16(SmemAddr(&sm.r[stage][r][f]), RowPtr(a, v.seq, v.t, c * kChunkRows + r) + v.c0 + f);
+    }
+  }
+  if (tid < kTileHeads * 2 / 4) {
+    CpAsync16(SmemAddr(&sm.stats[stage][0][0] + 4 * tid),
+              a.stats + ((v.tok_chunk0 + c) * a.head_stride + v.h0) * 2 + 4 * tid);
+  }
+  CpAsyncCommit();
+}
+
+// The merge's start for head h of the tile (clamped to the last real one): m = the maximum of
+// the sink and every chunk max (fmaxf: any order), denom = exp(sink − m).
+__device__ __forceinline__ void MergeStart(const AttnArgs& a, const ValueTile& v, int h, float& m,
+                                           float& denom) {
+  m = a.sinks[v.h0 + h];
+  for (int c = 0; c < v.nch; ++c) {
+    m = fmaxf(m, a.stats[((v.tok_chunk0 + c) * a.head_stride + v.h0 + h) * 2]);
+  }
+  denom = expf(__fsub_rn(a.sinks[v.h0 + h], m));
+}
+
 // grid (column tiles, head tiles, batch tokens). Warp w, lane: heads 4·hg … 4·hg + 3 with
 // hg = 4·(w & 3) + (lane & 3); columns 4·cg … 4·cg + 3 and 64 + 4·cg … with
 // cg = 8·(w >> 2) + (lane >> 2).
 __global__ void __launch_bounds__(kThreads) AttnValuesKernel(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   ValueSmem& sm = *reinterpret_cast<ValueSmem*>(smem_raw);
+  const ValueTile v = ValueTileOf(a);
   const int tid = threadIdx.x;
-  const int bt = blockIdx.z;
-  const int t = a.t0 + bt;
-  const int h0 = blockIdx.y * kTileHeads;
-  const int c0 = blockIdx.x * kValueCols;
-  const int d = a.head_dim;
-  const RowSeq seq = Rows(a, t);
-  const int n_rows = seq.n_raw + seq.n_comp;
-  const int nch = (n_rows + kChunkRows - 1) / kChunkRows;
-  const size_t tok_chunk0 = size_t(bt) * a.n_chunks;
-
-  auto load = [&](int stage, int c) {
-    const float* wsrc = a.weights + ((tok_chunk0 + c) * kChunkRows) * a.head_stride + h0;
-    for (int i = tid; i < kChunkRows * kTileHeads / 4; i += kThreads) {
-      const int r = i / (kTileHeads / 4), f = 4 * (i % (kTileHeads / 4));
-      CpAsync16(SmemAddr(&sm.w[stage][r][f]), wsrc + size_t(r) * a.head_stride + f);
-    }
-    const int rows_here = min(kChunkRows, n_rows - c * kChunkRows);
-    for (int i = tid; i < kChunkRows * kValueCols / 4; i += kThreads) {
-      const int r = i / (kValueCols / 4), f = 4 * (i % (kValueCols / 4));
-      if (r < rows_here && c0 + f < d) {
-        CpAsync16(SmemAddr(&sm.r[stage][r][f]), RowPtr(a, seq, t, c * kChunkRows + r) + c0 + f);
-      }
-    }
-    if (tid < kTileHeads * 2 / 4) {
-      CpAsync16(SmemAddr(&sm.stats[stage][0][0] + 4 * tid),
-                a.stats + ((tok_chunk0 + c) * a.head_stride + h0) * 2 + 4 * tid);
-    }
-    CpAsyncCommit();
-  };
+  const int t = v.t, h0 = v.h0, c0 = v.c0, d = a.head_dim, n_rows = v.n_rows, nch = v.nch;
+  auto load = [&](int stage, int c) { LoadValueStage(a, v, sm, stage, c); };
 
   const int warp = tid >> 5, lane = tid & 31;
   const int hl = 4 * (4 * (warp & 3) + (lane & 3));  // first of the thread's 4 heads
@@ -270,17 +299,9 @@ __global__ void __launch_bounds__(kThreads) AttnValuesKernel(AttnArgs a) {
   const bool col_ok[2] = {c0 + cl < d, c0 + 64 + cl < d};
   const int n_heads_here = min(kTileHeads, a.n_head - h0);
 
-  // The merge's maximum over the sink and every chunk max (fmaxf: any order).
   float m[4], denom[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int h = min(hl + i, n_heads_here - 1);
-    m[i] = a.sinks[h0 + h];
-    for (int c = 0; c < nch; ++c) {
-      m[i] = fmaxf(m[i], a.stats[((tok_chunk0 + c) * a.head_stride + h0 + h) * 2]);
-    }
-    denom[i] = expf(__fsub_rn(a.sinks[h0 + h], m[i]));
-  }
+  for (int i = 0; i < 4; ++i) MergeStart(a, v, min(hl + i, n_heads_here - 1), m[i], denom[i]);
   float out[4][8];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -365,56 +386,23 @@ struct FastValueSmem {
 __global__ void __launch_bounds__(kThreads) AttnValuesFastKernel(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   FastValueSmem& sm = *reinterpret_cast<FastValueSmem*>(smem_raw);
+  const ValueTile v = ValueTileOf(a);
   const int tid = threadIdx.x;
-  const int bt = blockIdx.z;
-  const int t = a.t0 + bt;
-  const int h0 = blockIdx.y * kTileHeads;
-  const int c0 = blockIdx.x * kValueCols;
-  const int d = a.head_dim;
-  const RowSeq seq = Rows(a, t);
-  const int n_rows = seq.n_raw + seq.n_comp;
-  const int nch = (n_rows + kChunkRows - 1) / kChunkRows;
-  const size_t tok_chunk0 = size_t(bt) * a.n_chunks;
-
-  auto load = [&](int stage, int c) {
-    const float* wsrc = a.weights + ((tok_chunk0 + c) * kChunkRows) * a.head_stride + h0;
-    for (int i = tid; i < kChunkRows * kTileHeads / 4; i += kThreads) {
-      const int r = i / (kTileHeads / 4), f = 4 * (i % (kTileHeads / 4));
-      CpAsync16(SmemAddr(&sm.w[stage][r][f]), wsrc + size_t(r) * a.head_stride + f);
-    }
-    const int rows_here = min(kChunkRows, n_rows - c * kChunkRows);
-    for (int i = tid; i < kChunkRows * kValueCols / 4; i += kThreads) {
-      const int r = i / (kValueCols / 4), f = 4 * (i % (kValueCols / 4));
-      if (r < rows_here && c0 + f < d) {
-        CpAsync16(SmemAddr(&sm.r[stage][r][f]), RowPtr(a, seq, t, c * kChunkRows + r) + c0 + f);
-      }
-    }
-    if (tid < kTileHeads * 2 / 4) {
-      CpAsync16(SmemAddr(&sm.stats[stage][0][0] + 4 * tid),
-                a.stats + ((tok_chunk0 + c) * a.head_stride + h0) * 2 + 4 * tid);
-    }
-    CpAsyncCommit();
-  };
+  const int t = v.t, h0 = v.h0, c0 = v.c0, d = a.head_dim, n_rows = v.n_rows, nch = v.nch;
+  auto load = [&](int stage, int c) { LoadValueStage(a, v, sm, stage, c); };
 
   const int warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
-  const int hw = 16 * (warp & 3);      // the warp's first head
-  const int cw = 64 * (warp >> 2);     // the warp's first column
+  const int hw = 16 * (warp & 3);   // the warp's first head
+  const int cw = 64 * (warp >> 2);  // the warp's first column
   const int n_heads_here = min(kTileHeads, a.n_head - h0);
   const bool busy = hw < n_heads_here && c0 + cw < d;
 
-  // The merge's maximum over the sink and every chunk max (fmaxf: any order), for the
-  // thread's two heads hw + g and hw + g + 8.
+  // The thread's two heads: hw + g and hw + g + 8.
   float m[2], denom[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int h = min(hw + g + 8 * i, n_heads_here - 1);
-    m[i] = a.sinks[h0 + h];
-    for (int c = 0; c < nch; ++c) {
-      m[i] = fmaxf(m[i], a.stats[((tok_chunk0 + c) * a.head_stride + h0 + h) * 2]);
-    }
-    denom[i] = expf(__fsub_rn(a.sinks[h0 + h], m[i]));
-  }
+  for (int i = 0; i < 2; ++i)
+    MergeStart(a, v, min(hw + g + 8 * i, n_heads_here - 1), m[i], denom[i]);
   float out[8][4];
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
