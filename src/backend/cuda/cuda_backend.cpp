@@ -330,6 +330,10 @@ bool CudaBackend::SetFastTerms(int terms) {
 int CudaBackend::fast_terms() const {
   return s_->fast_terms;
 }
+void CudaBackend::SetFastIndexer(bool on) {
+  s_->Flush();
+  s_->fast_indexer = on;
+}
 void CudaBackend::SetTiledPrefill(bool on) {
   s_->Flush();
   s_->tiled_prefill = on;

@@ -224,6 +224,9 @@ class CudaBackend final : public Backend {
   // of each activation, for measurements) or 0 (exact); false outside 0..2.
   bool SetFastTerms(int terms);
   int fast_terms() const;
+  // On the fast path, the indexer scores on the tensor cores as well (State::fast_indexer;
+  // tests and benchmarks until it is measured).
+  void SetFastIndexer(bool on);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);
   bool tiled_prefill() const;

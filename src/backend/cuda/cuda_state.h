@@ -113,6 +113,10 @@ struct CudaBackend::State {
   // prefill chunks on the TF32 tensor cores with each activation taken as that many TF32
   // terms (products/matmul_fast.cu; 2 is kFast's, 1 a benchmark's switch, SetFastTerms).
   int fast_terms = 0;
+  // On the fast path, whether the tiled indexer scores take the tensor cores too
+  // (ops/indexer.cu). Off until a GPU has run CudaFastTest's indexer case and the prefill with
+  // it (built in session 19, when no device time was left): CudaBackend::SetFastIndexer.
+  bool fast_indexer = false;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;

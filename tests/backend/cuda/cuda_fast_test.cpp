@@ -55,6 +55,7 @@ class CudaFastTest : public ::testing::Test {
     if (gpu_ != nullptr) {
       gpu_->SetProfiling(false);
       gpu_->SetFastTerms(0);
+      gpu_->SetFastIndexer(false);
     }
   }
   bool Ran(const std::string& name) { return KernelRan(*gpu_, name); }
@@ -214,6 +215,117 @@ TEST_F(CudaFastTest, AttentionWithinTheToleranceAtFlashShapes) {
                   {"flash sliding", 64, 512, 128, 0, 512, 36, 77, false, false},
                   {"flash first chunk", 64, 512, 128, 4, 512, 70, 0, false, false}},
                  [this](const std::string& n) { return Ran(n); });
+}
+
+// Values as official numerics leave the indexer's queries and rows: FP4 E2M1 values times a
+// power of two per 32-value block (Hadamard + FP4, docs/MODEL.md), exact in TF32.
+std::vector<float> Fp4Values(size_t n, uint32_t seed) {
+  static const float kE2M1[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  std::mt19937 rng(seed);
+  std::vector<float> v(n);
+  float scale = 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 32 == 0) scale = std::ldexp(1.0f, -int(rng() % 6));
+    const float m = kE2M1[rng() % 8];
+    v[i] = (rng() & 1u ? -m : m) * scale;
+  }
+  return v;
+}
+
+struct IndexerShape {
+  const char* name;
+  int n_heads, dim, ratio, top_k, T;
+  int64_t pos0;
+};
+
+// The indexer's tiled scores on the fast path (ops/indexer.cu, IndexScoreTiledKernel<true>)
+// against the exact tiled kernel: the same entries written, NMSE ≤ kFastMaxNmse, and the
+// selections nearly the same sets (exact products, only the summation order differs, so
+// only near-ties may fall the other way); a batch under kFastMinTokens keeps the exact bits.
+void CheckIndexer(CudaBackend& gpu, const std::vector<IndexerShape>& cases,
+                  const std::function<bool(const std::string&)>& ran) {
+  for (const IndexerShape& c : cases) {
+    const int64_t n_rows = (c.pos0 + c.T) / c.ratio;
+    const int64_t stride = std::max<int64_t>(n_rows, 1);
+    const uint32_t seed = 500 + uint32_t(c.T);
+    auto q = Put<float>(gpu, Fp4Values(size_t(c.T) * c.n_heads * c.dim, seed));
+    auto w = Put<float>(gpu, RandomFloats(size_t(c.T) * c.n_heads, seed + 1, -1, 1));
+    auto rows = Put<float>(gpu, Fp4Values(size_t(n_rows) * c.dim, seed + 2));
+    IndexerArgs a{};
+    a.weight_scale = 1.0f / std::sqrt(float(c.n_heads * c.dim));
+    a.pos0 = c.pos0;
+    a.n_tokens = c.T;
+    a.n_heads = c.n_heads;
+    a.dim = c.dim;
+    a.ratio = c.ratio;
+    a.top_k = c.top_k;
+    a.q = q.ptr();
+    a.weights = w.ptr();
+    a.rows = rows.ptr();
+    const std::vector<float> unset(size_t(c.T) * stride, 12345.0f);
+    auto scores = [&](bool fast, const IndexerArgs& args) {
+      EXPECT_TRUE(gpu.SetFastTerms(fast ? 2 : 0));
+      gpu.SetFastIndexer(fast);
+      auto out = Put<float>(gpu, unset);
+      gpu.IndexerScores(args, out.ptr());
+      return Get(gpu, out);
+    };
+    auto select = [&](bool fast) {
+      EXPECT_TRUE(gpu.SetFastTerms(fast ? 2 : 0));
+      gpu.SetFastIndexer(fast);
+      auto sel = Put<int32_t>(gpu, std::vector<int32_t>(size_t(c.T) * c.top_k, 99));
+      IndexerArgs args = a;
+      args.selected = sel.ptr();
+      gpu.IndexerTopK(args);
+      return Get(gpu, sel);
+    };
+    ran("");
+    const auto exact = scores(false, a);
+    EXPECT_FALSE(ran("IndexScoreTiledKernelILb1")) << c.name;
+    const auto fast = scores(true, a);
+    EXPECT_TRUE(ran("IndexScoreTiledKernelILb1")) << c.name;
+    std::vector<float> e, f;
+    size_t written_differently = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      written_differently += (exact[i] == 12345.0f) != (fast[i] == 12345.0f);
+      if (exact[i] != 12345.0f) {
+        e.push_back(exact[i]);
+        f.push_back(fast[i]);
+      }
+    }
+    EXPECT_EQ(written_differently, 0u) << c.name;
+    const double nmse = Nmse(e, f);
+    const auto sel_exact = select(false), sel_fast = select(true);
+    size_t same = 0, total = 0;
+    for (int t = 0; t < c.T; ++t) {
+      std::vector<int32_t> x(sel_exact.begin() + size_t(t) * c.top_k,
+                             sel_exact.begin() + size_t(t + 1) * c.top_k);
+      std::vector<int32_t> y(sel_fast.begin() + size_t(t) * c.top_k,
+                             sel_fast.begin() + size_t(t + 1) * c.top_k);
+      for (int32_t id : x) {
+        if (id < 0) continue;
+        ++total;
+        same += std::binary_search(y.begin(), y.end() - std::count(y.begin(), y.end(), -1), id);
+      }
+    }
+    std::printf("indexer %s: fast vs exact scores NMSE %.3g; selections %zu of %zu ids the same\n",
+                c.name, nmse, same, total);
+    EXPECT_LE(nmse, kFastMaxNmse) << c.name;
+    EXPECT_GE(double(same), 0.98 * double(total)) << c.name;
+    IndexerArgs few = a;
+    few.n_tokens = kFastMinTokens - 1;
+    const auto few_fast = scores(true, few), few_exact = scores(false, few);
+    EXPECT_FALSE(ran("IndexScoreTiledKernelILb1")) << c.name;
+    EXPECT_EQ(Compare(few_fast, few_exact).mismatches, 0u) << c.name;
+  }
+}
+
+TEST_F(CudaFastTest, IndexerScoresWithinTheTolerance) {
+  CheckIndexer(*gpu_,
+               {{"small", 16, 128, 4, 16, 40, 300},
+                {"flash", 64, 128, 4, 512, 48, 8000},
+                {"flash first chunk", 64, 128, 4, 512, 96, 1900}},
+               [this](const std::string& n) { return Ran(n); });
 }
 
 std::string Fixture(const std::string& rel) {

@@ -9,6 +9,10 @@
 // IndexScoreTiledKernel (a block scores 128 rows × 32 tokens, reading each row and each
 // token's queries once per tile) for prefill chunks; both form every score as the same
 // sequence of fused multiply-adds and adds, so the selection does not depend on the batch.
+// On the fast float path (State::fast_terms > 0, docs/CUDA.md "Numerics: exact and fast") the
+// tiled kernel forms each head's dots on the TF32 tensor cores instead: official numerics
+// leave the queries and the rows FP4 values times a power of two (Hadamard + FP4, then F16),
+// exact in TF32, so one term each and only the summation order differs.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include "backend/cuda/cuda_state.h"
 #include "backend/cuda/device/common.cuh"
 #include "backend/cuda/device/imma_ptx.cuh"
+#include "backend/cuda/device/tf32_mma.cuh"
 
 namespace flashkv {
 namespace cuda {
@@ -109,6 +114,10 @@ __global__ void __launch_bounds__(kScoreRows* kHeadGroups) IndexScoreKernel(Inde
 // chains over dims ≡ 0…3 mod 4, summed (p0 + p1) + (p2 + p3)), the relu and the product
 // with the head weight, and adds it to the running score in head order — the one-token
 // kernel's terms and order, so the bits are the same.
+// kFast: warp w takes rows 32·(w & 3) … + 31 and tokens 16·(w >> 2) … + 15 as 2 × 2 MMA tiles;
+// each head's dots come from mma.m16n8k8 over the dims (device/tf32_mma.cuh's C layout), then
+// the same relu, head weight and head-order sum.
+template <bool kFast>
 __global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexScoreArgs a) {
   extern __shared__ __align__(16) float tsm[];
   const int dim = a.dim;
@@ -156,6 +165,8 @@ __global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexS
 #pragma unroll
     for (int j = 0; j < 4; ++j) score[i][j] = 0.0f;
   }
+  const int g = lane >> 2, tq = lane & 3;
+  const int rw = 32 * (warp & 3), tw = 16 * (warp >> 2);  // the fast path's warp tile
   for (int h = 0; h < H; ++h) {
     if (h + 1 < H) {
       load_q((h + 1) & 1, h + 1);
@@ -164,7 +175,52 @@ __global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexS
       CpAsyncWait<0>();
     }
     __syncthreads();
-    if (busy) {
+    if (busy && kFast) {
+      const float* qh = qs + (h & 1) * kTiledTokens * pitch;
+      float acc[2][2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[mt][nt][k] = 0.0f;
+        }
+      }
+#pragma unroll 4
+      for (int kk = 0; kk < dim; kk += 8) {
+        uint32_t af[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const float* r = rs + (rw + 16 * mt + g) * pitch + kk + tq;
+          af[mt][0] = __float_as_uint(r[0]);
+          af[mt][1] = __float_as_uint(r[8 * pitch]);
+          af[mt][2] = __float_as_uint(r[4]);
+          af[mt][3] = __float_as_uint(r[8 * pitch + 4]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const float* y = qh + (tw + 8 * nt + g) * pitch + kk + tq;
+          const uint32_t b0 = __float_as_uint(y[0]), b1 = __float_as_uint(y[4]);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) MmaTf32(af[mt], b0, b1, acc[mt][nt]);
+        }
+      }
+      // score[2·mt + nt][k]: row rw + 16·mt + g + 8·(k >> 1), token tw + 8·nt + 2·tq + (k & 1).
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int tt = min(tw + 8 * nt + 2 * tq + (k & 1), kTiledTokens - 1);
+            float dot = acc[mt][nt][k];
+            if (dot < 0.0f) dot = 0.0f;
+            score[2 * mt + nt][k] =
+                __fadd_rn(score[2 * mt + nt][k], __fmul_rn(dot, ws[tt * H + h]));
+          }
+        }
+      }
+    } else if (busy) {
       const float* qh = qs + (h & 1) * kTiledTokens * pitch;
       float acc[4][4][4];
 #pragma unroll
@@ -209,16 +265,31 @@ __global__ void __launch_bounds__(kTiledThreads, 2) IndexScoreTiledKernel(IndexS
     __syncthreads();  // the stage read here is the next prefetch's target
   }
   if (!busy) return;
+  if constexpr (kFast) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int bt = bt0 + tb + 4 * j;
-    if (tb + 4 * j >= n_tok) continue;
-    const int n_vis = int((a.pos0 + bt + 1) / a.ratio);
-    if (n_vis <= a.top_k) continue;
+    for (int e = 0; e < 4; ++e) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = r0 + rb + 8 * i;
-      if (r < n_vis) a.scores[size_t(bt) * a.score_stride + r] = score[i][j];
+      for (int k = 0; k < 4; ++k) {
+        const int tl = tw + 8 * (e & 1) + 2 * tq + (k & 1);
+        if (tl >= n_tok) continue;
+        const int bt = bt0 + tl;
+        const int n_vis = int((a.pos0 + bt + 1) / a.ratio);
+        const int r = r0 + rw + 16 * (e >> 1) + g + 8 * (k >> 1);
+        if (n_vis > a.top_k && r < n_vis) a.scores[size_t(bt) * a.score_stride + r] = score[e][k];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int bt = bt0 + tb + 4 * j;
+      if (tb + 4 * j >= n_tok) continue;
+      const int n_vis = int((a.pos0 + bt + 1) / a.ratio);
+      if (n_vis <= a.top_k) continue;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = r0 + rb + 8 * i;
+        if (r < n_vis) a.scores[size_t(bt) * a.score_stride + r] = score[i][j];
+      }
     }
   }
 }
@@ -344,8 +415,10 @@ size_t TiledScoreSmem(const IndexerArgs& a) {
 // Two CTAs of ~107 KB per SM need the largest carveout; asked once per process.
 bool TiledKernelReady() {
   static const cudaError_t raised =
-      cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel, 200 * 1024);
-  return raised == cudaSuccess;
+      cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel<false>, 200 * 1024);
+  static const cudaError_t raised_fast =
+      cuda::AllowSharedMemory(cuda::IndexScoreTiledKernel<true>, 200 * 1024);
+  return raised == cudaSuccess && raised_fast == cudaSuccess;
 }
 
 // Whether IndexScoreTiledKernel serves this batch: prefill chunks with the tiled kernels on,
@@ -355,6 +428,13 @@ bool UseTiledScores(const CudaBackend::State& s, const IndexerArgs& a) {
   return s.tiled_prefill && s.tiled_indexer && a.n_tokens >= cuda::kTiledMinTokens &&
          a.dim % 4 == 0 && aligned(a.q.get()) && aligned(a.rows.get()) &&
          TiledScoreSmem(a) <= 200 * 1024 && TiledKernelReady();
+}
+
+// Whether the tiled scores take the fast path's tensor cores: prefill chunks (kFastMinTokens
+// tokens or more, backend.h) with rows of whole 8-value MMA steps, while State::fast_indexer
+// allows it.
+bool FastScores(const CudaBackend::State& s, const IndexerArgs& a) {
+  return s.fast_terms > 0 && s.fast_indexer && a.n_tokens >= kFastMinTokens && a.dim % 8 == 0;
 }
 
 // Scores of the batch's tokens [t0, t0 + n) into scores[(t - t0) · stride + row] for every
@@ -376,10 +456,15 @@ void LaunchScores(CudaBackend::State& s, const IndexerArgs& a, int t0, int n, fl
                           n};
   const int64_t max_vis = (a.pos0 + t0 + n) / a.ratio;
   if (tiled) {
-    s.Launch(cuda::IndexScoreTiledKernel,
-             dim3(unsigned(cuda::CeilDiv(max_vis, cuda::kTiledRows)),
-                  unsigned(cuda::CeilDiv(n, cuda::kTiledTokens))),
-             dim3(cuda::kTiledThreads), unsigned(TiledScoreSmem(a)), sa);
+    const dim3 grid(unsigned(cuda::CeilDiv(max_vis, cuda::kTiledRows)),
+                    unsigned(cuda::CeilDiv(n, cuda::kTiledTokens)));
+    if (FastScores(s, a)) {
+      s.Launch(cuda::IndexScoreTiledKernel<true>, grid, dim3(cuda::kTiledThreads),
+               unsigned(TiledScoreSmem(a)), sa);
+    } else {
+      s.Launch(cuda::IndexScoreTiledKernel<false>, grid, dim3(cuda::kTiledThreads),
+               unsigned(TiledScoreSmem(a)), sa);
+    }
     return;
   }
   const int smem =
