@@ -29,6 +29,7 @@
 #include "cli/line_editor.h"
 #include "cli/load_progress.h"
 #include "cli/model_flags.h"
+#include "cli/prefill_chunk_flag.h"
 #include "engine/engine.h"
 #include "kv_disk/disk_cache.h"
 #include "runtime/runtime.h"
@@ -45,6 +46,7 @@ struct ChatFlags {
   float top_p = 0.95f;
   uint64_t seed = 0;
   int chunk = 2048;
+  std::string prefill_chunk_solo = "auto";  // cli/prefill_chunk_flag.h
   std::string system;
   bool think = false;
   std::string chat_dir;  // empty: $XDG_DATA_HOME/flashkv/chats
@@ -363,6 +365,10 @@ bool ChatSession::Command(const std::string& line) {
 Status RunChat(ChatFlags f) {
   if (f.n_predict < 1) return InvalidArgument("-n must be >= 1");
   if (f.chunk < 1) return InvalidArgument("--prefill-chunk must be positive");
+  // One conversation, so nothing else decodes: every step takes the solo chunk.
+  FLASHKV_ASSIGN_OR_RETURN(
+      const int solo_chunk,
+      ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.chunk, ResolvedBackend(f.model)));
   if (f.ctx < 64) return InvalidArgument("--ctx must be at least 64");
   if (f.chat_dir.empty()) f.chat_dir = XdgDir("XDG_DATA_HOME", ".local/share", "chats");
   if (f.no_kv_disk) {
@@ -375,7 +381,7 @@ Status RunChat(ChatFlags f) {
   LoadReporter load;
   FLASHKV_ASSIGN_OR_RETURN(
       std::unique_ptr<Runtime> rt,
-      OpenRuntime(f.model, setup, DeviceReserve{f.ctx, 1, 2048}, load.Weights(0, 1)));
+      OpenRuntime(f.model, setup, DeviceReserve{f.ctx, 1, solo_chunk}, load.Weights(0, 1)));
   std::unique_ptr<DiskCache> disk;
   FLASHKV_ASSIGN_OR_RETURN(CachePolicy policy, CachePolicy::Create(f.kv.policy));
   if (!f.kv.dir.empty()) {
@@ -393,6 +399,7 @@ Status RunChat(ChatFlags f) {
   eo.ctx_size = f.ctx;
   eo.live_sessions = 1;
   eo.prefill_chunk = f.chunk;
+  eo.prefill_chunk_solo = solo_chunk;
   eo.max_batch = 1;
   eo.disk = disk.get();
   eo.policy = policy;
@@ -481,6 +488,7 @@ void RegisterChat(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "sampler seed (0: a new one each reply)");
   cmd->add_option("--prefill-chunk,--chunk", f->chunk, "prompt tokens per prefill step")
       ->capture_default_str();
+  AddPrefillChunkSoloFlag(cmd, &f->prefill_chunk_solo);
   cmd->add_option("--system,--system-prompt", f->system, "the system prompt");
   cmd->add_flag("--think", f->think, "start with thinking on (/think on|off switches)");
   cmd->add_option("--chat-dir", f->chat_dir,

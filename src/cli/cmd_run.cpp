@@ -29,6 +29,7 @@
 #include "cli/kv_cache_flags.h"
 #include "cli/load_progress.h"
 #include "cli/model_flags.h"
+#include "cli/prefill_chunk_flag.h"
 #include "engine/engine.h"
 #include "kv/cache_policy.h"
 #include "kv_disk/disk_cache.h"
@@ -54,6 +55,7 @@ struct RunFlags {
   uint64_t seed = 0;
   int ctx = 0;
   int chunk = 256;
+  std::string prefill_chunk_solo = "auto";  // cli/prefill_chunk_flag.h
   bool raw = false;
   bool think = false;
   KvDiskFlags kv;  // disk KV cache (tier 3, kv/cache_tier.h)
@@ -126,6 +128,10 @@ Status RunOnce(RunFlags f, bool prompt_given) {
   // The engine reads max_tokens <= 0 as "to the end of the context".
   if (f.n_predict < 1) return InvalidArgument("-n must be >= 1");
   if (f.chunk <= 0) return InvalidArgument("--prefill-chunk must be positive");
+  // One request, so nothing else decodes: every step takes the solo chunk (8,192 on CUDA).
+  FLASHKV_ASSIGN_OR_RETURN(
+      const int solo_chunk,
+      ResolvePrefillChunkSolo(f.prefill_chunk_solo, f.chunk, ResolvedBackend(f.model)));
   FLASHKV_ASSIGN_OR_RETURN(f.prompt, ResolvePrompt(f, prompt_given));
   if (f.prompt.empty()) return InvalidArgument("the prompt is empty");
   if (f.raw && !f.system.empty())
@@ -137,7 +143,7 @@ Status RunOnce(RunFlags f, bool prompt_given) {
   LoadReporter load;  // a bar on a terminal while the weights load
   FLASHKV_ASSIGN_OR_RETURN(
       std::unique_ptr<Runtime> rt,
-      OpenRuntime(f.model, setup, DeviceReserve{f.ctx > 0 ? f.ctx : 32768, 1, f.chunk},
+      OpenRuntime(f.model, setup, DeviceReserve{f.ctx > 0 ? f.ctx : 32768, 1, solo_chunk},
                   load.Weights(0, 1)));
 
   GenerationRequest req;
@@ -180,6 +186,7 @@ Status RunOnce(RunFlags f, bool prompt_given) {
   eo.ctx_size = f.ctx > 0 ? f.ctx : int(req.prompt_tokens.size()) + f.n_predict + kSeamRoom;
   eo.live_sessions = 1;
   eo.prefill_chunk = f.chunk;
+  eo.prefill_chunk_solo = solo_chunk;
   eo.max_batch = 1;
   eo.disk = cache.get();
   eo.policy = policy;
@@ -277,6 +284,7 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("--ctx,-c,--ctx-size", f->ctx, "context size (default: prompt + n)");
   cmd->add_option("--prefill-chunk,--chunk", f->chunk, "prompt tokens per prefill step")
       ->capture_default_str();
+  AddPrefillChunkSoloFlag(cmd, &f->prefill_chunk_solo);
   cmd->add_flag("--raw", f->raw, "use the prompt text as is (no chat template)");
   cmd->add_flag("--think", f->think, "open the assistant turn in thinking mode");
   AddKvDiskFlags(cmd, &f->kv, "disk KV cache directory: reuse and save prompt prefixes");
