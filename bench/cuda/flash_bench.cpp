@@ -39,6 +39,7 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "state/kv_state.h"
+#include "util/logit_distance.h"
 
 namespace flashkv {
 namespace {
@@ -228,19 +229,16 @@ Status PrefillCompare(const Options& o, CudaBackend& be, Model& model, int max_c
         same = same && std::memcmp(logits.data(), first_logits[fi].data(), 4 * logits.size()) == 0;
         if (!exact_pair) {
           const std::vector<float>& ref = first_logits[fi];
-          double num = 0, den = 0, max_abs = 0;
+          const double nmse = Nmse(ref.data(), logits.data(), ref.size());
+          double max_abs = 0;
           for (size_t i = 0; i < ref.size(); ++i) {
-            const double d = double(logits[i]) - double(ref[i]);
-            num += d * d;
-            den += double(ref[i]) * double(ref[i]);
-            max_abs = std::max(max_abs, std::fabs(d));
+            max_abs = std::max(max_abs, std::fabs(double(logits[i]) - double(ref[i])));
           }
           const bool top1 = Argmax(logits) == Argmax(ref);
-          r["logits_nmse"][std::to_string(f)] = den > 0 ? num / den : num;
+          r["logits_nmse"][std::to_string(f)] = nmse;
           r["logits_top1_same"][std::to_string(f)] = top1;
           std::printf("%s: logits at %d vs %s: NMSE %.3g, max|d| %.3g, top-1 %s\n", name.c_str(), f,
-                      label(setups[0]).c_str(), den > 0 ? num / den : num, max_abs,
-                      top1 ? "same" : "DIFFERS");
+                      label(setups[0]).c_str(), nmse, max_abs, top1 ? "same" : "DIFFERS");
         }
       }
       r["prefill_tok_s"][std::to_string(f)] = double(f) / prefill_s;

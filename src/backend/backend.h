@@ -35,10 +35,11 @@ namespace flashkv {
 
 // Which float arithmetic the many-token products take (docs/CUDA.md "Numerics: exact and
 // fast"). kExact: every float sum in the order the CPU backend uses, so a chunked prefill
-// equals token-by-token decode bit for bit. kFast: prefill chunks (kFastMinTokens tokens or
-// more) may take tensor-core kernels whose sums run in the tensor cores' order, within the
-// tolerance docs/CUDA.md states; one-token steps keep the exact kernels. A backend without
-// fast kernels refuses kFast (Backend::SetFloatPath).
+// equals token-by-token decode bit for bit. kFast: batches of kFastMinTokens rows or more
+// (prefill chunks, batched decode steps of that many sessions) may take tensor-core kernels
+// whose sums run in the tensor cores' order, within the tolerance docs/CUDA.md states;
+// smaller steps keep the exact kernels. A backend without fast kernels refuses kFast
+// (Backend::SetFloatPath).
 enum class FloatPath { kExact, kFast };
 inline constexpr int kFastMinTokens = 32;
 

@@ -25,4 +25,14 @@ double SoftmaxKl(const float* p_logits, const float* q_logits, int n) {
   return std::max(kl, 0.0);
 }
 
+double Nmse(const float* ref, const float* got, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
 }  // namespace flashkv

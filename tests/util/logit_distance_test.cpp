@@ -1,5 +1,5 @@
-// SoftmaxKl (util/logit_distance.h): the distance the fast float path's test and benchmark
-// report between two logit rows.
+// SoftmaxKl and Nmse (util/logit_distance.h): the distances the fast float path's test and
+// benchmarks report between two results.
 #include "util/logit_distance.h"
 
 #include <cmath>
@@ -35,6 +35,16 @@ TEST(SoftmaxKlTest, StaysFiniteForLargeLogits) {
   const double kl = SoftmaxKl(p.data(), q.data(), 2);
   EXPECT_TRUE(std::isfinite(kl));
   EXPECT_NEAR(kl, 1000.0, 1e-6);
+}
+
+TEST(NmseTest, IsTheSquaredErrorOverTheReferencesEnergy) {
+  const std::vector<float> ref = {3.0f, -4.0f};  // Σ ref² = 25
+  const std::vector<float> got = {3.5f, -4.0f};  // Σ d² = 0.25
+  EXPECT_DOUBLE_EQ(Nmse(ref.data(), got.data(), 2), 0.01);
+  EXPECT_DOUBLE_EQ(Nmse(ref.data(), ref.data(), 2), 0.0);
+  // An all-zero reference: the plain squared error.
+  const std::vector<float> zero = {0.0f, 0.0f};
+  EXPECT_DOUBLE_EQ(Nmse(zero.data(), got.data(), 2), 3.5 * 3.5 + 4.0 * 4.0);
 }
 
 }  // namespace

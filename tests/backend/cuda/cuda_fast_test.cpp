@@ -30,13 +30,8 @@ namespace {
 constexpr double kFastMaxNmse = 5e-4;
 
 double Nmse(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  return den > 0 ? num / den : num;
+  EXPECT_EQ(ref.size(), got.size());
+  return flashkv::Nmse(ref.data(), got.data(), std::min(ref.size(), got.size()));
 }
 
 struct Shape {

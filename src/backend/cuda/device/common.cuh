@@ -146,4 +146,9 @@ inline unsigned CeilDiv(size_t a, size_t b) {
   return unsigned((a + b - 1) / b);
 }
 
+// Whether a device address can be read with 16-byte vector loads (host side, launch checks).
+inline bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
 }  // namespace flashkv::cuda

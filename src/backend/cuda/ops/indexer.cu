@@ -424,9 +424,8 @@ bool TiledKernelReady() {
 // Whether IndexScoreTiledKernel serves this batch: prefill chunks with the tiled kernels on,
 // rows of whole 16-byte units and a tile that fits in shared memory.
 bool UseTiledScores(const CudaBackend::State& s, const IndexerArgs& a) {
-  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return s.tiled_prefill && s.tiled_indexer && a.n_tokens >= cuda::kTiledMinTokens &&
-         a.dim % 4 == 0 && aligned(a.q.get()) && aligned(a.rows.get()) &&
+         a.dim % 4 == 0 && cuda::Aligned16(a.q.get()) && cuda::Aligned16(a.rows.get()) &&
          TiledScoreSmem(a) <= 200 * 1024 && TiledKernelReady();
 }
 

@@ -252,10 +252,6 @@ void LaunchTerms(CudaBackend::State& s, const MatVecArgs& a) {
   }
 }
 
-bool Aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
-
 }  // namespace
 
 bool LaunchMatMulFast(CudaBackend::State& s, DType type, const MatVecArgs& a) {
