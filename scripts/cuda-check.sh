@@ -61,7 +61,7 @@
 #                                  the strided activation quantizer, sanitizers (fast.tgz).
 #                                  fast-final (STAGE_FLASHKV=1): `flashkv bench` exact and fast
 #                                  2k … 32k, the 25k cold prompt through `flashkv serve` both
-#                                  ways (fast-final.tgz).
+#                                  ways, the fast indexer off/on (fast-final.tgz).
 #                                  batch-new: issue #30's latest step against the build
 #                                  before it (.devcarry/base/): tests, batch runs, prefill,
 #                                  sanitizers, ncu of the narrow expert kernels (batch-new.tgz).
@@ -434,7 +434,7 @@ PY
     # default: 43 where the GPU has > 100 GB, else 16), the spread at Flash width
     # (--fast-spread: CUDA exact, fast and the CPU backend over one prompt), and the
     # sanitizers on the fast kernel's small shapes. Extra args go to the two benchmark runs
-    # (e.g. --fast-indexer). fast.tgz is re-packed after every stage.
+    # (e.g. --fast-indexer 0). fast.tgz is re-packed after every stage.
     local BB=/work/main/build-cuda/bench/flashkv_bench_cuda
     pack() { tar czf "$OUT/fast.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null || true; }
     local mem L
@@ -494,6 +494,17 @@ PY
         --backend cuda --model "$model" --skip identity,stall,exchange --out "$OUT/serve-$tag" \
         "${flags[@]}" > "$OUT/serve-$tag.log" 2>&1 || rc=1
       echo "== serve $tag"; grep -iE 'cold|live|ram|disk|ttft' "$OUT/serve-$tag.log" | head -12 || tail -5 "$OUT/serve-$tag.log"
+      pack
+    done
+    # The fast path with the indexer scores on the exact kernel and on the tensor cores
+    # (--fast-indexer 0 / 1), exact beside each, at FINAL_INDEXER_AT (default 8,192 and 32,768).
+    local L=43 ix
+    [[ $model == random:flash:* ]] && L=${model##*:}
+    for ix in 0 1; do
+      timeout 200 /work/main/build-cuda/bench/flashkv_bench_cuda --fast-compare 0,2 --fast-indexer $ix \
+        --frontiers "${FINAL_INDEXER_AT:-8192,32768}" --decode-steps 4 --warmup-steps 1 --ttft 0 \
+        --layers "$L" --json "$OUT/indexer-$ix.json" > "$OUT/indexer-$ix.log" 2>&1 || rc=1
+      echo "== fast indexer $ix"; grep -E 'prefill 0' "$OUT/indexer-$ix.log" || tail -5 "$OUT/indexer-$ix.log"
       pack
     done
   fi

@@ -119,7 +119,7 @@ struct Options {
   std::vector<int> batch_micro;  // the batched decode microbenchmark's batch sizes (batch_micro.h)
   int batch_pinned = 1;          // --batch-pinned: BatchMicroOptions::pinned_logits
   int fast_spread = 0;           // prompt tokens of the fast path's spread (fast_spread.h)
-  bool fast_indexer = false;     // CudaBackend::SetFastIndexer for every fast setup
+  int fast_indexer = 1;          // CudaBackend::SetFastIndexer for every fast setup
 };
 
 Status WriteJson(const Options& o, const nlohmann::json& out) {
@@ -293,7 +293,7 @@ Status Run(const Options& o) {
   nlohmann::json out;
   out["device"] = be->DeviceDescription();
   std::printf("device: %s\n", be->DeviceDescription().c_str());
-  be->SetFastIndexer(o.fast_indexer);
+  be->SetFastIndexer(o.fast_indexer != 0);
   if (o.matmul) FLASHKV_RETURN_IF_ERROR(RunMatMulBench(*be, o.matmul_options, out));
   if (o.formats) FLASHKV_RETURN_IF_ERROR(RunFormatsBench(*be, o.formats_options, out));
   if (o.skip_model) return WriteJson(o, out);
@@ -574,9 +574,10 @@ int main(int argc, char** argv) {
   app.add_option("--fast-spread", o.fast_spread,
                  "the fast float path's distance from the exact one over this many "
                  "teacher-forced positions, beside the CPU backend's (fast_spread.h)");
-  app.add_flag("--fast-indexer", o.fast_indexer,
-               "on the fast path, the indexer scores on the tensor cores too (off by default "
-               "until measured; CudaBackend::SetFastIndexer)");
+  app.add_option("--fast-indexer", o.fast_indexer,
+                 "on the fast path, the indexer scores on the tensor cores too (1, the "
+                 "default) or on the exact kernel (0; CudaBackend::SetFastIndexer)")
+      ->check(CLI::Range(0, 1));
   app.add_flag("--decode-micro", o.decode_micro,
                "instead of the frontier sweep: the decode microbenchmark at each frontier — "
                "unfused vs fused kernels (bits compared), kernels per token and per layer, "

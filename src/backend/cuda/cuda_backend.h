@@ -224,8 +224,8 @@ class CudaBackend final : public Backend {
   // of each activation, for measurements) or 0 (exact); false outside 0..2.
   bool SetFastTerms(int terms);
   int fast_terms() const;
-  // On the fast path, the indexer scores on the tensor cores as well (State::fast_indexer;
-  // tests and benchmarks until it is measured).
+  // On the fast path, whether the indexer scores take the tensor cores as well
+  // (State::fast_indexer, on by default; off only for tests and benchmarks).
   void SetFastIndexer(bool on);
   // The switch of CudaBackendOptions::tiled for later launches (tests and benchmarks).
   void SetTiledPrefill(bool on);

@@ -114,9 +114,10 @@ struct CudaBackend::State {
   // terms (products/matmul_fast.cu; 2 is kFast's, 1 a benchmark's switch, SetFastTerms).
   int fast_terms = 0;
   // On the fast path, whether the tiled indexer scores take the tensor cores too
-  // (ops/indexer.cu). Off until a GPU has run CudaFastTest's indexer case and the prefill with
-  // it (built in session 19, when no device time was left): CudaBackend::SetFastIndexer.
-  bool fast_indexer = false;
+  // (ops/indexer.cu; docs/CUDA.md "Numerics: exact and fast" has what it measured: the same
+  // scores and selections as the exact kernel, a third of its time). A benchmark's switch
+  // besides (CudaBackend::SetFastIndexer, flashkv_bench_cuda --fast-indexer 0).
+  bool fast_indexer = true;
   // Not a setting: a benchmark's switch (SetTiledIndexer; flashkv_bench_cuda --tiled-compare
   // documents it). With tiled_prefill, whether the indexer scores take their tiled kernel.
   bool tiled_indexer = true;
